@@ -1,0 +1,184 @@
+"""Admin for sources, documents (with their version history) and chunks, with curation actions."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from knowledge import ids, services
+from knowledge.models import Chunk, Document, DocumentVersion, Source, Tag
+from tenants.admin import TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
+
+
+class TagListFilter(admin.SimpleListFilter):
+    """Filter by tag name, offering only tags of tenants the user may see."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        tags = Tag.objects.for_tenants(admin_tenants(request)).values_list("name", flat=True).distinct()
+        return [(name, name) for name in tags.order_by("name")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(tags__name=self.value()).distinct() if self.value() else queryset
+
+
+class TagActionForm(ActionForm):
+    tag = forms.CharField(required=False, label="Tag", help_text="for the add/remove tag actions")
+
+
+class CurationActionsMixin:
+    """Bulk actions shared by documents and chunks. The tenant of each row is its own tenant."""
+
+    action_form = TagActionForm
+    actions = ["mark_critical", "unmark_critical", "add_tag", "remove_tag"]
+
+    def _by_tenant(self, request: HttpRequest, queryset: QuerySet) -> list[tuple[object, QuerySet]]:
+        tenants = admin_tenants(request).filter(pk__in=queryset.values("tenant_id"))
+        return [(tenant, queryset.filter(tenant=tenant)) for tenant in tenants]
+
+    def _tag_name(self, request: HttpRequest) -> str:
+        return request.POST.get("tag", "").strip()
+
+    @admin.action(description="Mark selected as critical")
+    def mark_critical(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_critical(request, queryset, True)
+
+    @admin.action(description="Unmark critical")
+    def unmark_critical(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_critical(request, queryset, False)
+
+    def _set_critical(self, request: HttpRequest, queryset: QuerySet, critical: bool) -> None:
+        setter = (
+            services.documents_set_critical if queryset.model is Document else services.chunks_set_critical
+        )
+        count = 0
+        for tenant, rows in self._by_tenant(request, queryset):
+            count += setter(tenant=tenant, **{self._rows_kwarg(queryset): rows}, critical=critical)
+        self.message_user(request, f"{'Marked' if critical else 'Unmarked'} {count} as critical.")
+
+    def _rows_kwarg(self, queryset: QuerySet) -> str:
+        return "documents" if queryset.model is Document else "chunks"
+
+    @admin.action(description="Add tag (type it in the Tag box)")
+    def add_tag(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._change_tag(request, queryset, services.rows_add_tag, "Tagged")
+
+    @admin.action(description="Remove tag (type it in the Tag box)")
+    def remove_tag(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._change_tag(request, queryset, services.rows_remove_tag, "Untagged")
+
+    def _change_tag(self, request: HttpRequest, queryset: QuerySet, change, verb: str) -> None:  # type: ignore[no-untyped-def]
+        tag_name = self._tag_name(request)
+        if not tag_name:
+            self.message_user(request, "Type a tag name in the Tag box first.", level=messages.ERROR)
+            return
+        count = sum(
+            change(tenant=t, rows=rows, tag_name=tag_name) for t, rows in self._by_tenant(request, queryset)
+        )
+        self.message_user(request, f"{verb} {count} row(s) with “{Tag.normalise(tag_name)}”.")
+
+
+@admin.register(Tag)
+class TagAdmin(TenantScopedAdmin):
+    list_display = ["name", "tenant"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name"]
+
+
+class SourceAdminForm(forms.ModelForm):
+    class Meta:
+        model = Source
+        fields = "__all__"
+
+    def clean(self) -> dict:
+        data = super().clean()
+        tenant, kind, label = data.get("tenant"), data.get("kind"), data.get("label")
+        if self.instance.pk is None and tenant and kind and label:
+            try:
+                self.instance.source_id = ids.source_id(tenant.slug, kind, label)
+            except ids.InvalidIdentifier as exc:
+                raise forms.ValidationError(str(exc)) from exc
+            self.instance.name = ids.parse_source_id(self.instance.source_id).source_name
+            if Source.objects.filter(source_id=self.instance.source_id).exists():
+                raise forms.ValidationError(f"A source with the id {self.instance.source_id} already exists.")
+        return data
+
+
+@admin.register(Source)
+class SourceAdmin(TenantScopedAdmin):
+    form = SourceAdminForm
+    list_display = ["source_id", "label", "kind", "tenant", "document_count", "last_synced_at"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "kind", TagListFilter]
+    search_fields = ["source_id", "label", "path"]
+    readonly_fields = ["source_id", "name", "public_id", "created_at", "last_synced_at"]
+    filter_horizontal = ["tags"]
+
+    @admin.display(description="documents")
+    def document_count(self, obj: Source) -> int:
+        return obj.documents.count()
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Source | None = None) -> list[str]:
+        # kind and name are part of the id; a rename would orphan every id below the source.
+        fixed = ["tenant", "kind", "label"] if obj is not None else []
+        return [*self.readonly_fields, *fixed]
+
+
+class DocumentVersionInline(TenantScopedReadOnlyInline):
+    model = DocumentVersion
+    fields = ["version", "status", "content_hash", "size", "chunk_count", "embedding_model", "created_at"]
+    readonly_fields = fields
+
+
+@admin.register(Document)
+class DocumentAdmin(CurationActionsMixin, TenantScopedAdmin):
+    list_display = ["document_key", "title", "source", "mode", "status", "version", "critical", "updated_at"]
+    list_filter = [
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+        ("source", admin.RelatedOnlyFieldListFilter),
+        "status",
+        "mode",
+        "critical",
+        TagListFilter,
+    ]
+    search_fields = ["document_id", "title", "source_path"]
+    readonly_fields = [
+        "tenant", "source", "document_id", "document_key", "source_path", "source_ref", "source_type",
+        "status", "version", "public_id", "created_at", "updated_at",
+    ]  # fmt: skip
+    fields = [*readonly_fields[:8], "mode", "title", "tags", "critical", *readonly_fields[8:]]
+    filter_horizontal = ["tags"]
+    inlines = [DocumentVersionInline]
+    actions = [*CurationActionsMixin.actions, "retire"]
+
+    def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
+        return False  # documents come from ingestion, never from a blank form
+
+    @admin.action(description="Retire selected documents")
+    def retire(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        count = sum(
+            services.documents_retire(tenant=tenant, documents=rows)
+            for tenant, rows in self._by_tenant(request, queryset)
+        )
+        self.message_user(request, f"Retired {count} document(s).")
+
+
+@admin.register(Chunk)
+class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
+    list_display = ["chunk_id", "heading", "mode", "line_start", "line_end", "page", "status", "critical"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "status", "mode", "critical", TagListFilter]
+    search_fields = ["chunk_id", "heading", "text"]
+    list_select_related = ["document"]
+    readonly_fields = [
+        "tenant", "document", "document_version", "chunk_id", "index", "mode", "heading", "text",
+        "line_start", "line_end", "page", "page_label", "content_hash", "status", "embedding_provider",
+        "embedding_model", "embedding_dims", "indexing_version", "created_at",
+    ]  # fmt: skip
+    filter_horizontal = ["tags"]
+
+    def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
+        return False

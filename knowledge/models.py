@@ -1,0 +1,155 @@
+"""Tenant → Source → Document (→ versions) → Chunk."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from knowledge import ids
+from tenants.models import TenantOwned
+
+
+class Tag(TenantOwned):
+    """A curation label, unique per tenant. Sources, documents and single chunks can carry it."""
+
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="tag_unique_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def normalise(name: str) -> str:
+        return " ".join(name.split()).lower()
+
+
+class Source(TenantOwned):
+    class Kind(models.TextChoices):
+        UPLOAD = "upload", "Uploaded files"
+        FOLDER = "folder", "Server folder"
+        EXTERNAL = "external", "External reference"
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
+    label = models.CharField(max_length=200, help_text="The name as the user typed it.")
+    source_id = models.CharField(max_length=700, unique=True, editable=False)
+    path = models.CharField(
+        max_length=1000, blank=True, help_text="Folder on the server, for folder sources."
+    )
+    ref = models.CharField(max_length=1000, blank=True, help_text="Locator, for external sources.")
+    default_mode = models.CharField(max_length=20, default="auto")
+    tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
+    is_default = models.BooleanField(default=False, help_text="Holds the tenant's loose uploads.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "kind", "name"], name="source_unique_name")]
+        ordering = ["tenant__slug", "kind", "name"]
+
+    def __str__(self) -> str:
+        return self.source_id
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active", "Active"
+    SUPERSEDED = "superseded", "Superseded"
+    RETIRED = "retired", "Retired"
+
+
+class Mode(models.TextChoices):
+    DOCUMENTAL = "documental", "Documental"
+    CODE = "code", "Code"
+
+
+class Document(TenantOwned):
+    """One logical document of a source; its content lives in numbered versions."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="documents")
+    document_key = models.CharField(max_length=1100, help_text="Identity relative to the source.")
+    document_id = models.CharField(max_length=1900, unique=True, editable=False)
+    source_path = models.CharField(max_length=2000, blank=True, help_text="Where the file was read from.")
+    source_ref = models.CharField(max_length=2000, blank=True, help_text="Locator for non-file documents.")
+    source_type = models.CharField(max_length=20, blank=True, help_text="markdown, pdf, html, python…")
+    mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.DOCUMENTAL)
+    title = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE, db_index=True)
+    version = models.PositiveIntegerField(
+        default=0, help_text="The version readers are served (0: none yet)."
+    )
+    tags = models.ManyToManyField(Tag, blank=True, related_name="documents")
+    critical = models.BooleanField(default=False, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "document_key"], name="document_unique_key")]
+        ordering = ["source_id", "document_key"]
+
+    def __str__(self) -> str:
+        return self.document_id
+
+    @property
+    def display_key(self) -> str:
+        return ids.display_name(self.document_key)
+
+
+class DocumentVersion(TenantOwned):
+    """One content state of a document. Exactly one version of a live document is active."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the raw bytes.")
+    size = models.PositiveBigIntegerField(default=0)
+    mtime = models.FloatField(null=True, blank=True, help_text="File modification time, for the fast diff.")
+    title = models.CharField(max_length=500, blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    embedding_provider = models.CharField(max_length=50, blank=True)
+    embedding_model = models.CharField(max_length=300, blank=True)
+    embedding_dims = models.PositiveIntegerField(null=True, blank=True)
+    indexing_version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    status_changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "version"], name="version_unique_number")]
+        ordering = ["document_id", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.document.document_id} v{self.version} ({self.status})"
+
+
+class Chunk(TenantOwned):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    document_version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="chunks")
+    chunk_id = models.CharField(max_length=2000, editable=False, help_text="Stable across versions.")
+    index = models.PositiveIntegerField()
+    mode = models.CharField(max_length=20)
+    heading = models.CharField(max_length=1000, blank=True, help_text='Heading path, e.g. "Install › Linux".')
+    text = models.TextField()
+    line_start = models.PositiveIntegerField(null=True, blank=True)
+    line_end = models.PositiveIntegerField(null=True, blank=True)
+    page = models.PositiveIntegerField(null=True, blank=True)
+    page_label = models.CharField(max_length=50, blank=True)
+    content_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE, db_index=True)
+    tags = models.ManyToManyField(Tag, blank=True, related_name="chunks")
+    critical = models.BooleanField(default=False, db_index=True)
+    embedding_provider = models.CharField(max_length=50, blank=True)
+    embedding_model = models.CharField(max_length=300, blank=True)
+    embedding_dims = models.PositiveIntegerField(null=True, blank=True)
+    indexing_version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document_version", "index"], name="chunk_unique_index"),
+        ]
+        ordering = ["document_id", "document_version_id", "index"]
+
+    def __str__(self) -> str:
+        return self.chunk_id

@@ -1,0 +1,205 @@
+"""Settings for ragsite, driven by environment variables with working embedded defaults.
+
+Embedded defaults: SQLite and the Qdrant Edge store under RAG_DATA_DIR, django-q2 on the ORM broker,
+the packaged embedder and chat model. DATABASE_URL, QDRANT_URL and REDIS_URL switch to servers.
+See docs/configuration.md for every variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from ragsite.env import env_bool, env_int, env_list, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = env_path("RAG_DATA_DIR", default=BASE_DIR / "var")
+
+DEBUG = env_bool("RAG_DEBUG", default=False)
+
+_secret_key = env_str("SECRET_KEY")
+if not _secret_key:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY (or SECRET_KEY_FILE) must be set when RAG_DEBUG is off. "
+            "scripts/up.sh generates one under var/ for a local install."
+        )
+    _secret_key = "django-insecure-development-only-key-never-use-in-production"
+SECRET_KEY = _secret_key
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_q",
+    "tenants",
+    "knowledge",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ragsite.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "ragsite.wsgi.application"
+
+# --- Database -------------------------------------------------------------------------------
+# SQLite needs WAL + IMMEDIATE transactions + a long busy timeout once the web server and
+# django-q2 workers write concurrently: without them, most writes failed with "database is locked".
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        DATABASES["default"].setdefault("OPTIONS", {}).update(SQLITE_OPTIONS)
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "ragsite.sqlite3",
+            "OPTIONS": dict(SQLITE_OPTIONS),
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env_path("RAG_STATIC_ROOT", default=DATA_DIR / "staticfiles")
+MEDIA_ROOT = env_path("RAG_MEDIA_ROOT", default=DATA_DIR / "media")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+LOGIN_URL = "admin:login"
+
+# --- Security (production unless RAG_DEBUG) -------------------------------------------------
+_https = env_bool("RAG_HTTPS", default=not DEBUG)
+SESSION_COOKIE_SECURE = _https
+CSRF_COOKIE_SECURE = _https
+SECURE_SSL_REDIRECT = env_bool("RAG_SSL_REDIRECT", default=_https)
+SECURE_HSTS_SECONDS = env_int("RAG_HSTS_SECONDS", default=31536000 if _https else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _https
+SECURE_HSTS_PRELOAD = env_bool("RAG_HSTS_PRELOAD", default=_https)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if env_bool("RAG_BEHIND_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+# --- REST API -------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+# --- Background work (django-q2) ------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+Q_CLUSTER: dict[str, object] = {
+    "name": "ragsite",
+    "workers": env_int("RAG_WORKERS", default=1, minimum=1),
+    "timeout": env_int("RAG_TASK_TIMEOUT", default=1800, minimum=10),
+    # retry must exceed timeout, or a slow task is handed to a second worker while still running.
+    "retry": env_int("RAG_TASK_TIMEOUT", default=1800, minimum=10) + 300,
+    "max_attempts": 2,
+    "recycle": 50,
+    "max_rss": 2_000_000,  # KiB: recycle a worker that holds a model and keeps growing
+    "catch_up": False,
+    "label": "Background tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- Retrieval stack ------------------------------------------------------------------------
+QDRANT_URL = env_str("QDRANT_URL")
+QDRANT_API_KEY = env_str("QDRANT_API_KEY")
+RAG_QDRANT_PATH = env_path("RAG_QDRANT_PATH", default=DATA_DIR / "qdrant")
+RAG_MODELS_DIR = env_path("RAG_MODELS_DIR", default=DATA_DIR / "models")
+# Embedder: "packaged" (all-MiniLM-L6-v2 int8 ONNX), "llama" (any GGUF) or "openai" (HTTP endpoint).
+RAG_EMBEDDER = env_str("RAG_EMBEDDER", default="packaged")
+RAG_EMBEDDING_MODEL_PATH = env_str("RAG_EMBEDDING_MODEL_PATH")
+RAG_EMBEDDING_URL = env_str("RAG_EMBEDDING_URL")
+RAG_EMBEDDING_MODEL = env_str("RAG_EMBEDDING_MODEL")
+RAG_EMBEDDING_API_KEY = env_str("RAG_EMBEDDING_API_KEY")
+# Chat model: a GGUF path; empty means the packaged Gemma 3 270M, assembled under RAG_MODELS_DIR.
+RAG_LLM_MODEL_PATH = env_str("RAG_LLM_MODEL_PATH")
+RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
+# llama.cpp threads spin on barriers: with the cores shared, 1 thread keeps its speed, 2 collapse.
+RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=1, minimum=1)
+RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=1, minimum=1)
+
+# --- Ingestion limits -----------------------------------------------------------------------
+RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=1)
+RAG_MAX_UPLOAD_BYTES = env_int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024, minimum=1)
+RAG_ALLOWED_FOLDER_ROOTS = [Path(p).resolve() for p in env_list("RAG_ALLOWED_FOLDER_ROOTS", default=[])]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("RAG_LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

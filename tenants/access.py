@@ -1,0 +1,84 @@
+"""The one way to learn "the tenant of this request": URL slug + membership, or API key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from rest_framework import exceptions, permissions
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from tenants.authentication import ApiKeyAuthentication  # noqa: F401  (re-exported)
+from tenants.models import ApiKey, Membership, Tenant
+
+
+class TenantRequest(HttpRequest):
+    tenant: Tenant
+    membership: Membership
+
+
+ViewFunc = Callable[..., HttpResponse]
+
+
+def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False) -> Any:
+    """Resolve tenant_slug from the URL to a tenant the user belongs to, else 404."""
+
+    def decorate(inner: ViewFunc) -> ViewFunc:
+        @login_required
+        @wraps(inner)
+        def wrapper(request: HttpRequest, tenant_slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
+            membership = get_object_or_404(  # 404, not 403: never confirm that a tenant exists
+                Membership.objects.select_related("tenant"), tenant__slug=tenant_slug, user=request.user
+            )
+            if admin and not membership.is_admin:
+                raise Http404("No such page.")
+            request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
+            return inner(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate(view) if view is not None else decorate
+
+
+class HasTenantCredentials(permissions.BasePermission):
+    """An API key, or a logged-in user; which tenant they may see is settled by TenantApiView."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        return isinstance(request.auth, ApiKey) or bool(user is not None and user.is_authenticated)
+
+
+class TenantApiView(APIView):
+    """Base for every per-tenant endpoint: resolves `tenant_slug` to self.tenant or answers 404.
+
+    A key for tenant A asking for tenant B's URL gets the same 404 as a tenant that does not exist.
+    Browser users with a session need a membership of the tenant.
+    """
+
+    permission_classes = [HasTenantCredentials]
+    tenant: Tenant
+    membership: Membership | None = None
+    admin_only = False
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        self.tenant = self._resolve_tenant(request, kwargs.get("tenant_slug", ""))
+
+    def _resolve_tenant(self, request: Request, slug: str) -> Tenant:
+        if isinstance(request.auth, ApiKey):
+            if request.auth.tenant.slug != slug:
+                raise exceptions.NotFound("Not found.")
+            return request.auth.tenant
+        user = request.user
+        if user is None or not user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        membership = Membership.objects.select_related("tenant").filter(tenant__slug=slug, user=user).first()
+        if membership is None or (self.admin_only and not membership.is_admin):
+            raise exceptions.NotFound("Not found.")
+        self.membership = membership
+        return membership.tenant

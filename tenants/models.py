@@ -1,0 +1,106 @@
+"""Tenants, who belongs to them, and the API keys that act for them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Self
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+TENANT_SLUG_VALIDATOR = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    "Use 1-50 lowercase letters, digits or inner hyphens (it becomes part of every id).",
+)
+
+
+class Tenant(models.Model):
+    """A data-separation space: nothing owned by one tenant is visible to another."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    slug = models.CharField(max_length=50, unique=True, validators=[TENANT_SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class TenantQuerySet(models.QuerySet):
+    def for_tenant(self, tenant: Tenant) -> Self:
+        return self.filter(tenant=tenant)
+
+    def for_tenants(self, tenants: models.QuerySet[Tenant] | list[Tenant]) -> Self:
+        return self.filter(tenant__in=tenants)
+
+
+class TenantOwned(models.Model):
+    """Base for every tenant-owned row: the tenant is a column, so scoping never needs a join."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class Membership(TenantOwned):
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        STAFF = "staff", "Staff"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.STAFF)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_user")]
+        ordering = ["tenant__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == self.Role.ADMIN
+
+
+class ApiKey(TenantOwned):
+    """A key for one tenant. Only a SHA-256 hash is stored; the key is shown once, at creation.
+
+    Keys are 256-bit random, so a fast hash is safe here (no dictionary to attack) and keeps
+    authentication a single indexed lookup.
+    """
+
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tenants.models import Membership, Tenant
+from tests.factories import make_member, make_tenant
+
+
+@pytest.fixture
+def tenant_a(db) -> Tenant:  # type: ignore[no-untyped-def]
+    return make_tenant(slug="acme", name="Acme")
+
+
+@pytest.fixture
+def tenant_b(db) -> Tenant:  # type: ignore[no-untyped-def]
+    return make_tenant(slug="globex", name="Globex")
+
+
+@pytest.fixture
+def admin_a(tenant_a: Tenant):  # type: ignore[no-untyped-def]
+    return make_member(tenant_a, role=Membership.Role.ADMIN, username="alice")
+
+
+@pytest.fixture
+def client_a(client: Client, admin_a) -> Client:  # type: ignore[no-untyped-def]
+    client.force_login(admin_a)
+    return client

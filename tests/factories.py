@@ -1,0 +1,76 @@
+"""Plain builders for test data."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from knowledge import ids
+from knowledge.models import Chunk, Document, DocumentVersion, Source
+from knowledge.services import source_create, source_default_get
+from tenants.models import Membership, Tenant
+from tenants.services import membership_add, tenant_create
+
+_counter = itertools.count(1)
+
+
+def make_tenant(*, slug: str, name: str = "") -> Tenant:
+    return tenant_create(slug=slug, name=name or slug.title())
+
+
+def make_user(
+    *, username: str | None = None, password: str = "pw-for-tests-123", **extra: object
+) -> AbstractBaseUser:
+    username = username or f"user{next(_counter)}"
+    return get_user_model().objects.create_user(username=username, password=password, **extra)
+
+
+def make_member(
+    tenant: Tenant, *, role: str = Membership.Role.STAFF, username: str | None = None
+) -> AbstractBaseUser:
+    user = make_user(username=username)
+    membership_add(tenant=tenant, user=user, role=role)
+    return user
+
+
+def make_source(*, tenant: Tenant, name: str = "", kind: str = "folder") -> Source:
+    return source_create(tenant=tenant, kind=kind, name=name or f"source {next(_counter)}")
+
+
+def make_document(
+    *, tenant: Tenant, source: Source | None = None, key: str = "", text: str = "Some text.", chunks: int = 1
+) -> Document:
+    """A document with one active version holding `chunks` chunks of `text`."""
+    source = source or source_default_get(tenant=tenant)
+    key = key or f"doc-{next(_counter)}.md"
+    document = Document.objects.create(
+        tenant=tenant,
+        source=source,
+        document_key=ids.normalise_document_key(key),
+        document_id=ids.document_id(source.source_id, key),
+        source_path=key,
+        source_type="markdown",
+        title=key,
+        version=1,
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    version = DocumentVersion.objects.create(
+        tenant=tenant, document=document, version=1, content_hash=digest, size=len(text), chunk_count=chunks
+    )
+    for index in range(chunks):
+        Chunk.objects.create(
+            tenant=tenant,
+            document=document,
+            document_version=version,
+            chunk_id=ids.chunk_id(document.document_id, "documental", index),
+            index=index,
+            mode="documental",
+            text=text,
+            content_hash=digest,
+            line_start=1,
+            line_end=1,
+        )
+    return document
