@@ -55,9 +55,11 @@ class Source(TenantOwned):
 
 
 class Status(models.TextChoices):
+    PENDING = "pending", "Pending (being indexed)"
     ACTIVE = "active", "Active"
     SUPERSEDED = "superseded", "Superseded"
     RETIRED = "retired", "Retired"
+    FAILED = "failed", "Failed"
 
 
 class Mode(models.TextChoices):
@@ -82,6 +84,9 @@ class Document(TenantOwned):
     )
     tags = models.ManyToManyField(Tag, blank=True, related_name="documents")
     critical = models.BooleanField(default=False, db_index=True)
+    needs_sync = models.BooleanField(
+        default=False, db_index=True, help_text="Curation changed: vector payloads await the indexer."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -112,6 +117,9 @@ class DocumentVersion(TenantOwned):
     embedding_model = models.CharField(max_length=300, blank=True)
     embedding_dims = models.PositiveIntegerField(null=True, blank=True)
     indexing_version = models.PositiveIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    job = models.ForeignKey("IngestJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     status_changed_at = models.DateTimeField(default=timezone.now)
 
@@ -143,6 +151,11 @@ class Chunk(TenantOwned):
     embedding_model = models.CharField(max_length=300, blank=True)
     embedding_dims = models.PositiveIntegerField(null=True, blank=True)
     indexing_version = models.PositiveIntegerField(default=0)
+    # The vectors live in SQL too (the source of truth): the indexer applies them to Qdrant, and a
+    # repair or a store rebuild never needs to re-embed.
+    dense = models.BinaryField(null=True, blank=True, editable=False)
+    sparse = models.JSONField(null=True, blank=True, editable=False)
+    point_id = models.CharField(max_length=36, blank=True, db_index=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -153,3 +166,65 @@ class Chunk(TenantOwned):
 
     def __str__(self) -> str:
         return self.chunk_id
+
+
+class IngestJob(TenantOwned):
+    """One ingestion run (folder sync, upload batch, reindex) with its progress and outcome."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        INDEXING = "indexing", "Waiting for the indexer"
+        SUCCEEDED = "succeeded", "Succeeded"
+        PARTIAL = "partial", "Finished with errors"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Folder sync"
+        UPLOAD = "upload", "Upload"
+        REINDEX = "reindex", "Reindex"
+
+    source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    documents_total = models.PositiveIntegerField(default=0)
+    documents_done = models.PositiveIntegerField(default=0)
+    chunks_total = models.PositiveIntegerField(default=0)
+    chunks_done = models.PositiveIntegerField(default=0)
+    added = models.PositiveIntegerField(default=0)
+    updated = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    retired = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    skips = models.JSONField(default=list, blank=True)
+    message = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.public_id} ({self.state})"
+
+    @property
+    def seconds(self) -> float | None:
+        if not self.started_at:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in (
+            self.State.SUCCEEDED,
+            self.State.PARTIAL,
+            self.State.FAILED,
+            self.State.CANCELLED,
+        )

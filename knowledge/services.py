@@ -51,21 +51,28 @@ def tag_get_or_create(*, tenant: Tenant, name: str) -> Tag:
     return tag
 
 
-def _check_same_tenant(tenant: Tenant, rows: Iterable[Document | Chunk]) -> None:
-    if any(row.tenant_id != tenant.pk for row in rows):
-        raise PermissionError("Rows of another tenant cannot be changed here.")
+def _flag_for_sync(document_pks: Iterable[int]) -> None:
+    """Curation changed these documents: the indexer pushes the new payloads to the vector store."""
+    from knowledge import indexer
+
+    Document.objects.filter(pk__in=list(document_pks)).update(needs_sync=True)
+    transaction.on_commit(indexer.drain)
 
 
 def documents_set_critical(*, tenant: Tenant, documents: QuerySet[Document], critical: bool) -> int:
-    return documents.for_tenant(tenant).update(critical=critical, updated_at=timezone.now())
+    scoped = documents.for_tenant(tenant)
+    pks = list(scoped.values_list("pk", flat=True))
+    count = Document.objects.filter(pk__in=pks).update(critical=critical, updated_at=timezone.now())
+    _flag_for_sync(pks)
+    return count
 
 
 def chunks_set_critical(*, tenant: Tenant, chunks: QuerySet[Chunk], critical: bool) -> int:
-    return chunks.for_tenant(tenant).update(critical=critical)
-
-
-def _tag_through(model: type[Document] | type[Chunk]) -> type:
-    return model.tags.through
+    scoped = chunks.for_tenant(tenant)
+    document_pks = set(scoped.values_list("document_id", flat=True))
+    count = scoped.update(critical=critical)
+    _flag_for_sync(document_pks)
+    return count
 
 
 def rows_add_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk], tag_name: str) -> int:
@@ -75,6 +82,7 @@ def rows_add_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk], 
     with transaction.atomic():
         for row in scoped:
             row.tags.add(tag)
+    _flag_for_sync({row.pk if isinstance(row, Document) else row.document_id for row in scoped})
     return len(scoped)
 
 
@@ -86,6 +94,7 @@ def rows_remove_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk
     with transaction.atomic():
         for row in scoped:
             row.tags.remove(tag)
+    _flag_for_sync({row.pk if isinstance(row, Document) else row.document_id for row in scoped})
     return len(scoped)
 
 
@@ -100,4 +109,38 @@ def documents_retire(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
         )
         Chunk.objects.filter(document_id__in=pks, status=Status.ACTIVE).update(status=Status.RETIRED)
         Document.objects.filter(pk__in=pks).update(status=Status.RETIRED, updated_at=now)
+        _flag_for_sync(pks)
     return len(pks)
+
+
+def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", tags: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """Queue a background sync of a folder source; returns the IngestJob that reports on it."""
+    from django_q.tasks import async_task
+
+    from knowledge.models import IngestJob
+
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be synced here.")
+    job = IngestJob.objects.create(
+        tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
+        params={"path": source.path, "mode": mode, "tags": tags or []},
+    )  # fmt: skip
+    transaction.on_commit(
+        lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
+    )
+    return job
+
+
+def job_cancel(*, tenant: Tenant, job) -> None:  # type: ignore[no-untyped-def]
+    type(job).objects.for_tenant(tenant).filter(pk=job.pk).update(cancel_requested=True)
+
+
+def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
+    """Run a finished or failed job again; incremental sync makes the retry redo only what is missing."""
+    from django_q.tasks import async_task
+
+    job.cancel_requested = False
+    job.state = type(job).State.QUEUED
+    job.save(update_fields=["cancel_requested", "state"])
+    transaction.on_commit(lambda: async_task("knowledge.tasks.ingest_job_task", job.pk))
+    return job

@@ -26,3 +26,15 @@ def admin_a(tenant_a: Tenant):  # type: ignore[no-untyped-def]
 def client_a(client: Client, admin_a) -> Client:  # type: ignore[no-untyped-def]
     client.force_login(admin_a)
     return client
+
+
+@pytest.fixture(autouse=True)
+def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A fresh embedded Qdrant Edge store per test, in a temp dir."""
+    from knowledge.vectorstore import get_store, reset_store
+
+    settings.RAG_QDRANT_PATH = tmp_path_factory.mktemp("qdrant")
+    settings.QDRANT_URL = None
+    reset_store()
+    yield get_store
+    reset_store()

@@ -1,0 +1,265 @@
+"""Bytes → text with a location map (the only pypdf import).
+
+Every extractor returns `Extracted`: NFKC-normalised text (ligatures such as 'ﬁ' unfolded), a
+title taken from the document when it has one, and for PDFs the character offset where each page
+starts, so chunks can carry page numbers.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import PurePosixPath
+
+logger = logging.getLogger(__name__)
+
+MIN_PAGE_CHARS = 20  # a page with less text than this is taken as an image (scanned) page
+
+
+class ExtractionError(Exception):
+    """The document cannot be read; the message says why, in plain words."""
+
+
+class NeedsOCR(ExtractionError):
+    """A PDF without extractable text (scanned): it needs OCR, which this stack does not have."""
+
+
+@dataclass
+class Page:
+    number: int  # physical, 1-based
+    label: str  # the printed page label ('iv', 'T-1'), may differ from number
+    offset: int  # where the page's text starts in Extracted.text
+
+
+@dataclass
+class Extracted:
+    text: str
+    title: str
+    pages: list[Page] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def normalise_text(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\x00", "").replace("\u00ad", "")  # NUL and soft hyphens
+    return re.sub(r"[ \t]+\n", "\n", text)
+
+
+def extract(data: bytes, *, key: str, source_type: str) -> Extracted:
+    if source_type == "pdf":
+        return extract_pdf(data, key=key)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExtractionError("The file is not valid UTF-8 text.") from exc
+    if "\x00" in text[:8192]:
+        raise ExtractionError("The file looks binary, not text.")
+    text = text.lstrip("\ufeff")
+    if source_type == "html":
+        return extract_html(text, key=key)
+    text = normalise_text(text)
+    return Extracted(text=text, title=_title_from_text(text, source_type) or _title_from_key(key))
+
+
+def _title_from_key(key: str) -> str:
+    return PurePosixPath(key).name
+
+
+def _title_from_text(text: str, source_type: str) -> str:
+    lines = text.splitlines()
+    if source_type == "markdown":
+        in_front_matter = bool(lines) and lines[0].strip() == "---"
+        for index, line in enumerate(lines[:200]):
+            if in_front_matter:
+                if index > 0 and line.strip() == "---":
+                    in_front_matter = False
+                elif line.lower().startswith("title:"):
+                    return line.split(":", 1)[1].strip().strip("\"'")
+                continue
+            match = re.match(r"^#{1,2}\s+(.+?)\s*#*\s*$", line)
+            if match:
+                return match.group(1)
+            if index + 1 < len(lines) and line.strip() and re.match(r"^(=+|-+)\s*$", lines[index + 1]):
+                return line.strip()
+    if source_type == "rst":
+        for index in range(min(len(lines) - 1, 200)):
+            line, under = lines[index].rstrip(), lines[index + 1].rstrip()
+            if (
+                line
+                and not line[0].isspace()
+                and re.match(r"^([=\-~^\"'`#*+])\1+$", under)
+                and len(under) >= len(line)
+            ):
+                if set(line) <= set(under[0]):  # an overline, not a title
+                    continue
+                return line.strip()
+    return ""
+
+
+# --- HTML -----------------------------------------------------------------------------------
+_BLOCK_TAGS = {
+    "p", "div", "section", "article", "main", "header", "footer", "li", "ul", "ol", "dl", "dt", "dd", "tr",
+    "table", "br", "pre", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure", "figcaption",
+    "td", "th", "form", "fieldset", "address", "details", "summary",
+}  # fmt: skip
+_SKIP_TAGS = {"script", "style", "noscript", "template", "svg", "head", "nav", "iframe", "button", "select"}
+
+
+class _HtmlText(HTMLParser):
+    """Main text of an HTML page: markup, scripts, styles and navigation dropped; headings kept as Markdown."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self.first_h1 = ""
+        self._skip_depth = 0
+        self._in_title = False
+        self._heading: int | None = None
+        self._heading_text: list[str] = []
+        self._pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        if tag in _SKIP_TAGS:
+            self._skip_depth += 1
+            return
+        if tag == "pre":
+            self._pre += 1
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n\n" if tag not in ("br", "li", "tr", "dt", "dd") else "\n")
+        if re.fullmatch(r"h[1-6]", tag):
+            self._heading, self._heading_text = int(tag[1]), []
+            self.parts.append("#" * int(tag[1]) + " ")
+        if tag == "li":
+            self.parts.append("- ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        if tag in _SKIP_TAGS:
+            self._skip_depth = max(0, self._skip_depth - 1)
+            return
+        if tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        if re.fullmatch(r"h[1-6]", tag) and self._heading is not None:
+            if self._heading == 1 and not self.first_h1:
+                self.first_h1 = " ".join("".join(self._heading_text).split())
+            self._heading = None
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data
+        if self._skip_depth:
+            return
+        if not self._pre:
+            data = re.sub(r"\s+", " ", data)
+        if self._heading is not None:
+            data = data.replace("\n", " ")
+            self._heading_text.append(data)
+        self.parts.append(data)
+
+
+def extract_html(text: str, *, key: str) -> Extracted:
+    parser = _HtmlText()
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception as exc:  # html.parser is lenient; anything it still rejects is reported
+        raise ExtractionError(f"The HTML could not be parsed: {exc}") from exc
+    body = "".join(parser.parts)
+    lines = [line.strip() if not line.startswith("    ") else line.rstrip() for line in body.split("\n")]
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    title = " ".join(html.unescape(parser.title).split()) or parser.first_h1 or _title_from_key(key)
+    return Extracted(text=normalise_text(body), title=title)
+
+
+# --- PDF ------------------------------------------------------------------------------------
+def glued_ratio(text: str) -> float:
+    """Share of letters that sit in implausibly long 'words' — text whose spaces were lost."""
+    letters = sum(1 for char in text if char.isalpha())
+    if not letters:
+        return 0.0
+    glued = sum(len(word) for word in re.findall(r"[^\W\d_]{25,}", text))
+    return glued / letters
+
+
+def _pdf_page_text(page: object, mode: str) -> str:
+    if mode == "layout":
+        text = page.extract_text(extraction_mode="layout")  # type: ignore[attr-defined]
+        return "\n".join(re.sub(r" {2,}", " ", line).strip() for line in text.splitlines())
+    return page.extract_text()  # type: ignore[attr-defined]
+
+
+def extract_pdf(data: bytes, *, key: str) -> Extracted:
+    from pypdf import PdfReader
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # per-glyph font warnings would flood the job log
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ExtractionError("The PDF is password-protected.")
+        pages = list(reader.pages)
+        labels = list(reader.page_labels) if len(pages) < 20000 else []
+    except (FileNotDecryptedError, DependencyError) as exc:
+        raise ExtractionError(f"The PDF is encrypted and cannot be read ({exc}).") from exc
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        raise ExtractionError(f"The PDF is damaged or not a PDF ({type(exc).__name__}: {exc}).") from exc
+    if not pages:
+        raise ExtractionError("The PDF has no pages.")
+
+    texts: list[str] = []
+    warnings: list[str] = []
+    relayout = 0
+    for index, page in enumerate(pages):
+        try:
+            text = normalise_text(_pdf_page_text(page, "plain"))
+            # pypdf's default mode drops the spaces between words in some PDFs (xdvipdfmx output, tight
+            # layouts); its layout mode keeps them. Use layout only where the default text looks glued.
+            if glued_ratio(text) > 0.15:
+                alternative = normalise_text(_pdf_page_text(page, "layout"))
+                if glued_ratio(alternative) < glued_ratio(text):
+                    text, relayout = alternative, relayout + 1
+        except Exception as exc:  # one bad page must not lose the rest of the document
+            warnings.append(f"page {index + 1}: text could not be extracted ({type(exc).__name__})")
+            text = ""
+        texts.append(text.strip())
+
+    if all(len(text) < MIN_PAGE_CHARS for text in texts):
+        raise NeedsOCR(f"The PDF has no extractable text on any of its {len(pages)} page(s): it needs OCR.")
+    empty = [str(i + 1) for i, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
+    if empty:
+        warnings.append(f"{len(empty)} page(s) without text (images?): {', '.join(empty[:20])}")
+    if relayout:
+        warnings.append(f"{relayout} page(s) re-extracted in layout mode because words ran together")
+    still_glued = sum(1 for text in texts if glued_ratio(text) > 0.15)
+    if still_glued:
+        warnings.append(f"{still_glued} page(s) still have words run together")
+
+    parts: list[str] = []
+    page_map: list[Page] = []
+    offset = 0
+    for index, text in enumerate(texts):
+        label = labels[index] if index < len(labels) else str(index + 1)
+        page_map.append(Page(number=index + 1, label=str(label), offset=offset))
+        parts.append(text)
+        offset += len(text) + 2
+    title = ""
+    try:
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except Exception:  # broken metadata is not worth failing over
+        title = ""
+    if not title:
+        first_line = next((line.strip() for line in texts[0].splitlines() if len(line.strip()) > 3), "")
+        title = first_line[:200] if first_line else _title_from_key(key)
+    return Extracted(text="\n\n".join(parts), title=title, pages=page_map, warnings=warnings)

@@ -1,0 +1,260 @@
+"""Apply SQL to the vector store: the single writer of the embedded store (an outbox drain).
+
+SQL is the source of truth. Jobs (django-q2 workers, the CLI) write each new document version
+with its chunks *and their vectors* to SQL as `pending`. `drain()` — run by the process that
+owns the store — upserts those points (invisible: payload status "pending"), then flips the new
+version to active and the previous one to superseded, in Qdrant and then in SQL. A reader never
+sees a half-indexed version; if anything dies midway the previous version stays active and the
+next drain completes the work (every step is idempotent). Curation changes (tags, critical,
+retire) set `Document.needs_sync`, and drain pushes the new payloads.
+
+With QDRANT_URL every process may drain; with the embedded store only its owner can, and other
+processes leave the work to it (see docs/ingestion.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from knowledge.embedders import EmbedderIdentity
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
+from knowledge.vectorstore import Scope, StoreBusy, StorePoint, get_store
+
+logger = logging.getLogger(__name__)
+
+UPSERT_BATCH = 256
+_drain_lock = threading.Lock()
+
+
+@dataclass
+class DrainResult:
+    activated: int = 0
+    synced: int = 0
+    busy: bool = False
+
+
+def version_key(document_id: str, version: int) -> str:
+    return f"{document_id}@{version}"
+
+
+def version_identity(version: DocumentVersion) -> EmbedderIdentity:
+    return EmbedderIdentity(version.embedding_provider, version.embedding_model, version.embedding_dims or 0)
+
+
+def _effective_tags(
+    document: Document, chunk: Chunk, chunk_tags: list[str], doc_tags: list[str]
+) -> list[str]:
+    return sorted(set(doc_tags) | set(chunk_tags))
+
+
+def chunk_payload(
+    *, chunk: Chunk, document: Document, status: str, doc_tags: list[str], chunk_tags: list[str]
+) -> dict:
+    return {
+        "tenant": str(document.tenant.public_id),
+        "source_id": document.source.source_id,
+        "document_id": document.document_id,
+        "document_key": document.display_key,
+        "chunk_id": chunk.chunk_id,
+        "version": chunk.document_version.version,
+        "version_key": version_key(document.document_id, chunk.document_version.version),
+        "status": status,
+        "mode": chunk.mode,
+        "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
+        "critical": int(document.critical or chunk.critical),
+        "title": document.title,
+        "heading": chunk.heading,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "page": chunk.page,
+    }
+
+
+def _doc_tags(document: Document) -> list[str]:
+    return [t.name for t in document.tags.all()] + [t.name for t in document.source.tags.all()]
+
+
+def _chunk_tags(chunks: list[Chunk]) -> dict[int, list[str]]:
+    through = Chunk.tags.through
+    tags: dict[int, list[str]] = defaultdict(list)
+    for chunk_pk, name in through.objects.filter(chunk_id__in=[c.pk for c in chunks]).values_list(
+        "chunk_id", "tag__name"
+    ):
+        tags[chunk_pk].append(name)
+    return tags
+
+
+def activate_version(version: DocumentVersion) -> None:
+    """Store every point of a pending version, then make it the one readers see."""
+    document = Document.objects.select_related("tenant", "source").get(pk=version.document_id)
+    store = get_store()
+    identity = version_identity(version)
+    store.ensure_collection(identity)
+    chunks = list(version.chunks.select_related("document_version").order_by("index"))
+    doc_tags = _doc_tags(document)
+    chunk_tags = _chunk_tags(chunks)
+    for start in range(0, len(chunks), UPSERT_BATCH):
+        batch = chunks[start : start + UPSERT_BATCH]
+        store.upsert(
+            identity,
+            [
+                StorePoint(
+                    id=chunk.point_id,
+                    dense=np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
+                    sparse=(chunk.sparse["i"], chunk.sparse["v"]),
+                    payload=chunk_payload(
+                        chunk=chunk,
+                        document=document,
+                        status=Status.PENDING,
+                        doc_tags=doc_tags,
+                        chunk_tags=chunk_tags.get(chunk.pk, []),
+                    ),
+                )  # fmt: skip
+                for chunk in batch
+            ],
+        )
+    tenant = str(document.tenant.public_id)
+    previous = list(document.versions.filter(status=Status.ACTIVE).exclude(pk=version.pk))
+    retired = document.status == Status.RETIRED and version.status != Status.PENDING
+    new_status = Status.RETIRED if retired else Status.ACTIVE
+    key = version_key(document.document_id, version.version)
+    store.set_payload(
+        identity, Scope(tenant=tenant, statuses=None, version_keys=[key]), {"status": new_status}
+    )
+    for old in previous:
+        old_key = version_key(document.document_id, old.version)
+        store.set_payload(
+            version_identity(old), Scope(tenant=tenant, statuses=None, version_keys=[old_key]),
+            {"status": Status.SUPERSEDED},
+        )  # fmt: skip
+    if hasattr(store, "flush"):
+        store.flush()
+    now = timezone.now()
+    with transaction.atomic():
+        for old in previous:
+            DocumentVersion.objects.filter(pk=old.pk).update(status=Status.SUPERSEDED, status_changed_at=now)
+            Chunk.objects.filter(document_version=old).update(status=Status.SUPERSEDED)
+        DocumentVersion.objects.filter(pk=version.pk).update(status=Status.ACTIVE, status_changed_at=now)
+        Chunk.objects.filter(document_version=version).update(status=Status.ACTIVE)
+        Document.objects.filter(pk=document.pk).update(
+            status=Status.ACTIVE,
+            version=version.version,
+            title=version.title or document.title,
+            updated_at=now,
+        )
+
+
+def sync_document(document: Document) -> None:
+    """Push a document's curation state (tags, critical, status) to the payloads of all its points."""
+    document = Document.objects.select_related("tenant", "source").get(pk=document.pk)
+    store = get_store()
+    tenant = str(document.tenant.public_id)
+    doc_tags = _doc_tags(document)
+    Document.objects.filter(pk=document.pk).update(
+        needs_sync=False
+    )  # before reading: a later change re-flags
+    for version in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED]):
+        identity = version_identity(version)
+        chunks = list(version.chunks.all())
+        chunk_tags = _chunk_tags(chunks)
+        groups: dict[tuple, list[str]] = defaultdict(list)
+        for chunk in chunks:
+            tags = tuple(sorted(set(doc_tags) | set(chunk_tags.get(chunk.pk, []))))
+            groups[(tags, int(document.critical or chunk.critical), chunk.status)].append(chunk.point_id)
+        for (tags, critical, status), point_ids in groups.items():
+            payload = {"tags": list(tags), "critical": critical, "status": status, "title": document.title}
+            store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
+
+
+def _finish_jobs(job_ids: set[int]) -> None:
+    for job in IngestJob.objects.filter(pk__in=job_ids, state=IngestJob.State.INDEXING):
+        if not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists():
+            job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
+            job.finished_at = timezone.now()
+            job.save(update_fields=["state", "finished_at"])
+
+
+def drain(*, limit: int | None = None) -> DrainResult:
+    """Apply every pending version and curation change this process can; safe to call any time."""
+    result = DrainResult()
+    if not _drain_lock.acquire(blocking=False):
+        return result  # another thread of this process is draining right now
+    try:
+        pending = DocumentVersion.objects.filter(status=Status.PENDING).order_by("pk")
+        job_ids: set[int] = set()
+        for version in pending[:limit] if limit else pending:
+            try:
+                activate_version(version)
+            except StoreBusy:
+                result.busy = True
+                return result
+            except Exception as exc:  # one version that cannot be stored must not block the rest
+                logger.exception("Indexing %s failed", version)
+                DocumentVersion.objects.filter(pk=version.pk).update(
+                    error=f"indexing failed, will retry: {exc}"
+                )
+                continue
+            result.activated += 1
+            if version.job_id:
+                job_ids.add(version.job_id)
+        for document in Document.objects.filter(needs_sync=True):
+            try:
+                sync_document(document)
+            except StoreBusy:
+                Document.objects.filter(pk=document.pk).update(needs_sync=True)
+                result.busy = True
+                return result
+            result.synced += 1
+        _finish_jobs(
+            job_ids
+            | set(IngestJob.objects.filter(state=IngestJob.State.INDEXING).values_list("pk", flat=True))
+        )
+    finally:
+        _drain_lock.release()
+    return result
+
+
+def wait_until_indexed(version_filter: Q, *, timeout: float = 600.0, poll: float = 0.5) -> bool:
+    """Drain, or — when another process owns the store — wait for it to index these versions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = drain()
+        if not DocumentVersion.objects.filter(version_filter, status=Status.PENDING).exists():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        if result.busy:
+            time.sleep(poll)
+
+
+_background: threading.Thread | None = None
+
+
+def start_background_indexer(*, interval: float = 1.0) -> None:
+    """Run drain() every `interval` seconds in a daemon thread of the store's owner process."""
+    global _background
+    if _background is not None:
+        return
+
+    def loop() -> None:
+        from django.db import close_old_connections
+
+        while True:
+            try:
+                close_old_connections()
+                drain()
+            except Exception:  # keep the indexer alive; the failure is logged and retried
+                logger.exception("Background indexer pass failed")
+            time.sleep(interval)
+
+    _background = threading.Thread(target=loop, name="ragsite-indexer", daemon=True)
+    _background.start()

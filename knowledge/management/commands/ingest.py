@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from knowledge import ids, pipeline
+from knowledge.models import IngestJob
+from knowledge.services import folder_sync_enqueue
+from tenants.models import Tenant
+
+
+class Command(BaseCommand):
+    help = "Ingest a folder into a tenant (the operator's CLI may read any readable path)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("tenant")
+        parser.add_argument("path")
+        parser.add_argument("--source", default="", help="source name (default: the folder's name)")
+        parser.add_argument("--mode", default="auto", choices=["auto", "documental", "code"])
+        parser.add_argument("--tags", default="", help="comma-separated tags for every document")
+        parser.add_argument("--async", dest="run_async", action="store_true", help="enqueue a background job")
+
+    def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
+               **options: Any) -> None:  # fmt: skip
+        owner = Tenant.objects.filter(slug=tenant).first()
+        if owner is None:
+            raise CommandError(f"No tenant with slug {tenant!r}.")
+        root = Path(path).expanduser().resolve()
+        if not root.is_dir():
+            raise CommandError(f"{path} is not a readable folder.")
+        try:
+            folder = pipeline.folder_source_get_or_create(tenant=owner, name=source or root.name, path=root)
+        except ids.InvalidIdentifier as exc:
+            raise CommandError(str(exc)) from exc
+        tag_list = [t.strip() for t in tags.split(",") if t.strip()]
+        if run_async:
+            job = folder_sync_enqueue(tenant=owner, source=folder, mode=mode, tags=tag_list)
+            self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
+            return
+        started = time.monotonic()
+        job = pipeline.sync_folder(
+            source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress
+        )
+        if job.state == IngestJob.State.INDEXING:
+            self.stdout.write(
+                "\nWaiting for the process that owns the vector store to index the new versions…"
+            )
+            job = pipeline.wait_for_job(job)
+        sys.stderr.write("\n")
+        elapsed = time.monotonic() - started
+        self.stdout.write(
+            f"{folder.source_id}: {job.added} added, {job.updated} updated, {job.unchanged} unchanged, "
+            f"{job.retired} retired, {job.skipped} skipped, {job.failed} failed; "
+            f"{job.chunks_done} chunks embedded in {elapsed:.1f} s ({job.state})"
+        )
+        for error in job.errors:
+            self.stdout.write(f"  failed  {error['key']}: {error['error']}")
+        if options.get("verbosity", 1) > 1:
+            for skip in job.skips:
+                self.stdout.write(f"  skipped {skip['key']}: {skip['reason']}")
+
+    def _progress(self, job: IngestJob) -> None:
+        total = max(job.documents_total, 1)
+        filled = int(30 * job.documents_done / total)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {job.documents_done}/{job.documents_total} documents, "
+            f"{job.chunks_done} chunks"
+        )
+        sys.stderr.flush()

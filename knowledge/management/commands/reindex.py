@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from knowledge import indexer, pipeline
+from knowledge.embedders import get_embedder
+from knowledge.models import Chunk, Document, DocumentVersion, Status
+from tenants.models import Tenant
+
+
+class Command(BaseCommand):
+    help = "Re-embed a tenant's live documents with the configured embedder (after changing it), visibly."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("tenant")
+
+    def handle(self, *args: Any, tenant: str, **options: Any) -> None:
+        owner = Tenant.objects.filter(slug=tenant).first()
+        if owner is None:
+            raise CommandError(f"No tenant with slug {tenant!r}.")
+        embedder = get_embedder()
+        identity = embedder.identity
+        versions = list(
+            DocumentVersion.objects.for_tenant(owner).filter(status=Status.ACTIVE).select_related("document")
+        )
+        stale = [
+            v
+            for v in versions
+            if (v.embedding_provider, v.embedding_model, v.embedding_dims)
+            != (identity.provider, identity.model, identity.dims)
+        ]
+        self.stdout.write(
+            f"{owner.slug}: {len(stale)} of {len(versions)} active version(s) need {identity.provider}/{identity.model}."
+        )
+        for number, version in enumerate(stale, 1):
+            document = version.document
+            chunks = list(version.chunks.order_by("index"))
+            vectors = embedder.embed(
+                [pipeline.embedding_text(document.title, c.heading, c.text) for c in chunks]
+            )
+            for chunk, vector in zip(chunks, vectors, strict=True):
+                chunk.dense = vector.astype("float32").tobytes()
+                chunk.embedding_provider, chunk.embedding_model, chunk.embedding_dims = (
+                    identity.provider,
+                    identity.model,
+                    identity.dims,
+                )
+            Chunk.objects.bulk_update(
+                chunks, ["dense", "embedding_provider", "embedding_model", "embedding_dims"]
+            )
+            DocumentVersion.objects.filter(pk=version.pk).update(
+                embedding_provider=identity.provider,
+                embedding_model=identity.model,
+                embedding_dims=identity.dims,
+            )
+            version.refresh_from_db()
+            indexer.activate_version(version)
+            sys.stderr.write(f"\r{number}/{len(stale)} documents re-embedded")
+        Document.objects.for_tenant(owner).filter(status=Status.RETIRED).update(needs_sync=True)
+        indexer.drain()
+        self.stdout.write(
+            f"\nReindexed {len(stale)} document(s) for {owner.slug} with {identity.collection}."
+        )

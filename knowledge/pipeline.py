@@ -1,0 +1,338 @@
+"""source → walk → extract → chunk → embed → SQL (pending version) → indexer → vector store."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from knowledge import ids, indexer
+from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
+from knowledge.classify import classify
+from knowledge.embedders import Embedder, get_embedder
+from knowledge.extraction import ExtractionError, NeedsOCR, extract
+from knowledge.lexical import document_vector
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.vectorstore import point_id
+from knowledge.walker import Skip, WalkedFile, walk
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+INDEXING_VERSION = 1
+
+
+class JobCancelled(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    key: str
+    result: str  # added | updated | unchanged | failed
+    chunks: int = 0
+    error: str = ""
+
+
+def embedding_text(title: str, heading: str, text: str) -> str:
+    """What the embedder sees for a chunk: where it sits, then the chunk itself."""
+    context = " › ".join(part for part in (title, heading) if part)
+    return f"{context}\n{text}" if context else text
+
+
+def lexical_text(key: str, title: str, heading: str, text: str) -> str:
+    return f"{key}\n{title}\n{heading}\n{text}"
+
+
+def _drafts(text: str, *, mode: str, source_type: str) -> list[ChunkDraft]:
+    if mode == "code":
+        return chunk_code(text, language=source_type)
+    return chunk_documental(text, source_type=source_type)
+
+
+def ingest_bytes(
+    *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
+    mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None, embedder: Embedder | None = None,
+    on_chunks: Callable[[int], None] | None = None,
+) -> Outcome:  # fmt: skip
+    """Ingest one document's bytes as a new pending version, unless its content is unchanged."""
+    tenant = source.tenant
+    normalised_key = ids.normalise_document_key(key)
+    document_id = ids.document_id(source.source_id, key)
+    digest = hashlib.sha256(data).hexdigest()
+    document = Document.objects.filter(source=source, document_key=normalised_key).first()
+    if document is not None:
+        current = (
+            document.versions.filter(status__in=[Status.ACTIVE, Status.PENDING]).order_by("-version").first()
+        )
+        if current is not None and current.content_hash == digest and document.status != Status.RETIRED:
+            if mtime is not None and current.mtime != mtime:
+                DocumentVersion.objects.filter(pk=current.pk).update(mtime=mtime)
+            return Outcome(key, "unchanged")
+
+    head = data[:200].decode("utf-8", errors="ignore")
+    forced = mode if mode != "auto" else (source.default_mode or "auto")
+    doc_mode, source_type = classify(key, head, forced=forced)
+    if key.lower().endswith(".pdf"):
+        source_type = "pdf"
+    extracted = extract(data, key=key, source_type=source_type)  # raises ExtractionError / NeedsOCR
+    drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
+    assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
+    if not drafts:
+        raise ExtractionError("The document has no text to index.")
+
+    embedder = embedder or get_embedder()
+    title = extracted.title[:500]
+    vectors = embedder.embed([embedding_text(title, d.heading, d.text) for d in drafts])
+    display_key = ids.display_name(normalised_key)
+
+    with transaction.atomic():
+        if document is None:
+            document = Document.objects.create(
+                tenant=tenant, source=source, document_key=normalised_key, document_id=document_id,
+                source_path=source_path, source_type=source_type, mode=doc_mode, title=title,
+                status=Status.PENDING,
+            )  # fmt: skip
+            result = "added"
+        else:
+            document.source_path = source_path or document.source_path
+            document.source_type, document.mode = source_type, doc_mode
+            document.save(update_fields=["source_path", "source_type", "mode"])
+            result = "updated"
+        for name in tags:
+            document.tags.add(Tag.objects.get_or_create(tenant=tenant, name=Tag.normalise(name))[0])
+        # A newer pending version replaces one that was never activated.
+        DocumentVersion.objects.filter(document=document, status=Status.PENDING).update(status=Status.FAILED)
+        number = (document.versions.aggregate(m=Max("version"))["m"] or 0) + 1
+        version = DocumentVersion.objects.create(
+            tenant=tenant, document=document, version=number, status=Status.PENDING, content_hash=digest,
+            size=len(data), mtime=mtime, title=title, chunk_count=len(drafts),
+            embedding_provider=embedder.identity.provider, embedding_model=embedder.identity.model,
+            embedding_dims=embedder.identity.dims, indexing_version=INDEXING_VERSION,
+            warnings=extracted.warnings, job=job,
+        )  # fmt: skip
+        rows = []
+        for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
+            chunk_id = ids.chunk_id(document_id, doc_mode, index)
+            sparse_i, sparse_v = document_vector(lexical_text(display_key, title, draft.heading, draft.text))
+            rows.append(
+                Chunk(
+                    tenant=tenant,
+                    document=document,
+                    document_version=version,
+                    chunk_id=chunk_id,
+                    index=index,
+                    mode=doc_mode,
+                    heading=draft.heading[:1000],
+                    text=draft.text,
+                    line_start=draft.line_start,
+                    line_end=draft.line_end,
+                    page=draft.page,
+                    page_label=draft.page_label[:50],
+                    content_hash=hashlib.sha256(draft.text.encode()).hexdigest(),
+                    status=Status.PENDING,
+                    embedding_provider=embedder.identity.provider,
+                    embedding_model=embedder.identity.model,
+                    embedding_dims=embedder.identity.dims,
+                    indexing_version=INDEXING_VERSION,
+                    dense=np.asarray(vector, dtype=np.float32).tobytes(),
+                    sparse={"i": sparse_i, "v": sparse_v},
+                    point_id=point_id(chunk_id, number),
+                )  # fmt: skip
+            )
+        Chunk.objects.bulk_create(rows, batch_size=500)
+    if on_chunks:
+        on_chunks(len(drafts))
+    return Outcome(key, result, chunks=len(drafts))
+
+
+def retire_documents(*, source: Source, keep_keys: set[str]) -> int:
+    """Retire the source's live documents whose key is not in keep_keys (files that disappeared)."""
+    gone = (
+        Document.objects.filter(source=source)
+        .exclude(status=Status.RETIRED)
+        .exclude(document_key__in=keep_keys)
+    )
+    now = timezone.now()
+    count = 0
+    for document in gone:
+        with transaction.atomic():
+            DocumentVersion.objects.filter(
+                document=document, status__in=[Status.ACTIVE, Status.PENDING]
+            ).update(status=Status.RETIRED, status_changed_at=now)
+            Chunk.objects.filter(document=document, status__in=[Status.ACTIVE, Status.PENDING]).update(
+                status=Status.RETIRED
+            )
+            Document.objects.filter(pk=document.pk).update(
+                status=Status.RETIRED, needs_sync=True, updated_at=now
+            )
+        count += 1
+    return count
+
+
+def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
+    """key → (size, mtime) of each live document's current version, for the stat-only diff."""
+    rows = DocumentVersion.objects.filter(
+        document__source=source, status=Status.ACTIVE, document__status=Status.ACTIVE
+    ).values_list("document__document_key", "size", "mtime")
+    return {key: (size, mtime) for key, size, mtime in rows}
+
+
+def sync_folder(
+    *, source: Source, root: Path, mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None,
+    progress: Callable[[IngestJob], None] | None = None,
+) -> IngestJob:  # fmt: skip
+    """Bring a folder source up to date: add and update what changed, retire what disappeared."""
+    job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER)
+    _start(job)
+    entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
+    files = [e for e in entries if isinstance(e, WalkedFile)]
+    skips = [e for e in entries if isinstance(e, Skip)]
+    job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
+    job.skipped = len(skips)
+    job.documents_total = len(files)
+    job.save()
+    known = _fast_unchanged(source)
+    keep: set[str] = set()
+    tags = list(tags)
+    embedder = get_embedder()
+    for number, walked in enumerate(files):
+        try:
+            key = ids.normalise_document_key(walked.key)
+        except ids.InvalidIdentifier as exc:
+            _record_failure(job, walked.key, str(exc))
+            continue
+        keep.add(key)
+        if known.get(key) == (walked.size, walked.mtime):
+            job.unchanged += 1
+        else:
+            _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder)
+        job.documents_done = number + 1
+        if number % 20 == 0 or number + 1 == len(files):
+            _checkpoint(job, progress)
+    job.retired = retire_documents(source=source, keep_keys=keep)
+    source.last_synced_at = timezone.now()
+    source.save(update_fields=["last_synced_at"])
+    return _finish(job, progress)
+
+
+def ingest_files(
+    *, source: Source, files: list[tuple[str, bytes]], mode: str = "auto", tags: Iterable[str] = (),
+    job: IngestJob | None = None,
+) -> IngestJob:  # fmt: skip
+    """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
+    job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
+    _start(job)
+    job.documents_total = len(files)
+    embedder = get_embedder()
+    for number, (key, data) in enumerate(files):
+        _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data=data)
+        job.documents_done = number + 1
+        _checkpoint(job, None)
+    return _finish(job, None)
+
+
+def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None) -> None:  # type: ignore[no-untyped-def]
+    try:
+        if data is None:
+            data = path.read_bytes()
+        outcome = ingest_bytes(
+            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, mode=mode, tags=tags,
+            job=job, embedder=embedder,
+        )  # fmt: skip
+    except NeedsOCR as exc:
+        _record_failure(job, key, str(exc), kind="needs_ocr")
+        return
+    except (ExtractionError, ids.InvalidIdentifier, OSError, ValueError) as exc:
+        _record_failure(job, key, str(exc))
+        return
+    except Exception as exc:  # one bad document never stops the batch
+        logger.exception("Ingesting %s failed", key)
+        _record_failure(job, key, f"unexpected error: {type(exc).__name__}: {exc}")
+        return
+    if outcome.result == "unchanged":
+        job.unchanged += 1
+    else:
+        setattr(job, outcome.result, getattr(job, outcome.result) + 1)
+        job.chunks_total += outcome.chunks
+        job.chunks_done += outcome.chunks
+
+
+def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error") -> None:
+    job.failed += 1
+    job.errors = [*job.errors, {"key": key, "error": error, "kind": kind}]
+
+
+def _start(job: IngestJob) -> None:
+    job.state, job.started_at, job.attempts = IngestJob.State.RUNNING, timezone.now(), job.attempts + 1
+    for name in ("added", "updated", "unchanged", "retired", "skipped", "failed", "documents_done", "chunks_done",
+                 "chunks_total"):  # fmt: skip
+        setattr(job, name, 0)
+    job.errors, job.skips, job.finished_at = [], [], None
+    job.save()
+
+
+def _checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> None:
+    if IngestJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
+        job.state, job.finished_at, job.message = (
+            IngestJob.State.CANCELLED,
+            timezone.now(),
+            "Cancelled on request.",
+        )
+        job.save()
+        raise JobCancelled()
+    job.save()
+    if progress:
+        progress(job)
+
+
+def _finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> IngestJob:
+    job.state = IngestJob.State.INDEXING
+    job.save()
+    indexer.drain()
+    job.refresh_from_db()
+    if (
+        job.state == IngestJob.State.INDEXING
+        and not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists()
+    ):
+        job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
+        job.finished_at = timezone.now()
+        job.save()
+    if progress:
+        progress(job)
+    return job
+
+
+def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
+    indexer.wait_until_indexed(Q(job=job), timeout=timeout)
+    indexer.drain()
+    job.refresh_from_db()
+    if (
+        job.state == IngestJob.State.INDEXING
+        and not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists()
+    ):
+        job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
+        job.finished_at = timezone.now()
+        job.save()
+    return job
+
+
+def folder_source_get_or_create(*, tenant: Tenant, name: str, path: Path) -> Source:
+    from knowledge.services import source_create
+
+    source_id = ids.source_id(tenant.slug, "folder", name)
+    source = Source.objects.for_tenant(tenant).filter(source_id=source_id).first()
+    if source is None:
+        source = source_create(tenant=tenant, kind="folder", name=name, path=str(path))
+    elif source.path != str(path):
+        source.path = str(path)
+        source.save(update_fields=["path"])
+    return source

@@ -1,0 +1,29 @@
+"""django-q2 entry points. The tenant comes from the job row, never from the caller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from knowledge import pipeline
+from knowledge.models import IngestJob
+
+
+def ingest_job_task(job_id: int) -> None:
+    job = (
+        IngestJob.objects.select_related("tenant", "source").filter(pk=job_id).first()
+    )  # unscoped: id is ours
+    if job is None or job.is_finished and job.state != IngestJob.State.FAILED:
+        return
+    params = job.params or {}
+    try:
+        if job.kind == IngestJob.Kind.FOLDER:
+            pipeline.sync_folder(
+                source=job.source, root=Path(params.get("path") or job.source.path), mode=params.get("mode", "auto"),
+                tags=params.get("tags", []), job=job,
+            )  # fmt: skip
+    except pipeline.JobCancelled:
+        return
+    except Exception as exc:
+        job.state, job.message = IngestJob.State.FAILED, f"{type(exc).__name__}: {exc}"
+        job.save(update_fields=["state", "message"])
+        raise

@@ -1,0 +1,446 @@
+"""The only module that talks to Qdrant: collections, payload indexes, upserts, deletes, queries.
+
+Two backends behind one interface:
+- EdgeStore: the Qdrant engine in-process (qdrant-edge-py), one shard per collection under
+  RAG_QDRANT_PATH. Exactly one process may hold a shard: an OS lock (flock on a sidecar file)
+  taken *before* the shard is opened enforces it; a second process gets StoreBusy and never
+  touches the files (a failed second open was measured to corrupt the holder's next flush).
+- ClientStore: qdrant-client against a Qdrant server or cluster (QDRANT_URL), or ":memory:" in tests.
+
+One collection per embedding model (named from the embedder identity); every point carries the
+tenant's public id in its payload, indexed with is_tenant, and every call takes the tenant.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from knowledge.embedders import EmbedderIdentity
+
+logger = logging.getLogger(__name__)
+
+DENSE = "dense"
+SPARSE = "bm25"
+RRF_K = 60
+KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key")
+POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
+
+
+class StoreBusy(Exception):
+    """Another process owns the embedded store; this one must leave writes to it."""
+
+
+def point_id(chunk_id: str, version: int) -> str:
+    """Stable point id for one chunk of one document version."""
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{chunk_id}@{version}"))
+
+
+@dataclass
+class StorePoint:
+    id: str
+    dense: list[float]
+    sparse: tuple[list[int], list[float]]
+    payload: dict[str, Any]
+
+
+@dataclass
+class Scope:
+    """What a query or bulk operation may touch. The tenant is mandatory; the rest narrows it."""
+
+    tenant: str  # the tenant's public id
+    statuses: list[str] | None = field(default_factory=lambda: ["active"])
+    source_ids: list[str] | None = None
+    document_ids: list[str] | None = None
+    tags: list[str] | None = None
+    mode: str | None = None
+    critical_only: bool = False
+    version_keys: list[str] | None = None
+    point_ids: list[str] | None = None
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+class VectorStore(Protocol):
+    def ensure_collection(self, identity: EmbedderIdentity) -> None: ...
+    def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None: ...
+    def delete(self, identity: EmbedderIdentity, scope: Scope) -> None: ...
+    def set_payload(self, identity: EmbedderIdentity, scope: Scope, payload: dict[str, Any]) -> None: ...
+    def count(self, identity: EmbedderIdentity, scope: Scope) -> int: ...
+    def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]: ...
+    def search(
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
+        sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+    ) -> list[Hit]: ...  # fmt: skip
+    def close(self) -> None: ...
+
+
+def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
+    """Build a Filter from either backend's models module (their shapes match)."""
+    must = [m.FieldCondition(key="tenant", match=m.MatchValue(value=scope.tenant))]
+
+    def any_of(key: str, values: list[str]) -> None:
+        must.append(m.FieldCondition(key=key, match=m.MatchAny(any=list(values))))
+
+    if scope.statuses:
+        any_of("status", scope.statuses)
+    if scope.source_ids is not None:
+        any_of("source_id", scope.source_ids)
+    if scope.document_ids is not None:
+        any_of("document_id", scope.document_ids)
+    if scope.version_keys is not None:
+        any_of("version_key", scope.version_keys)
+    if scope.tags:
+        any_of("tags", scope.tags)
+    if scope.mode:
+        must.append(m.FieldCondition(key="mode", match=m.MatchValue(value=scope.mode)))
+    if scope.critical_only:
+        # `critical` is stored as 0/1: qdrant-edge-py 0.9.0 turns MatchValue(True) into the integer 1,
+        # which never matches a JSON boolean (measured), so both backends use integers.
+        must.append(m.FieldCondition(key="critical", match=m.MatchValue(value=1)))
+    if scope.point_ids is not None:
+        ids = [str(i) for i in scope.point_ids]
+        must.append(m.HasIdCondition(point_ids=set(ids)) if edge else m.HasIdCondition(has_id=ids))
+    return m.Filter(must=must)
+
+
+def _empty_scope(scope: Scope) -> bool:
+    return any(v is not None and len(v) == 0 for v in (scope.source_ids, scope.document_ids, scope.point_ids))
+
+
+# --- Qdrant Edge ----------------------------------------------------------------------------
+class EdgeStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._shards: dict[str, Any] = {}
+        self._locks: dict[str, int] = {}
+        self._mutex = threading.RLock()
+
+    def _shard(self, identity: EmbedderIdentity) -> Any:
+        import qdrant_edge as m
+
+        name = identity.collection
+        with self._mutex:
+            if name in self._shards:
+                return self._shards[name]
+            path = self.root / name
+            lock_fd = os.open(str(self.root / f"{name}.owner.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(lock_fd)
+                raise StoreBusy(f"The embedded vector store {path} is owned by another process.") from None
+            os.ftruncate(lock_fd, 0)
+            os.write(lock_fd, str(os.getpid()).encode())
+            try:
+                if (path / "wal").exists() or path.exists() and any(path.iterdir()):
+                    shard = m.EdgeShard.load(str(path))
+                else:
+                    path.mkdir(parents=True, exist_ok=True)
+                    config = m.EdgeConfig(
+                        vectors={DENSE: m.EdgeVectorParams(size=identity.dims, distance=m.Distance.Cosine)},
+                        sparse_vectors={SPARSE: m.EdgeSparseVectorParams(modifier=m.Modifier.Idf)},
+                    )
+                    shard = m.EdgeShard.create(str(path), config)
+                    shard.update(
+                        m.UpdateOperation.create_field_index("tenant", m.KeywordIndexParams(is_tenant=True))
+                    )
+                    for key in KEYWORD_FIELDS:
+                        shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Keyword))
+                    shard.update(
+                        m.UpdateOperation.create_field_index("critical", m.PayloadSchemaType.Integer)
+                    )
+            except Exception:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+                os.close(lock_fd)
+                raise
+            self._shards[name], self._locks[name] = shard, lock_fd
+            return shard
+
+    def ensure_collection(self, identity: EmbedderIdentity) -> None:
+        self._shard(identity)
+
+    def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None:
+        import qdrant_edge as m
+
+        if not points:
+            return
+        shard = self._shard(identity)
+        edge_points = [
+            m.Point(p.id, {DENSE: p.dense, SPARSE: m.SparseVector(p.sparse[0], p.sparse[1])}, p.payload)
+            for p in points
+        ]
+        with self._mutex:
+            shard.update(m.UpdateOperation.upsert_points(edge_points))
+
+    def delete(self, identity: EmbedderIdentity, scope: Scope) -> None:
+        import qdrant_edge as m
+
+        if _empty_scope(scope):
+            return
+        with self._mutex:
+            self._shard(identity).update(
+                m.UpdateOperation.delete_points_by_filter(_conditions(m, scope, edge=True))
+            )
+
+    def set_payload(self, identity: EmbedderIdentity, scope: Scope, payload: dict[str, Any]) -> None:
+        import qdrant_edge as m
+
+        if _empty_scope(scope):
+            return
+        with self._mutex:
+            self._shard(identity).update(
+                m.UpdateOperation.set_payload_by_filter(_conditions(m, scope, edge=True), payload)
+            )
+
+    def count(self, identity: EmbedderIdentity, scope: Scope) -> int:
+        import qdrant_edge as m
+
+        if _empty_scope(scope):
+            return 0
+        return self._shard(identity).count(
+            m.CountRequest(exact=True, filter=_conditions(m, scope, edge=True))
+        )
+
+    def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
+        import qdrant_edge as m
+
+        shard, found, offset = self._shard(identity), set(), None
+        flt = _conditions(m, scope, edge=True)
+        while True:
+            records, offset = shard.scroll(
+                m.ScrollRequest(offset=offset, limit=1000, filter=flt, with_payload=False, with_vector=False)
+            )
+            found.update(str(r.id) for r in records)
+            if offset is None:
+                return found
+
+    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+        import qdrant_edge as m
+
+        if _empty_scope(scope):
+            return []
+        shard = self._shard(identity)
+        flt = _conditions(m, scope, edge=True)
+        # IDF over this tenant's chunks only: one tenant's vocabulary never shapes another's ranking.
+        tenant_only = _conditions(m, Scope(tenant=scope.tenant, statuses=None), edge=True)
+        sparse_params = m.SearchParams(idf=m.IdfParams(corpus=tenant_only))
+        legs = []
+        if dense is not None:
+            legs.append(
+                m.Prefetch(limit=prefetch, query=m.Query.Nearest(list(dense), using=DENSE), filter=flt)
+            )
+        if sparse is not None and sparse[0]:
+            vector = m.SparseVector(list(sparse[0]), list(sparse[1]))
+            legs.append(
+                m.Prefetch(
+                    limit=prefetch,
+                    query=m.Query.Nearest(vector, using=SPARSE),
+                    filter=flt,
+                    params=sparse_params,
+                )
+            )
+        if not legs:
+            return []
+        if len(legs) == 1:
+            leg = legs[0]
+            request = m.QueryRequest(
+                limit=limit, query=leg.query, filter=flt, with_payload=True,
+                params=sparse_params if dense is None else None,
+            )  # fmt: skip
+        else:
+            request = m.QueryRequest(
+                limit=limit, prefetches=legs, query=m.Fusion.Rrf(k=RRF_K), filter=flt, with_payload=True
+            )
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in shard.query(request)]
+
+    def flush(self) -> None:
+        with self._mutex:
+            for shard in self._shards.values():
+                shard.flush()
+
+    def close(self) -> None:
+        with self._mutex:
+            for name, shard in list(self._shards.items()):
+                try:
+                    shard.flush()
+                    shard.close()
+                finally:
+                    fcntl.flock(self._locks[name], fcntl.LOCK_UN)
+                    os.close(self._locks[name])
+            self._shards.clear()
+            self._locks.clear()
+
+
+# --- qdrant-client (server, cluster, or :memory:) -------------------------------------------
+class ClientStore:
+    def __init__(self, location: str, api_key: str | None = None) -> None:
+        from qdrant_client import QdrantClient
+
+        if location == ":memory:":
+            self.client = QdrantClient(location=":memory:")
+        else:
+            self.client = QdrantClient(url=location, api_key=api_key, timeout=60)
+        self._known: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def ensure_collection(self, identity: EmbedderIdentity) -> None:
+        from qdrant_client import models as m
+
+        name = identity.collection
+        if name in self._known:
+            return
+        with self._mutex:
+            if not self.client.collection_exists(name):
+                self.client.create_collection(
+                    name,
+                    vectors_config={DENSE: m.VectorParams(size=identity.dims, distance=m.Distance.COSINE)},
+                    sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                )
+                self.client.create_payload_index(
+                    name, "tenant", m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)
+                )
+                for key in KEYWORD_FIELDS:
+                    self.client.create_payload_index(name, key, m.PayloadSchemaType.KEYWORD)
+                self.client.create_payload_index(name, "critical", m.PayloadSchemaType.INTEGER)
+            self._known.add(name)
+
+    def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None:
+        from qdrant_client import models as m
+
+        if not points:
+            return
+        self.ensure_collection(identity)
+        self.client.upsert(
+            identity.collection,
+            points=[
+                m.PointStruct(
+                    id=p.id,
+                    vector={DENSE: p.dense, SPARSE: m.SparseVector(indices=p.sparse[0], values=p.sparse[1])},
+                    payload=p.payload,
+                )
+                for p in points
+            ],
+            wait=True,
+        )
+
+    def delete(self, identity: EmbedderIdentity, scope: Scope) -> None:
+        from qdrant_client import models as m
+
+        if _empty_scope(scope):
+            return
+        self.ensure_collection(identity)
+        selector = m.FilterSelector(filter=_conditions(m, scope, edge=False))
+        self.client.delete(identity.collection, points_selector=selector, wait=True)
+
+    def set_payload(self, identity: EmbedderIdentity, scope: Scope, payload: dict[str, Any]) -> None:
+        from qdrant_client import models as m
+
+        if _empty_scope(scope):
+            return
+        self.ensure_collection(identity)
+        self.client.set_payload(
+            identity.collection, payload=payload, points=_conditions(m, scope, edge=False), wait=True
+        )
+
+    def count(self, identity: EmbedderIdentity, scope: Scope) -> int:
+        from qdrant_client import models as m
+
+        if _empty_scope(scope):
+            return 0
+        self.ensure_collection(identity)
+        return self.client.count(
+            identity.collection, count_filter=_conditions(m, scope, edge=False), exact=True
+        ).count
+
+    def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
+        from qdrant_client import models as m
+
+        self.ensure_collection(identity)
+        found: set[str] = set()
+        offset = None
+        while True:
+            records, offset = self.client.scroll(
+                identity.collection, scroll_filter=_conditions(m, scope, edge=False), limit=1000, offset=offset,
+                with_payload=False, with_vectors=False,
+            )  # fmt: skip
+            found.update(str(r.id) for r in records)
+            if offset is None:
+                return found
+
+    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+        from qdrant_client import models as m
+
+        if _empty_scope(scope):
+            return []
+        self.ensure_collection(identity)
+        flt = _conditions(m, scope, edge=False)
+        legs = []
+        if dense is not None:
+            legs.append(m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt))
+        if sparse is not None and sparse[0]:
+            vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
+            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt))
+        if not legs:
+            return []
+        if len(legs) == 1:
+            result = self.client.query_points(
+                identity.collection, query=legs[0].query, using=legs[0].using, query_filter=flt, limit=limit,
+                with_payload=True,
+            )  # fmt: skip
+        else:
+            result = self.client.query_points(
+                identity.collection, prefetch=legs, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), query_filter=flt,
+                limit=limit, with_payload=True,
+            )  # fmt: skip
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+_store: VectorStore | None = None
+_store_lock = threading.Lock()
+
+
+def get_store() -> VectorStore:
+    """The process's store: a Qdrant server when QDRANT_URL is set, else the embedded engine."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            if settings.QDRANT_URL:
+                _store = ClientStore(settings.QDRANT_URL, settings.QDRANT_API_KEY)
+            else:
+                _store = EdgeStore(Path(settings.RAG_QDRANT_PATH))
+        return _store
+
+
+def is_shared_server() -> bool:
+    """True when every process may write (a server); False for the single-owner embedded store."""
+    return bool(settings.QDRANT_URL)
+
+
+def reset_store() -> None:
+    """Close and forget the process's store (tests, and after settings change)."""
+    global _store
+    with _store_lock:
+        if _store is not None:
+            _store.close()
+        _store = None

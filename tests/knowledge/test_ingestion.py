@@ -1,0 +1,270 @@
+"""End to end ingestion over a fixture tree: exact outcome for every kind of file."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from knowledge import indexer, pipeline
+from knowledge.embedders import get_embedder
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
+from knowledge.retrieval import retrieve
+from knowledge.vectorstore import Scope, get_store
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def build_tree(root: Path) -> Path:
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "install.md").write_text(
+        "# Install\n\nRun the installer.\n\n## Linux\n\nUse `apt install acme-agent` and set the X-Api-Key header.\n"
+    )
+    (root / "docs" / "guide.rst").write_text("User Guide\n==========\n\nThe guide explains dashboards.\n")
+    (root / "docs" / "page.html").write_text(
+        "<html><head><title>Pricing page</title><style>.x{color:red}</style><script>var secret=1</script></head>"
+        "<body><nav>Home | About</nav><h1>Pricing</h1><p>The Pro plan costs 20 euros a month.</p></body></html>"
+    )
+    shutil.copy(FIXTURES / "handbook.pdf", root / "docs" / "handbook.pdf")
+    shutil.copy(FIXTURES / "scanned.pdf", root / "docs" / "scanned.pdf")
+    (root / "docs" / "corrupt.pdf").write_bytes(
+        b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\nthis is not a real pdf"
+    )
+    (root / "blob.dat").write_bytes(bytes(range(256)) * 4)
+    (root / "latin1.txt").write_bytes("Configuración del año".encode("latin-1"))
+    (root / "big.txt").write_text("x" * 2_000_000)
+    (root / ".gitignore").write_text("secret.md\nbuild/\n")
+    (root / "secret.md").write_text("# Secret\n\nnever index me\n")
+    (root / "src" / "app").mkdir(parents=True)
+    (root / "src" / "app" / "server.py").write_text(
+        "import os\n\n\ndef get_current_object(request):\n    return request.user\n\n\nclass Router:\n"
+        "    def route(self, path):\n        return path\n"
+    )
+    (root / "src" / "app" / "client.js").write_text(
+        "// fetch helper\nexport function fetchItems(apiKey) {\n  return fetch('/items', {headers: {'X-Api-Key': apiKey}});\n}\n"
+    )
+    (root / "src" / "node_modules" / "dep").mkdir(parents=True)
+    (root / "src" / "node_modules" / "dep" / "index.js").write_text("module.exports = 1\n")
+    (root / "scripts").mkdir()
+    (root / "scripts" / "deploy").write_text("#!/usr/bin/env bash\necho deploying\n")
+    (root / "package-lock.json").write_text("{}")
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return build_tree(tmp_path / "corpus")
+
+
+def sync(tenant, root: Path, name: str = "corpus") -> IngestJob:  # type: ignore[no-untyped-def]
+    source = pipeline.folder_source_get_or_create(tenant=tenant, name=name, path=root)
+    return pipeline.sync_folder(source=source, root=root)
+
+
+def test_a_fixture_tree_ingests_with_the_exact_outcome_for_each_file(tenant_a, tree):
+    job = sync(tenant_a, tree)
+    documents = {d.display_key: d for d in Document.objects.for_tenant(tenant_a)}
+    assert set(documents) == {
+        "docs/install.md", "docs/guide.rst", "docs/page.html", "docs/handbook.pdf", "src/app/server.py",
+        "src/app/client.js", "scripts/deploy",
+    }  # fmt: skip
+    assert all(d.status == Status.ACTIVE and d.version == 1 for d in documents.values())
+    errors = {e["key"]: e for e in job.errors}
+    assert errors["docs/scanned.pdf"]["kind"] == "needs_ocr" and "OCR" in errors["docs/scanned.pdf"]["error"]
+    assert "damaged or not a PDF" in errors["docs/corrupt.pdf"]["error"]
+    skips = {s["key"]: s["reason"] for s in job.skips}
+    assert skips["blob.dat"] == "binary file"
+    assert skips["latin1.txt"] == "not valid UTF-8 text"
+    assert skips["big.txt"].startswith("larger than the 1024 KiB limit")
+    assert skips["secret.md"] == "ignored by .gitignore"
+    assert skips["src/node_modules/"] == "excluded folder"
+    assert skips["package-lock.json"] == "lock file"
+    assert (job.added, job.failed, job.state) == (7, 2, IngestJob.State.PARTIAL)
+
+    assert documents["docs/page.html"].title == "Pricing page"
+    html_text = " ".join(documents["docs/page.html"].chunks.values_list("text", flat=True))
+    assert "20 euros" in html_text and "secret" not in html_text and "color" not in html_text
+    assert documents["docs/handbook.pdf"].title == "Warranty Handbook"
+    assert list(documents["docs/handbook.pdf"].chunks.values_list("page", flat=True)) != [None]
+    assert {d.mode for k, d in documents.items() if k.startswith(("src/", "scripts/"))} == {"code"}
+    assert documents["docs/install.md"].mode == "documental"
+
+    server = documents["src/app/server.py"].chunks.get()
+    assert (server.line_start, server.line_end) == (1, 10)
+    linux = Chunk.objects.get(document=documents["docs/install.md"], text__contains="apt install")
+    assert linux.heading.startswith("Install")
+
+
+def test_pdf_chunks_carry_their_page_numbers(tenant_a, tree):
+    sync(tenant_a, tree)
+    document = Document.objects.get(document_key="docs/handbook.pdf")
+    pages = {c.page for c in document.chunks.all()}
+    assert pages <= {1, 2} and 1 in pages
+    returns = [hit for hit in retrieve(tenant=tenant_a, query="refund of returns", limit=3)]
+    assert returns[0].chunk.document == document
+
+
+def test_every_chunk_is_stored_in_qdrant_with_its_payload(tenant_a, tree):
+    sync(tenant_a, tree)
+    identity = get_embedder().identity
+    scope = Scope(tenant=str(tenant_a.public_id))
+    assert get_store().count(identity, scope) == Chunk.objects.for_tenant(tenant_a).count()
+    assert get_store().ids(identity, scope) == set(
+        Chunk.objects.for_tenant(tenant_a).values_list("point_id", flat=True)
+    )
+
+
+def test_rerunning_on_an_unchanged_tree_embeds_nothing(tenant_a, tree, monkeypatch):
+    sync(tenant_a, tree)
+    calls = []
+    embedder = get_embedder()
+    original = embedder.embed
+    monkeypatch.setattr(embedder, "embed", lambda texts: calls.append(len(texts)) or original(texts))
+    job = sync(tenant_a, tree)
+    assert calls == []
+    assert (job.added, job.updated, job.unchanged, job.chunks_done) == (0, 0, 7, 0)
+
+
+def test_touching_a_file_without_changing_it_embeds_nothing(tenant_a, tree):
+    sync(tenant_a, tree)
+    path = tree / "docs" / "guide.rst"
+    path.write_text(path.read_text())  # new mtime, same content: the hash is the truth
+    job = sync(tenant_a, tree)
+    assert (job.updated, job.unchanged, job.chunks_done) == (0, 7, 0)
+
+
+def test_editing_one_file_reembeds_only_it_and_keeps_the_old_version(tenant_a, tree):
+    sync(tenant_a, tree)
+    (tree / "docs" / "guide.rst").write_text(
+        "User Guide\n==========\n\nThe guide now explains reports too.\n"
+    )
+    job = sync(tenant_a, tree)
+    assert (job.updated, job.unchanged, job.added) == (1, 6, 0)
+    document = Document.objects.get(document_key="docs/guide.rst")
+    assert job.chunks_done == document.chunks.filter(document_version__version=2).count()
+    assert document.version == 2
+    statuses = dict(document.versions.values_list("version", "status"))
+    assert statuses == {1: Status.SUPERSEDED, 2: Status.ACTIVE}
+    texts = [hit.chunk.text for hit in retrieve(tenant=tenant_a, query="guide explains", limit=10)]
+    assert any("reports" in t for t in texts)
+    assert not any("explains dashboards" in t for t in texts)  # the superseded version is not served
+
+
+def test_a_removed_file_is_retired_and_no_longer_retrieved(tenant_a, tree):
+    sync(tenant_a, tree)
+    (tree / "docs" / "page.html").unlink()
+    job = sync(tenant_a, tree)
+    assert job.retired == 1
+    document = Document.objects.get(document_key="docs/page.html")
+    assert document.status == Status.RETIRED
+    assert document.versions.get().status == Status.RETIRED
+    hits = retrieve(tenant=tenant_a, query="Pro plan costs 20 euros", limit=10)
+    assert document.pk not in {hit.chunk.document_id for hit in hits}
+
+
+def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it(tenant_a, tree, monkeypatch):
+    sync(tenant_a, tree)
+    (tree / "docs" / "install.md").write_text(
+        "# Install\n\n" + "\n\n".join(f"Step {i}: configure module {i}." for i in range(400))
+    )
+    store = get_store()
+    real_upsert = store.upsert
+    calls = {"n": 0}
+
+    def dying_upsert(identity, points):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("worker killed")
+        return real_upsert(identity, points)
+
+    monkeypatch.setattr(indexer, "UPSERT_BATCH", 1)  # several batches, so the kill lands midway
+    monkeypatch.setattr(store, "upsert", dying_upsert)
+    sync(tenant_a, tree)
+    document = Document.objects.get(document_key="docs/install.md")
+    assert document.version == 1
+    assert dict(document.versions.values_list("version", "status")) == {1: Status.ACTIVE, 2: Status.PENDING}
+    # Readers still get the complete old version and nothing of the half-stored new one.
+    texts = [h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", limit=20)]
+    assert not any("configure module" in t for t in texts)
+    assert any(
+        "apt install" in h.chunk.text
+        for h in retrieve(tenant=tenant_a, query="apt install acme-agent", limit=5)
+    )
+
+    monkeypatch.setattr(store, "upsert", real_upsert)
+    indexer.drain()  # the retry
+    document.refresh_from_db()
+    assert document.version == 2
+    assert dict(document.versions.values_list("version", "status")) == {
+        1: Status.SUPERSEDED,
+        2: Status.ACTIVE,
+    }
+    assert any(
+        "configure module" in h.chunk.text
+        for h in retrieve(tenant=tenant_a, query="configure module step", limit=5)
+    )
+
+
+def test_one_tenant_never_sees_another_tenants_chunks(tenant_a, tenant_b, tmp_path):
+    root_a, root_b = tmp_path / "a", tmp_path / "b"
+    root_a.mkdir(), root_b.mkdir()
+    (root_a / "handbook.md").write_text("# Alpha\n\nThe alpha handbook describes onboarding.\n")
+    (root_b / "payroll.md").write_text("# Alpha\n\nThe alpha payroll lists every salary.\n")
+    sync(tenant_a, root_a, "docs")
+    sync(tenant_b, root_b, "docs")
+    for tenant in (tenant_a, tenant_b):
+        hits = retrieve(tenant=tenant, query="alpha salary payroll handbook", limit=10)
+        assert hits and {h.chunk.tenant_id for h in hits} == {tenant.pk}
+    # Even a scope naming the other tenant's source cannot reach it: the tenant comes from the caller.
+    foreign = Scope(tenant=str(tenant_b.public_id), source_ids=["src:globex:folder:docs"])
+    assert retrieve(tenant=tenant_a, query="salary", limit=10, scope=foreign) == []
+
+
+def test_curation_reaches_the_vector_payloads_at_once(tenant_a, tree):
+    from knowledge.services import documents_retire, documents_set_critical, rows_add_tag
+
+    sync(tenant_a, tree)
+    identity = get_embedder().identity
+    tenant = str(tenant_a.public_id)
+    guide = Document.objects.filter(document_key="docs/guide.rst")
+    documents_set_critical(tenant=tenant_a, documents=guide, critical=True)
+    rows_add_tag(tenant=tenant_a, rows=guide, tag_name="Manuals")
+    indexer.drain()
+    assert get_store().count(identity, Scope(tenant=tenant, critical_only=True)) == guide.get().chunks.count()
+    assert get_store().count(identity, Scope(tenant=tenant, tags=["manuals"])) == guide.get().chunks.count()
+    documents_retire(tenant=tenant_a, documents=guide)
+    indexer.drain()
+    assert get_store().count(identity, Scope(tenant=tenant, document_ids=[guide.get().document_id])) == 0
+
+
+def test_ingest_command_prints_a_summary(tenant_a, tree, capsys):
+    from django.core.management import call_command
+
+    call_command("ingest", "acme", str(tree), "--source", "Corpus", "--tags", "docs,v1")
+    out = capsys.readouterr().out
+    assert "src:acme:folder:corpus: 7 added, 0 updated, 0 unchanged, 0 retired, 7 skipped, 2 failed" in out
+    assert set(Document.objects.for_tenant(tenant_a).first().tags.values_list("name", flat=True)) == {
+        "docs",
+        "v1",
+    }
+    call_command("index_check", "acme")
+    assert "0 missing from the vector store, 0 points without a chunk" in capsys.readouterr().out
+
+
+def test_index_check_finds_and_repairs_drift(tenant_a, tree, capsys):
+    from django.core.management import CommandError, call_command
+
+    sync(tenant_a, tree)
+    identity = get_embedder().identity
+    victim = Chunk.objects.for_tenant(tenant_a).first()
+    get_store().delete(
+        identity, Scope(tenant=str(tenant_a.public_id), statuses=None, point_ids=[victim.point_id])
+    )
+    with pytest.raises(CommandError, match="Drift"):
+        call_command("index_check", "acme")
+    call_command("index_check", "acme", "--repair")
+    capsys.readouterr()
+    call_command("index_check", "acme")
+    assert "0 missing" in capsys.readouterr().out
+    assert DocumentVersion.objects.filter(status=Status.PENDING).count() == 0
