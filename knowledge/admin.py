@@ -53,9 +53,7 @@ class CurationActionsMixin:
         self._set_critical(request, queryset, False)
 
     def _set_critical(self, request: HttpRequest, queryset: QuerySet, critical: bool) -> None:
-        setter = (
-            services.documents_set_critical if queryset.model is Document else services.chunks_set_critical
-        )
+        setter = services.documents_set_critical if queryset.model is Document else services.chunks_set_critical
         count = 0
         for tenant, rows in self._by_tenant(request, queryset):
             count += setter(tenant=tenant, **{self._rows_kwarg(queryset): rows}, critical=critical)
@@ -77,9 +75,7 @@ class CurationActionsMixin:
         if not tag_name:
             self.message_user(request, "Type a tag name in the Tag box first.", level=messages.ERROR)
             return
-        count = sum(
-            change(tenant=t, rows=rows, tag_name=tag_name) for t, rows in self._by_tenant(request, queryset)
-        )
+        count = sum(change(tenant=t, rows=rows, tag_name=tag_name) for t, rows in self._by_tenant(request, queryset))
         self.message_user(request, f"{verb} {count} row(s) with “{Tag.normalise(tag_name)}”.")
 
 

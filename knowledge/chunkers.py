@@ -123,6 +123,9 @@ def _pack(lines: list[str], blocks: list[_Block], *, overlap: bool) -> list[Chun
                 if carry_start < unit.start and carried:
                     current.append(_Block(carry_start, unit.start, unit.heading))
                     size = carried
+        if current and size < OVERLAP_CHARS and unit.heading and unit.heading.startswith(current[0].heading):
+            # Only a parent heading so far ("# Part 1", then "## Topic"): name the chunk by the deeper section.
+            current[0] = _Block(current[0].start, current[0].end, unit.heading)
         current.append(unit)
         size += unit_size
     flush()
@@ -158,11 +161,7 @@ def _headings(lines: list[str], source_type: str) -> list[tuple[int, int, str]]:
                 if style not in rst_levels:
                     rst_levels.append(style)
                 found.append((index, rst_levels.index(style) + 1, stripped))
-            elif (
-                source_type == "markdown"
-                and re.match(r"^(=+|-+)\s*$", under)
-                and not stripped.startswith("-")
-            ):
+            elif source_type == "markdown" and re.match(r"^(=+|-+)\s*$", under) and not stripped.startswith("-"):
                 found.append((index, 1 if under.startswith("=") else 2, stripped))
     return found
 
@@ -328,9 +327,7 @@ def _attach_leading_comments(lines: list[str], blocks: list[_Block]) -> list[_Bl
     for block in blocks:
         if out and not out[-1].heading and block.heading and out[-1].end == block.start:
             gap = lines[out[-1].start : out[-1].end]
-            if all(
-                not line.strip() or line.lstrip().startswith(("#", "//", "/*", "*", "--")) for line in gap
-            ):
+            if all(not line.strip() or line.lstrip().startswith(("#", "//", "/*", "*", "--")) for line in gap):
                 out[-1] = _Block(out[-1].start, block.end, block.heading)
                 continue
         out.append(block)

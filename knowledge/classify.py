@@ -68,11 +68,7 @@ def _auto(key: str, head: str) -> tuple[str, str]:
     if head.startswith("#!"):
         interpreter = head.splitlines()[0][2:].strip().split()
         if interpreter:
-            program = (
-                interpreter[-1]
-                if interpreter[0].endswith("/env") and len(interpreter) > 1
-                else interpreter[0]
-            )
+            program = interpreter[-1] if interpreter[0].endswith("/env") and len(interpreter) > 1 else interpreter[0]
             program = program.rsplit("/", 1)[-1].rstrip("0123456789.")
             return "code", SHEBANG_LANGUAGES.get(program, "shell")
     return "documental", "text"

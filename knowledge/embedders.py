@@ -70,9 +70,7 @@ class PackagedMiniLM:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self.identity = EmbedderIdentity("packaged", "all-MiniLM-L6-v2-int8", 384)
         self._lock = threading.Lock()
 
@@ -96,9 +94,7 @@ class PackagedMiniLM:
 class LlamaEmbedder:
     """Any GGUF embedding model through llama-cpp-python (Qwen3-Embedding, nomic, …)."""
 
-    def __init__(
-        self, *, model_path: str, threads: int = 1, pooling: str = "mean", n_ctx: int = 2048
-    ) -> None:
+    def __init__(self, *, model_path: str, threads: int = 1, pooling: str = "mean", n_ctx: int = 2048) -> None:
         import llama_cpp
 
         path = Path(model_path)
@@ -158,9 +154,7 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"The embedding endpoint {self.url} failed: {exc}") from exc
         data = sorted(payload.get("data", []), key=lambda item: item.get("index", 0))
         if len(data) != len(texts):
-            raise EmbeddingError(
-                f"The embedding endpoint returned {len(data)} vectors for {len(texts)} texts."
-            )
+            raise EmbeddingError(f"The embedding endpoint returned {len(data)} vectors for {len(texts)} texts.")
         return [item["embedding"] for item in data]
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -89,12 +89,7 @@ def _title_from_text(text: str, source_type: str) -> str:
     if source_type == "rst":
         for index in range(min(len(lines) - 1, 200)):
             line, under = lines[index].rstrip(), lines[index + 1].rstrip()
-            if (
-                line
-                and not line[0].isspace()
-                and re.match(r"^([=\-~^\"'`#*+])\1+$", under)
-                and len(under) >= len(line)
-            ):
+            if line and not line[0].isspace() and re.match(r"^([=\-~^\"'`#*+])\1+$", under) and len(under) >= len(line):
                 if set(line) <= set(under[0]):  # an overline, not a title
                     continue
                 return line.strip()

@@ -44,9 +44,7 @@ def _escape(text: str) -> str:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(
-        r"(?:%[0-9A-F]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8"), text
-    )
+    return re.sub(r"(?:%[0-9A-F]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8"), text)
 
 
 def normalise_source_name(name: str) -> str:
@@ -141,12 +139,7 @@ def parse_document_id(value: str) -> ParsedId:
 
 def parse_chunk_id(value: str) -> ParsedId:
     parts = value.split(":")
-    if (
-        len(parts) != 9
-        or parts[0] != "chk"
-        or parts[7] not in CHUNK_MODES
-        or not re.fullmatch(r"[0-9]+", parts[8])
-    ):
+    if len(parts) != 9 or parts[0] != "chk" or parts[7] not in CHUNK_MODES or not re.fullmatch(r"[0-9]+", parts[8]):
         raise InvalidIdentifier(f"{value!r} is not a chunk id (chk:<document_id>:<mode>:<index>).")
     document = parse_document_id(":".join(parts[1:7]))
     return ParsedId(

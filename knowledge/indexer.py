@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 UPSERT_BATCH = 256
 _drain_lock = threading.Lock()
+_owner = False  # set in the process that holds the embedded store for its whole life (the web server)
 
 
 @dataclass
@@ -50,15 +51,11 @@ def version_identity(version: DocumentVersion) -> EmbedderIdentity:
     return EmbedderIdentity(version.embedding_provider, version.embedding_model, version.embedding_dims or 0)
 
 
-def _effective_tags(
-    document: Document, chunk: Chunk, chunk_tags: list[str], doc_tags: list[str]
-) -> list[str]:
+def _effective_tags(document: Document, chunk: Chunk, chunk_tags: list[str], doc_tags: list[str]) -> list[str]:
     return sorted(set(doc_tags) | set(chunk_tags))
 
 
-def chunk_payload(
-    *, chunk: Chunk, document: Document, status: str, doc_tags: list[str], chunk_tags: list[str]
-) -> dict:
+def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: list[str], chunk_tags: list[str]) -> dict:
     return {
         "tenant": str(document.tenant.public_id),
         "source_id": document.source.source_id,
@@ -127,9 +124,7 @@ def activate_version(version: DocumentVersion) -> None:
     retired = document.status == Status.RETIRED and version.status != Status.PENDING
     new_status = Status.RETIRED if retired else Status.ACTIVE
     key = version_key(document.document_id, version.version)
-    store.set_payload(
-        identity, Scope(tenant=tenant, statuses=None, version_keys=[key]), {"status": new_status}
-    )
+    store.set_payload(identity, Scope(tenant=tenant, statuses=None, version_keys=[key]), {"status": new_status})
     for old in previous:
         old_key = version_key(document.document_id, old.version)
         store.set_payload(
@@ -159,9 +154,7 @@ def sync_document(document: Document) -> None:
     store = get_store()
     tenant = str(document.tenant.public_id)
     doc_tags = _doc_tags(document)
-    Document.objects.filter(pk=document.pk).update(
-        needs_sync=False
-    )  # before reading: a later change re-flags
+    Document.objects.filter(pk=document.pk).update(needs_sync=False)  # before reading: a later change re-flags
     for version in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED]):
         identity = version_identity(version)
         chunks = list(version.chunks.all())
@@ -199,9 +192,7 @@ def drain(*, limit: int | None = None) -> DrainResult:
                 return result
             except Exception as exc:  # one version that cannot be stored must not block the rest
                 logger.exception("Indexing %s failed", version)
-                DocumentVersion.objects.filter(pk=version.pk).update(
-                    error=f"indexing failed, will retry: {exc}"
-                )
+                DocumentVersion.objects.filter(pk=version.pk).update(error=f"indexing failed, will retry: {exc}")
                 continue
             result.activated += 1
             if version.job_id:
@@ -215,8 +206,7 @@ def drain(*, limit: int | None = None) -> DrainResult:
                 return result
             result.synced += 1
         _finish_jobs(
-            job_ids
-            | set(IngestJob.objects.filter(state=IngestJob.State.INDEXING).values_list("pk", flat=True))
+            job_ids | set(IngestJob.objects.filter(state=IngestJob.State.INDEXING).values_list("pk", flat=True))
         )
     finally:
         _drain_lock.release()
@@ -258,3 +248,18 @@ def start_background_indexer(*, interval: float = 1.0) -> None:
 
     _background = threading.Thread(target=loop, name="ragsite-indexer", daemon=True)
     _background.start()
+
+
+def take_store_ownership(*, interval: float = 1.0) -> bool:
+    """Open the store now (taking its lock) and start the indexer thread; False if another process owns it."""
+    from knowledge.embedders import get_embedder
+
+    global _owner
+    try:
+        get_store().ensure_collection(get_embedder().identity)
+    except StoreBusy:
+        logger.warning("The embedded vector store is owned by another process; this one will not index.")
+        return False
+    _owner = True
+    start_background_indexer(interval=interval)
+    return True

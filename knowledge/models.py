@@ -36,9 +36,7 @@ class Source(TenantOwned):
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
     label = models.CharField(max_length=200, help_text="The name as the user typed it.")
     source_id = models.CharField(max_length=700, unique=True, editable=False)
-    path = models.CharField(
-        max_length=1000, blank=True, help_text="Folder on the server, for folder sources."
-    )
+    path = models.CharField(max_length=1000, blank=True, help_text="Folder on the server, for folder sources.")
     ref = models.CharField(max_length=1000, blank=True, help_text="Locator, for external sources.")
     default_mode = models.CharField(max_length=20, default="auto")
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
@@ -79,9 +77,7 @@ class Document(TenantOwned):
     mode = models.CharField(max_length=20, choices=Mode.choices, default=Mode.DOCUMENTAL)
     title = models.CharField(max_length=500, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE, db_index=True)
-    version = models.PositiveIntegerField(
-        default=0, help_text="The version readers are served (0: none yet)."
-    )
+    version = models.PositiveIntegerField(default=0, help_text="The version readers are served (0: none yet).")
     tags = models.ManyToManyField(Tag, blank=True, related_name="documents")
     critical = models.BooleanField(default=False, db_index=True)
     needs_sync = models.BooleanField(

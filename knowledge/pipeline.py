@@ -70,9 +70,7 @@ def ingest_bytes(
     digest = hashlib.sha256(data).hexdigest()
     document = Document.objects.filter(source=source, document_key=normalised_key).first()
     if document is not None:
-        current = (
-            document.versions.filter(status__in=[Status.ACTIVE, Status.PENDING]).order_by("-version").first()
-        )
+        current = document.versions.filter(status__in=[Status.ACTIVE, Status.PENDING]).order_by("-version").first()
         if current is not None and current.content_hash == digest and document.status != Status.RETIRED:
             if mtime is not None and current.mtime != mtime:
                 DocumentVersion.objects.filter(pk=current.pk).update(mtime=mtime)
@@ -156,24 +154,18 @@ def ingest_bytes(
 
 def retire_documents(*, source: Source, keep_keys: set[str]) -> int:
     """Retire the source's live documents whose key is not in keep_keys (files that disappeared)."""
-    gone = (
-        Document.objects.filter(source=source)
-        .exclude(status=Status.RETIRED)
-        .exclude(document_key__in=keep_keys)
-    )
+    gone = Document.objects.filter(source=source).exclude(status=Status.RETIRED).exclude(document_key__in=keep_keys)
     now = timezone.now()
     count = 0
     for document in gone:
         with transaction.atomic():
-            DocumentVersion.objects.filter(
-                document=document, status__in=[Status.ACTIVE, Status.PENDING]
-            ).update(status=Status.RETIRED, status_changed_at=now)
+            DocumentVersion.objects.filter(document=document, status__in=[Status.ACTIVE, Status.PENDING]).update(
+                status=Status.RETIRED, status_changed_at=now
+            )
             Chunk.objects.filter(document=document, status__in=[Status.ACTIVE, Status.PENDING]).update(
                 status=Status.RETIRED
             )
-            Document.objects.filter(pk=document.pk).update(
-                status=Status.RETIRED, needs_sync=True, updated_at=now
-            )
+            Document.objects.filter(pk=document.pk).update(status=Status.RETIRED, needs_sync=True, updated_at=now)
         count += 1
     return count
 
@@ -226,11 +218,13 @@ def sync_folder(
 
 def ingest_files(
     *, source: Source, files: list[tuple[str, bytes]], mode: str = "auto", tags: Iterable[str] = (),
-    job: IngestJob | None = None,
+    job: IngestJob | None = None, skips: list[dict] | None = None, errors: list[dict] | None = None,
 ) -> IngestJob:  # fmt: skip
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     _start(job)
+    job.skips, job.skipped = list(skips or []), len(skips or [])
+    job.errors, job.failed = list(errors or []), len(errors or [])
     job.documents_total = len(files)
     embedder = get_embedder()
     for number, (key, data) in enumerate(files):

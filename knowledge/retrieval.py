@@ -26,9 +26,7 @@ def check_index(tenant: Tenant) -> None:
     other = (
         Chunk.objects.for_tenant(tenant)
         .filter(status=Status.ACTIVE)
-        .exclude(
-            embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims
-        )
+        .exclude(embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims)
         .values_list("embedding_provider", "embedding_model", "embedding_dims")
         .first()
     )
@@ -39,9 +37,7 @@ def check_index(tenant: Tenant) -> None:
         )
 
 
-def retrieve(
-    *, tenant: Tenant, query: str, limit: int = 8, scope: Scope | None = None
-) -> list[RetrievedChunk]:
+def retrieve(*, tenant: Tenant, query: str, limit: int = 8, scope: Scope | None = None) -> list[RetrievedChunk]:
     check_index(tenant)
     embedder = get_embedder()
     scope = scope or Scope(tenant=str(tenant.public_id))
@@ -55,8 +51,6 @@ def retrieve(
     )
     chunks = {
         c.point_id: c
-        for c in Chunk.objects.for_tenant(tenant)
-        .filter(point_id__in=[h.id for h in hits])
-        .select_related("document")
+        for c in Chunk.objects.for_tenant(tenant).filter(point_id__in=[h.id for h in hits]).select_related("document")
     }
     return [RetrievedChunk(chunks[h.id], h.score) for h in hits if h.id in chunks]

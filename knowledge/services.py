@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -143,4 +144,71 @@ def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
     job.state = type(job).State.QUEUED
     job.save(update_fields=["cancel_requested", "state"])
     transaction.on_commit(lambda: async_task("knowledge.tasks.ingest_job_task", job.pk))
+    return job
+
+
+class FolderNotAllowed(ValueError):
+    """A folder outside the directories the operator allows for web and API users."""
+
+
+def folder_path_check(path: str) -> Path:
+    """Resolve a folder given through the web UI or API; it must lie inside RAG_ALLOWED_FOLDER_ROOTS.
+
+    The path is resolved with symlinks followed *before* the check, so neither '..' nor a symlink
+    can escape an allowed root; the walker itself never follows symlinks inside the tree.
+    """
+    from django.conf import settings
+
+    roots = settings.RAG_ALLOWED_FOLDER_ROOTS
+    if not roots:
+        raise FolderNotAllowed("Folder sources are disabled for web and API users (set RAG_ALLOWED_FOLDER_ROOTS).")
+    try:
+        resolved = Path(path).expanduser().resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise FolderNotAllowed(f"{path} does not exist or cannot be read.") from exc
+    if not resolved.is_dir():
+        raise FolderNotAllowed(f"{path} is not a folder.")
+    if not any(resolved == root or root in resolved.parents for root in roots):
+        raise FolderNotAllowed(f"{path} is outside the folders this server allows.")
+    return resolved
+
+
+def folder_source_create(*, tenant: Tenant, name: str, path: str) -> Source:
+    """Create a folder source for a web/API user: the folder must be inside an allowed root."""
+    resolved = folder_path_check(path)
+    return source_create(tenant=tenant, kind="folder", name=name, path=str(resolved))
+
+
+def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]], mode: str = "auto",
+                   tags: list[str] | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job."""
+    from django.conf import settings
+    from django_q.tasks import async_task
+
+    from knowledge.models import IngestJob
+    from knowledge.uploads import UploadRejected, expand_upload
+
+    source = source or source_default_get(tenant=tenant)
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot receive uploads here.")
+    job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD)
+    folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
+    keys, skips, errors = [], [], []
+    for name, data in uploads:
+        try:
+            expanded = expand_upload(name, data)
+        except UploadRejected as exc:
+            errors.append({"key": name, "error": str(exc), "kind": "rejected"})
+            continue
+        skips.extend({"key": s.key, "reason": s.reason} for s in expanded.skips)
+        for key, content in expanded.files:
+            target = folder / key
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+            keys.append(key)
+    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors}
+    job.save(update_fields=["params"])
+    transaction.on_commit(
+        lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
+    )
     return job

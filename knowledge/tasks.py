@@ -9,14 +9,19 @@ from knowledge.models import IngestJob
 
 
 def ingest_job_task(job_id: int) -> None:
-    job = (
-        IngestJob.objects.select_related("tenant", "source").filter(pk=job_id).first()
-    )  # unscoped: id is ours
+    job = IngestJob.objects.select_related("tenant", "source").filter(pk=job_id).first()  # unscoped: id is ours
     if job is None or job.is_finished and job.state != IngestJob.State.FAILED:
         return
     params = job.params or {}
     try:
-        if job.kind == IngestJob.Kind.FOLDER:
+        if job.kind == IngestJob.Kind.UPLOAD:
+            folder = Path(params["dir"])
+            files = [(key, (folder / key).read_bytes()) for key in params.get("files", [])]
+            pipeline.ingest_files(
+                source=job.source, files=files, mode=params.get("mode", "auto"), tags=params.get("tags", []), job=job,
+                skips=params.get("skips", []), errors=params.get("errors", []),
+            )  # fmt: skip
+        elif job.kind == IngestJob.Kind.FOLDER:
             pipeline.sync_folder(
                 source=job.source, root=Path(params.get("path") or job.source.path), mode=params.get("mode", "auto"),
                 tags=params.get("tags", []), job=job,

@@ -156,14 +156,10 @@ class EdgeStore:
                         sparse_vectors={SPARSE: m.EdgeSparseVectorParams(modifier=m.Modifier.Idf)},
                     )
                     shard = m.EdgeShard.create(str(path), config)
-                    shard.update(
-                        m.UpdateOperation.create_field_index("tenant", m.KeywordIndexParams(is_tenant=True))
-                    )
+                    shard.update(m.UpdateOperation.create_field_index("tenant", m.KeywordIndexParams(is_tenant=True)))
                     for key in KEYWORD_FIELDS:
                         shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Keyword))
-                    shard.update(
-                        m.UpdateOperation.create_field_index("critical", m.PayloadSchemaType.Integer)
-                    )
+                    shard.update(m.UpdateOperation.create_field_index("critical", m.PayloadSchemaType.Integer))
             except Exception:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
                 os.close(lock_fd)
@@ -181,8 +177,7 @@ class EdgeStore:
             return
         shard = self._shard(identity)
         edge_points = [
-            m.Point(p.id, {DENSE: p.dense, SPARSE: m.SparseVector(p.sparse[0], p.sparse[1])}, p.payload)
-            for p in points
+            m.Point(p.id, {DENSE: p.dense, SPARSE: m.SparseVector(p.sparse[0], p.sparse[1])}, p.payload) for p in points
         ]
         with self._mutex:
             shard.update(m.UpdateOperation.upsert_points(edge_points))
@@ -193,9 +188,7 @@ class EdgeStore:
         if _empty_scope(scope):
             return
         with self._mutex:
-            self._shard(identity).update(
-                m.UpdateOperation.delete_points_by_filter(_conditions(m, scope, edge=True))
-            )
+            self._shard(identity).update(m.UpdateOperation.delete_points_by_filter(_conditions(m, scope, edge=True)))
 
     def set_payload(self, identity: EmbedderIdentity, scope: Scope, payload: dict[str, Any]) -> None:
         import qdrant_edge as m
@@ -212,9 +205,7 @@ class EdgeStore:
 
         if _empty_scope(scope):
             return 0
-        return self._shard(identity).count(
-            m.CountRequest(exact=True, filter=_conditions(m, scope, edge=True))
-        )
+        return self._shard(identity).count(m.CountRequest(exact=True, filter=_conditions(m, scope, edge=True)))
 
     def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
         import qdrant_edge as m
@@ -241,9 +232,7 @@ class EdgeStore:
         sparse_params = m.SearchParams(idf=m.IdfParams(corpus=tenant_only))
         legs = []
         if dense is not None:
-            legs.append(
-                m.Prefetch(limit=prefetch, query=m.Query.Nearest(list(dense), using=DENSE), filter=flt)
-            )
+            legs.append(m.Prefetch(limit=prefetch, query=m.Query.Nearest(list(dense), using=DENSE), filter=flt))
         if sparse is not None and sparse[0]:
             vector = m.SparseVector(list(sparse[0]), list(sparse[1]))
             legs.append(
@@ -363,9 +352,7 @@ class ClientStore:
         if _empty_scope(scope):
             return 0
         self.ensure_collection(identity)
-        return self.client.count(
-            identity.collection, count_filter=_conditions(m, scope, edge=False), exact=True
-        ).count
+        return self.client.count(identity.collection, count_filter=_conditions(m, scope, edge=False), exact=True).count
 
     def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
         from qdrant_client import models as m

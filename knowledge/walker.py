@@ -128,25 +128,50 @@ def walk(root: Path, *, max_bytes: int) -> Iterator[WalkedFile | Skip]:
         stack.extend((subdir, specs) for subdir in reversed(subdirs))
 
 
-def _file_skip_reason(
-    entry: os.DirEntry, path: Path, specs: list[tuple[Path, pathspec.PathSpec]], max_bytes: int
-) -> str | None:
-    name, suffix = entry.name, path.suffix.lower()
-    if name == ".gitignore" or name == ".DS_Store":
+def name_skip_reason(name: str) -> str | None:
+    """Why a file is never ingested, judged from its name alone (None: it may be)."""
+    suffix = Path(name).suffix.lower()
+    if name in (".gitignore", ".DS_Store", ".gitattributes", ".gitmodules"):
         return "repository metadata"
-    if _ignored(specs, path, False):
-        return "ignored by .gitignore"
     if name in LOCK_FILES or suffix == ".lock":
         return "lock file"
     if name.endswith((".min.js", ".min.css", ".map")):
         return "generated file"
     if suffix in BINARY_SUFFIXES:
         return f"binary or media file ({suffix})"
+    return None
+
+
+def content_skip_reason(name: str, data: bytes, *, max_bytes: int) -> str | None:
+    """Why these bytes are not ingested (size, emptiness, binary, encoding), or None."""
+    if len(data) > max_bytes:
+        return f"larger than the {max_bytes // 1024} KiB limit ({len(data) // 1024} KiB)"
+    if not data:
+        return "empty file"
+    if Path(name).suffix.lower() in BINARY_OK_SUFFIXES:
+        return None
+    if b"\x00" in data[:8192]:
+        return "binary file"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not valid UTF-8 text"
+    return None
+
+
+def _file_skip_reason(
+    entry: os.DirEntry, path: Path, specs: list[tuple[Path, pathspec.PathSpec]], max_bytes: int
+) -> str | None:
+    if _ignored(specs, path, False):
+        return "ignored by .gitignore"
+    reason = name_skip_reason(entry.name)
+    if reason:
+        return reason
     size = entry.stat().st_size
     if size > max_bytes:
         return f"larger than the {max_bytes // 1024} KiB limit ({size // 1024} KiB)"
     if size == 0:
         return "empty file"
-    if suffix in BINARY_OK_SUFFIXES:
+    if path.suffix.lower() in BINARY_OK_SUFFIXES:
         return None
     return sniff_text(path, size)

@@ -193,6 +193,7 @@ RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=1, minimum=1)
 # --- Ingestion limits -----------------------------------------------------------------------
 RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=1)
 RAG_MAX_UPLOAD_BYTES = env_int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024, minimum=1)
+RAG_MAX_UNZIPPED_BYTES = env_int("RAG_MAX_UNZIPPED_BYTES", default=500 * 1024 * 1024, minimum=1)
 RAG_ALLOWED_FOLDER_ROOTS = [Path(p).resolve() for p in env_list("RAG_ALLOWED_FOLDER_ROOTS", default=[])]
 
 LOGGING = {

@@ -25,5 +25,6 @@ PORT="${PORT:-8000}"
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
 echo "ragsite is running at http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/)"
-"$VENV/bin/gunicorn" ragsite.wsgi --bind "127.0.0.1:$PORT" --workers 1 --threads 8 --timeout 300 \
-  --access-logfile - --error-logfile -
+export PORT
+# The web process owns the embedded vector store and runs the indexer (ragsite/gunicorn_conf.py).
+"$VENV/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py

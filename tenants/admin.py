@@ -22,9 +22,7 @@ def admin_tenants(request: HttpRequest) -> QuerySet[Tenant]:
     cache_name = "_ragsite_admin_tenants"
     if not hasattr(request, cache_name):
         tenant_ids = list(
-            Membership.objects.filter(user=request.user, role=Membership.Role.ADMIN).values_list(
-                "tenant_id", flat=True
-            )
+            Membership.objects.filter(user=request.user, role=Membership.Role.ADMIN).values_list("tenant_id", flat=True)
         )
         setattr(request, cache_name, tenant_ids)
     return Tenant.objects.filter(pk__in=getattr(request, cache_name))
@@ -72,16 +70,12 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
         return request.user.is_superuser or self._allowed(request, obj)
 
-    def formfield_for_foreignkey(
-        self, db_field: models.ForeignKey, request: HttpRequest, **kwargs: Any
-    ) -> Any:
+    def formfield_for_foreignkey(self, db_field: models.ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_foreignkey(db_field, request, **kwargs)
         self._scope_choices(field, request)
         return field
 
-    def formfield_for_manytomany(
-        self, db_field: models.ManyToManyField, request: HttpRequest, **kwargs: Any
-    ) -> Any:
+    def formfield_for_manytomany(self, db_field: models.ManyToManyField, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         self._scope_choices(field, request)
         return field
@@ -96,10 +90,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
             field.queryset = field.queryset.filter(tenant__in=admin_tenants(request))
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        if (
-            not request.user.is_superuser
-            and not admin_tenants(request).filter(pk=self._tenant_pk(obj)).exists()
-        ):
+        if not request.user.is_superuser and not admin_tenants(request).filter(pk=self._tenant_pk(obj)).exists():
             raise PermissionDenied("You do not administer that tenant.")
         super().save_model(request, obj, form, change)
 

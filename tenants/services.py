@@ -23,9 +23,7 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
     return tenant
 
 
-def membership_add(
-    *, tenant: Tenant, user: AbstractBaseUser, role: str = Membership.Role.STAFF
-) -> Membership:
+def membership_add(*, tenant: Tenant, user: AbstractBaseUser, role: str = Membership.Role.STAFF) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError(f"Unknown role {role!r}; use one of {', '.join(Membership.Role.values)}.")
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
@@ -40,9 +38,7 @@ def _hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def api_key_issue(
-    *, tenant: Tenant, name: str = "", created_by: AbstractBaseUser | None = None
-) -> tuple[ApiKey, str]:
+def api_key_issue(*, tenant: Tenant, name: str = "", created_by: AbstractBaseUser | None = None) -> tuple[ApiKey, str]:
     """Create a key and return it with its clear text, which is never stored or shown again."""
     raw_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(

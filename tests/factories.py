@@ -21,16 +21,12 @@ def make_tenant(*, slug: str, name: str = "") -> Tenant:
     return tenant_create(slug=slug, name=name or slug.title())
 
 
-def make_user(
-    *, username: str | None = None, password: str = "pw-for-tests-123", **extra: object
-) -> AbstractBaseUser:
+def make_user(*, username: str | None = None, password: str = "pw-for-tests-123", **extra: object) -> AbstractBaseUser:
     username = username or f"user{next(_counter)}"
     return get_user_model().objects.create_user(username=username, password=password, **extra)
 
 
-def make_member(
-    tenant: Tenant, *, role: str = Membership.Role.STAFF, username: str | None = None
-) -> AbstractBaseUser:
+def make_member(tenant: Tenant, *, role: str = Membership.Role.STAFF, username: str | None = None) -> AbstractBaseUser:
     user = make_user(username=username)
     membership_add(tenant=tenant, user=user, role=role)
     return user

@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _manage(*args: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DJANGO_", "SECRET_KEY", "DATABASE"))
-    }
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DJANGO_", "SECRET_KEY", "DATABASE"))}
     clean.update({"RAG_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "ragsite.settings", **env})
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120

@@ -28,9 +28,7 @@ def build_tree(root: Path) -> Path:
     )
     shutil.copy(FIXTURES / "handbook.pdf", root / "docs" / "handbook.pdf")
     shutil.copy(FIXTURES / "scanned.pdf", root / "docs" / "scanned.pdf")
-    (root / "docs" / "corrupt.pdf").write_bytes(
-        b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\nthis is not a real pdf"
-    )
+    (root / "docs" / "corrupt.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\nthis is not a real pdf")
     (root / "blob.dat").write_bytes(bytes(range(256)) * 4)
     (root / "latin1.txt").write_bytes("Configuración del año".encode("latin-1"))
     (root / "big.txt").write_text("x" * 2_000_000)
@@ -136,9 +134,7 @@ def test_touching_a_file_without_changing_it_embeds_nothing(tenant_a, tree):
 
 def test_editing_one_file_reembeds_only_it_and_keeps_the_old_version(tenant_a, tree):
     sync(tenant_a, tree)
-    (tree / "docs" / "guide.rst").write_text(
-        "User Guide\n==========\n\nThe guide now explains reports too.\n"
-    )
+    (tree / "docs" / "guide.rst").write_text("User Guide\n==========\n\nThe guide now explains reports too.\n")
     job = sync(tenant_a, tree)
     assert (job.updated, job.unchanged, job.added) == (1, 6, 0)
     document = Document.objects.get(document_key="docs/guide.rst")
@@ -188,8 +184,7 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
     texts = [h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", limit=20)]
     assert not any("configure module" in t for t in texts)
     assert any(
-        "apt install" in h.chunk.text
-        for h in retrieve(tenant=tenant_a, query="apt install acme-agent", limit=5)
+        "apt install" in h.chunk.text for h in retrieve(tenant=tenant_a, query="apt install acme-agent", limit=5)
     )
 
     monkeypatch.setattr(store, "upsert", real_upsert)
@@ -201,8 +196,7 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
         2: Status.ACTIVE,
     }
     assert any(
-        "configure module" in h.chunk.text
-        for h in retrieve(tenant=tenant_a, query="configure module step", limit=5)
+        "configure module" in h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", limit=5)
     )
 
 
@@ -258,9 +252,7 @@ def test_index_check_finds_and_repairs_drift(tenant_a, tree, capsys):
     sync(tenant_a, tree)
     identity = get_embedder().identity
     victim = Chunk.objects.for_tenant(tenant_a).first()
-    get_store().delete(
-        identity, Scope(tenant=str(tenant_a.public_id), statuses=None, point_ids=[victim.point_id])
-    )
+    get_store().delete(identity, Scope(tenant=str(tenant_a.public_id), statuses=None, point_ids=[victim.point_id]))
     with pytest.raises(CommandError, match="Drift"):
         call_command("index_check", "acme")
     call_command("index_check", "acme", "--repair")
@@ -268,3 +260,42 @@ def test_index_check_finds_and_repairs_drift(tenant_a, tree, capsys):
     call_command("index_check", "acme")
     assert "0 missing" in capsys.readouterr().out
     assert DocumentVersion.objects.filter(status=Status.PENDING).count() == 0
+
+
+def test_a_background_job_syncs_a_folder_and_can_be_retried(tenant_a, tree, django_capture_on_commit_callbacks):
+    from knowledge.services import folder_sync_enqueue, job_retry
+
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
+    with django_capture_on_commit_callbacks(execute=True):
+        job = folder_sync_enqueue(tenant=tenant_a, source=source, tags=["kb"])
+    job.refresh_from_db()
+    assert (job.state, job.added, job.documents_done, job.documents_total) == (IngestJob.State.PARTIAL, 7, 9, 9)
+    assert job.chunks_done == job.chunks_total > 0 and job.seconds is not None
+    with django_capture_on_commit_callbacks(execute=True):
+        job_retry(tenant=tenant_a, job=job)
+    job.refresh_from_db()
+    assert (job.attempts, job.added, job.unchanged) == (2, 0, 7)
+
+
+def test_a_cancelled_job_stops_between_documents(tenant_a, tree, django_capture_on_commit_callbacks):
+    from knowledge.services import folder_sync_enqueue
+
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
+    job = IngestJob.objects.create(tenant=tenant_a, source=source, kind=IngestJob.Kind.FOLDER, cancel_requested=True)
+    with pytest.raises(pipeline.JobCancelled):
+        pipeline.sync_folder(source=source, root=tree, job=job)
+    job.refresh_from_db()
+    assert job.state == IngestJob.State.CANCELLED and job.documents_done < job.documents_total
+    assert folder_sync_enqueue  # the enqueue path is covered above
+
+
+def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenant_b, tree, settings):
+    from knowledge.vectorstore import ClientStore, reset_store
+
+    settings.QDRANT_URL = ":memory:"  # qdrant-client's in-process server API, same calls as a real server
+    reset_store()
+    assert isinstance(get_store(), ClientStore)
+    sync(tenant_a, tree)
+    hits = retrieve(tenant=tenant_a, query="apt install acme-agent X-Api-Key", limit=5)
+    assert hits[0].chunk.document.document_key == "docs/install.md"
+    assert retrieve(tenant=tenant_b, query="apt install acme-agent", limit=5) == []

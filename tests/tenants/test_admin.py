@@ -152,9 +152,7 @@ def test_the_document_page_shows_its_version_history(client_a, documents):
 
 
 def test_a_key_created_in_the_admin_is_shown_once_and_works(client_a, tenant_a):
-    response = client_a.post(
-        reverse("admin:tenants_apikey_add"), {"tenant": tenant_a.pk, "name": "dify"}, follow=True
-    )
+    response = client_a.post(reverse("admin:tenants_apikey_add"), {"tenant": tenant_a.pk, "name": "dify"}, follow=True)
     shown = [str(m) for m in response.context["messages"] if "shown only now" in str(m)]
     assert len(shown) == 1
     raw_key = shown[0].rsplit(" ", 1)[-1]

@@ -27,17 +27,15 @@ class Command(BaseCommand):
         chunks = Chunk.objects.for_tenant(owner).filter(document_version__status__in=live)
         identities = {
             EmbedderIdentity(p, m, d)
-            for p, m, d in chunks.values_list(
-                "embedding_provider", "embedding_model", "embedding_dims"
-            ).distinct()
+            for p, m, d in chunks.values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
         }
         missing: set[str] = set()
         extra: set[str] = set()
         for identity in identities:
             expected = set(
-                chunks.filter(
-                    embedding_provider=identity.provider, embedding_model=identity.model
-                ).values_list("point_id", flat=True)
+                chunks.filter(embedding_provider=identity.provider, embedding_model=identity.model).values_list(
+                    "point_id", flat=True
+                )
             )
             stored = store.ids(identity, Scope(tenant=str(owner.public_id), statuses=None))
             missing |= expected - stored

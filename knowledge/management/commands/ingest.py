@@ -42,13 +42,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
-        job = pipeline.sync_folder(
-            source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress
-        )
+        job = pipeline.sync_folder(source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress)
         if job.state == IngestJob.State.INDEXING:
-            self.stdout.write(
-                "\nWaiting for the process that owns the vector store to index the new versions…"
-            )
+            self.stdout.write("\nWaiting for the process that owns the vector store to index the new versions…")
             job = pipeline.wait_for_job(job)
         sys.stderr.write("\n")
         elapsed = time.monotonic() - started

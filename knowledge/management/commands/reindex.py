@@ -38,9 +38,7 @@ class Command(BaseCommand):
         for number, version in enumerate(stale, 1):
             document = version.document
             chunks = list(version.chunks.order_by("index"))
-            vectors = embedder.embed(
-                [pipeline.embedding_text(document.title, c.heading, c.text) for c in chunks]
-            )
+            vectors = embedder.embed([pipeline.embedding_text(document.title, c.heading, c.text) for c in chunks])
             for chunk, vector in zip(chunks, vectors, strict=True):
                 chunk.dense = vector.astype("float32").tobytes()
                 chunk.embedding_provider, chunk.embedding_model, chunk.embedding_dims = (
@@ -48,9 +46,7 @@ class Command(BaseCommand):
                     identity.model,
                     identity.dims,
                 )
-            Chunk.objects.bulk_update(
-                chunks, ["dense", "embedding_provider", "embedding_model", "embedding_dims"]
-            )
+            Chunk.objects.bulk_update(chunks, ["dense", "embedding_provider", "embedding_model", "embedding_dims"])
             DocumentVersion.objects.filter(pk=version.pk).update(
                 embedding_provider=identity.provider,
                 embedding_model=identity.model,
@@ -61,6 +57,4 @@ class Command(BaseCommand):
             sys.stderr.write(f"\r{number}/{len(stale)} documents re-embedded")
         Document.objects.for_tenant(owner).filter(status=Status.RETIRED).update(needs_sync=True)
         indexer.drain()
-        self.stdout.write(
-            f"\nReindexed {len(stale)} document(s) for {owner.slug} with {identity.collection}."
-        )
+        self.stdout.write(f"\nReindexed {len(stale)} document(s) for {owner.slug} with {identity.collection}.")

@@ -20,7 +20,5 @@ class Command(BaseCommand):
         if tenant is None:
             raise CommandError(f"No tenant with slug {slug!r}.")
         api_key, raw_key = api_key_issue(tenant=tenant, name=name)
-        self.stdout.write(
-            f"API key {api_key.prefix}… for tenant {tenant.slug}; store it now, it is not shown again."
-        )
+        self.stdout.write(f"API key {api_key.prefix}… for tenant {tenant.slug}; store it now, it is not shown again.")
         self.stdout.write(raw_key)

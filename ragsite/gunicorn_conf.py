@@ -1,0 +1,24 @@
+"""gunicorn settings for the embedded mode: the web worker owns the embedded vector store.
+
+With the embedded Qdrant Edge store exactly one process may open it. The web worker takes it at
+start-up (so the CLI and the django-q2 workers always defer to it) and runs the indexer thread
+that applies what those processes wrote to SQL. With QDRANT_URL set, nothing here is needed and
+any number of workers may run.
+"""
+
+from __future__ import annotations
+
+import os
+
+bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
+workers = 1  # the embedded store has a single owner; scale with threads, or use QDRANT_URL
+threads = int(os.environ.get("RAG_WEB_THREADS", "8"))
+timeout = 300
+accesslog = "-"
+errorlog = "-"
+
+
+def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
+    from knowledge.indexer import take_store_ownership
+
+    take_store_ownership()

@@ -1,0 +1,125 @@
+"""Embedders: the packaged ONNX model, a GGUF through llama.cpp, and an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from knowledge import embedders, pipeline
+from knowledge.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
+from knowledge.retrieval import IndexMismatch, retrieve
+
+
+class _EmbeddingHandler(BaseHTTPRequestHandler):
+    """A tiny OpenAI-compatible /v1/embeddings server: a bag-of-hashed-words vector per input."""
+
+    dims = 16
+    requests: list[int] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(len(body["input"]))
+        data = []
+        for index, text in enumerate(body["input"]):
+            vector = [0.0] * self.dims
+            for word in text.lower().split():
+                vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dims] += 1.0
+            data.append({"index": index, "embedding": vector})
+        payload = json.dumps({"data": list(reversed(data)), "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def embedding_server():  # type: ignore[no-untyped-def]
+    _EmbeddingHandler.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_the_packaged_embedder_gives_normalised_384_d_vectors_that_capture_meaning():
+    embedder = PackagedMiniLM(threads=1)
+    vectors = embedder.embed(
+        ["How do I reset my password?", "Steps to change a forgotten password", "Banana bread recipe"]
+    )
+    assert vectors.shape == (3, 384) and embedder.identity.dims == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > 0.5 > vectors[0] @ vectors[2]
+
+
+def test_batching_and_padding_do_not_change_a_vector():
+    embedder = PackagedMiniLM(threads=1)
+    texts = ["short", "a much longer sentence that needs many more tokens than the first one does " * 3]
+    together = embedder.embed(texts)
+    alone = np.vstack([embedder.embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+
+
+def test_long_texts_are_truncated_at_256_tokens_not_128():
+    embedder = PackagedMiniLM(threads=1)
+    base = "alpha beta gamma delta " * 40  # about 160 tokens
+    assert not np.allclose(embedder.embed([base + "zeta"]), embedder.embed([base + "omega"]), atol=1e-3)
+
+
+def test_an_openai_compatible_endpoint_is_batched_and_normalised(embedding_server):
+    embedder = OpenAIEmbedder(url=embedding_server, model="test-embed")
+    OpenAIEmbedder.BATCH = 64
+    vectors = embedder.embed([f"text number {i}" for i in range(70)])
+    assert vectors.shape == (70, 16) and embedder.identity.provider == "openai"
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert _EmbeddingHandler.requests == [1, 64, 6]  # the dimension probe, then two batches
+    assert np.allclose(vectors[3], embedder.embed(["text number 3"])[0])  # results re-ordered by index
+
+
+def test_an_unreachable_endpoint_raises_a_clear_error():
+    with pytest.raises(EmbeddingError, match="failed"):
+        OpenAIEmbedder(url="http://127.0.0.1:9/v1", model="x", timeout=2)
+
+
+@pytest.mark.slow
+def test_a_gguf_embedder_through_llama_cpp_needs_and_gets_mean_pooling(settings, tmp_path):
+    from ragsite.packaged_models import packaged_llm_path
+
+    settings.RAG_MODELS_DIR = tmp_path
+    embedder = LlamaEmbedder(model_path=str(packaged_llm_path()), threads=1)
+    vectors = embedder.embed(["The cat sat on the mat.", "A cat was sitting on a mat.", "Quarterly tax filing."])
+    assert vectors.shape == (3, 640) and embedder.identity.provider == "llama"
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_changing_the_embedder_refuses_retrieval_until_reindex(
+    tenant_a, tmp_path, embedding_server, monkeypatch, capsys
+):
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# Refunds\n\nRefunds are paid within five days.\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    assert retrieve(tenant=tenant_a, query="refunds", limit=3)
+
+    other = OpenAIEmbedder(url=embedding_server, model="test-embed")
+    monkeypatch.setattr(embedders, "get_embedder", lambda: other)
+    monkeypatch.setattr("knowledge.retrieval.get_embedder", lambda: other)
+    monkeypatch.setattr("knowledge.management.commands.reindex.get_embedder", lambda: other)
+    with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
+        retrieve(tenant=tenant_a, query="refunds", limit=3)
+    call_command("reindex", "acme")
+    assert "1 of 1 active version(s) need openai/test-embed" in capsys.readouterr().out
+    hits = retrieve(tenant=tenant_a, query="refunds paid", limit=3)
+    assert hits and hits[0].chunk.embedding_model == "test-embed"

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from knowledge.models import Document, IngestJob, Status
+from knowledge.retrieval import retrieve
+from knowledge.services import FolderNotAllowed, folder_path_check, upload_enqueue
+from knowledge.uploads import UploadRejected, expand_upload
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _zip(entries: dict[str, bytes], *, symlink: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, data in entries.items():
+            bundle.writestr(name, data)
+        if symlink:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = 0o120777 << 16
+            bundle.writestr(info, "/etc/passwd")
+    return buffer.getvalue()
+
+
+def test_uploads_and_zips_are_ingested_in_the_background_with_every_refusal_explained(
+    tenant_a, django_capture_on_commit_callbacks
+):
+    archive = _zip(
+        {
+            "manual/setup.md": b"# Setup\n\nPlug the router into port 4.\n",
+            "manual/img.png": b"\x89PNG....",
+            "../escape.md": b"# Escape\n",
+            "inner.zip": b"PK..",
+            "bomb.txt": b"0" * 5_000_000,
+        },
+        symlink="manual/link.md",
+    )
+    uploads = [("guide.md", b"# Guide\n\nThe guide covers routers.\n"), ("bundle.zip", archive),
+               ("handbook.pdf", (FIXTURES / "handbook.pdf").read_bytes()), ("broken.zip", b"not a zip")]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):  # the queued task runs inline (Q_CLUSTER sync)
+        job = upload_enqueue(tenant=tenant_a, source=None, uploads=uploads)
+    job.refresh_from_db()
+    assert job.state == IngestJob.State.PARTIAL
+    keys = set(Document.objects.for_tenant(tenant_a).values_list("document_key", flat=True))
+    assert keys == {"guide.md", "manual/setup.md", "handbook.pdf"}
+    assert all(d.source.is_default for d in Document.objects.for_tenant(tenant_a))
+    skips = {s["key"]: s["reason"] for s in job.skips}
+    assert skips["manual/img.png"].startswith("binary or media file")
+    assert skips["../escape.md"].startswith("unsafe path")
+    assert skips["inner.zip"] == "nested archive (not expanded)"
+    assert "zip bomb" in skips["bomb.txt"]
+    assert skips["manual/link.md"].startswith("symbolic link")
+    assert [e["key"] for e in job.errors] == ["broken.zip"]
+    assert retrieve(tenant=tenant_a, query="router port", limit=3)[0].chunk.document.document_key == "manual/setup.md"
+
+
+def test_an_upload_over_the_limit_is_refused(settings):
+    settings.RAG_MAX_UPLOAD_BYTES = 100
+    with pytest.raises(UploadRejected, match="larger than the upload limit"):
+        expand_upload("big.md", b"x" * 101)
+
+
+def test_a_zip_that_declares_too_much_is_refused(settings):
+    settings.RAG_MAX_UNZIPPED_BYTES = 1000
+    with pytest.raises(UploadRejected, match="would expand"):
+        expand_upload("a.zip", _zip({"a.md": b"a" * 600, "b.md": b"b" * 600}))
+
+
+def test_uploading_again_the_same_content_changes_nothing(tenant_a, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        upload_enqueue(tenant=tenant_a, source=None, uploads=[("a.md", b"# A\n\nalpha\n")])
+    with django_capture_on_commit_callbacks(execute=True):
+        job = upload_enqueue(tenant=tenant_a, source=None, uploads=[("a.md", b"# A\n\nalpha\n")])
+    job.refresh_from_db()
+    assert (job.unchanged, job.chunks_done) == (1, 0)
+    assert Document.objects.get(document_key="a.md").versions.get().status == Status.ACTIVE
+
+
+def test_web_folders_must_be_inside_an_allowed_root(settings, tmp_path):
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    (allowed / "docs").mkdir(parents=True)
+    outside.mkdir()
+    (allowed / "escape").symlink_to(outside)
+    settings.RAG_ALLOWED_FOLDER_ROOTS = [allowed.resolve()]
+    assert folder_path_check(str(allowed / "docs")) == (allowed / "docs").resolve()
+    for bad in (str(outside), str(allowed / "docs" / ".." / ".."), str(allowed / "escape"), "/nonexistent"):
+        with pytest.raises(FolderNotAllowed):
+            folder_path_check(bad)
+    settings.RAG_ALLOWED_FOLDER_ROOTS = []
+    with pytest.raises(FolderNotAllowed, match="disabled"):
+        folder_path_check(str(allowed / "docs"))

@@ -1,0 +1,141 @@
+"""The same interface tests against both backends: Qdrant Edge and qdrant-client (":memory:")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from knowledge.embedders import EmbedderIdentity
+from knowledge.lexical import document_vector, query_vector
+from knowledge.vectorstore import ClientStore, EdgeStore, Scope, StoreBusy, StorePoint, point_id
+
+IDENTITY = EmbedderIdentity("test", "unit-vectors", 8)
+
+
+@pytest.fixture(params=["edge", "client"])
+def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    backend = EdgeStore(tmp_path / "q") if request.param == "edge" else ClientStore(":memory:")
+    yield backend
+    backend.close()
+
+
+def _unit(seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).normal(size=8)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def _point(n: int, tenant: str, text: str, **payload: object) -> StorePoint:
+    base = {
+        "tenant": tenant,
+        "status": "active",
+        "document_id": f"doc{n}",
+        "tags": [],
+        "critical": 0,
+        "mode": "documental",
+    }
+    return StorePoint(point_id(f"chk{n}", 1), _unit(n), document_vector(text), {**base, **payload})
+
+
+@pytest.fixture
+def loaded(store):  # type: ignore[no-untyped-def]
+    store.upsert(
+        IDENTITY,
+        [
+            _point(1, "A", "Send the X-Api-Key header to authenticate", tags=["api"]),
+            _point(2, "A", "def get_current_object(self): return the proxied object", mode="code"),
+            _point(3, "A", "Configuración de la instalación en Debian", critical=1),
+            _point(4, "B", "X-Api-Key rotation policy for the payroll system"),
+            _point(5, "A", "old text about api keys", status="superseded"),
+        ],
+    )
+    return store
+
+
+def _docs(hits) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.payload["document_id"] for h in hits]
+
+
+def test_lexical_search_matches_identifiers_and_their_parts(loaded):
+    for query in ("X-Api-Key", "api key", "get_current_object", "current object"):
+        hits = loaded.search(IDENTITY, Scope(tenant="A"), dense=None, sparse=query_vector(query), limit=5)
+        assert _docs(hits)[0] in {"doc1", "doc2"}, query
+
+
+def test_lexical_search_folds_accents(loaded):
+    hits = loaded.search(
+        IDENTITY, Scope(tenant="A"), dense=None, sparse=query_vector("configuracion instalacion"), limit=5
+    )
+    assert _docs(hits) == ["doc3"]
+
+
+def test_hybrid_search_fuses_both_legs_and_stays_in_the_tenant(loaded):
+    hits = loaded.search(
+        IDENTITY, Scope(tenant="A"), dense=_unit(4), sparse=query_vector("X-Api-Key rotation"), limit=10
+    )
+    assert "doc4" not in _docs(hits) and "doc1" in _docs(hits)
+    assert all(h.payload["tenant"] == "A" for h in hits)
+    b_hits = loaded.search(IDENTITY, Scope(tenant="B"), dense=_unit(1), sparse=query_vector("api key"), limit=10)
+    assert _docs(b_hits) == ["doc4"]
+
+
+def test_filters_by_status_mode_tags_and_critical(loaded):
+    def ids(scope: Scope) -> set[str]:
+        return {h.payload["document_id"] for h in loaded.search(IDENTITY, scope, dense=_unit(9), sparse=None, limit=10)}
+
+    assert ids(Scope(tenant="A")) == {"doc1", "doc2", "doc3"}
+    assert ids(Scope(tenant="A", statuses=["active", "superseded"])) == {"doc1", "doc2", "doc3", "doc5"}
+    assert ids(Scope(tenant="A", mode="code")) == {"doc2"}
+    assert ids(Scope(tenant="A", tags=["api"])) == {"doc1"}
+    assert ids(Scope(tenant="A", critical_only=True)) == {"doc3"}
+    assert ids(Scope(tenant="A", document_ids=[])) == set()
+
+
+def test_payload_updates_delete_count_and_ids(loaded):
+    loaded.set_payload(IDENTITY, Scope(tenant="A", document_ids=["doc1"]), {"critical": 1, "tags": ["faq"]})
+    assert loaded.count(IDENTITY, Scope(tenant="A", critical_only=True)) == 2
+    assert loaded.count(IDENTITY, Scope(tenant="A", tags=["faq"])) == 1
+    # A payload update scoped to tenant B cannot touch tenant A's points.
+    loaded.set_payload(IDENTITY, Scope(tenant="B", document_ids=["doc1"]), {"status": "retired"})
+    assert loaded.count(IDENTITY, Scope(tenant="A", document_ids=["doc1"])) == 1
+    loaded.delete(IDENTITY, Scope(tenant="A", statuses=None, document_ids=["doc1", "doc5"]))
+    assert loaded.ids(IDENTITY, Scope(tenant="A", statuses=None)) == {point_id("chk2", 1), point_id("chk3", 1)}
+    assert loaded.count(IDENTITY, Scope(tenant="B")) == 1
+
+
+def test_a_second_process_cannot_open_the_embedded_store_and_the_owner_keeps_working(tmp_path):
+    owner = EdgeStore(tmp_path / "q")
+    owner.upsert(IDENTITY, [_point(1, "A", "owner data")])
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        os.environ["DJANGO_SETTINGS_MODULE"] = "ragsite.test_settings"
+        import django; django.setup()
+        from knowledge.vectorstore import EdgeStore, StoreBusy
+        from knowledge.embedders import EmbedderIdentity
+        try:
+            EdgeStore({str(tmp_path / "q")!r}).ensure_collection(EmbedderIdentity("test", "unit-vectors", 8))
+        except StoreBusy as exc:
+            print("busy:", exc)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "busy: The embedded vector store" in result.stdout, result.stderr
+    owner.upsert(IDENTITY, [_point(2, "A", "more owner data")])
+    owner.flush()  # a second opener that touched the shard would break this flush
+    assert owner.count(IDENTITY, Scope(tenant="A")) == 2
+    owner.close()
+    reopened = EdgeStore(tmp_path / "q")
+    assert reopened.count(IDENTITY, Scope(tenant="A")) == 2
+    reopened.close()
+
+
+def test_the_same_process_also_gets_store_busy_for_a_second_handle(tmp_path):
+    first = EdgeStore(tmp_path / "q")
+    first.ensure_collection(IDENTITY)
+    with pytest.raises(StoreBusy):
+        EdgeStore(tmp_path / "q").ensure_collection(IDENTITY)
+    first.close()
