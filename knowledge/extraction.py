@@ -11,6 +11,7 @@ import html
 import io
 import logging
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -187,7 +188,41 @@ def glued_ratio(text: str) -> float:
     return glued / letters
 
 
+WORD_GAP_EM = 180.0  # a TJ offset wider than 0.18 em between glyph runs is a word gap
+_gapfix_lock = threading.Lock()
+
+
+def _extract_with_word_gaps(page: object) -> str | None:
+    """Re-extract a page treating wide TJ kerning offsets as spaces.
+
+    pypdf only adds a space for a TJ offset wider than half the font's space glyph; in PDFs
+    whose fonts declare a very wide (or default) space, such as xdvipdfmx output, every word
+    gap is below that and the words run together. Capping the threshold at 0.18 em restores
+    them. This reaches into pypdf's text extractor (pinned <8); if that API moves, the caller
+    falls back to layout mode.
+    """
+    try:
+        from pypdf._text_extraction._text_extractor import TextExtraction
+    except ImportError:
+        return None
+    original = getattr(TextExtraction, "process_tj_offset", None)
+    if original is None:
+        return None
+
+    def capped(self: object, offset: float, space_width: float) -> None:
+        original(self, offset, min(space_width, WORD_GAP_EM))
+
+    with _gapfix_lock:
+        TextExtraction.process_tj_offset = capped  # type: ignore[method-assign]
+        try:
+            return page.extract_text()  # type: ignore[attr-defined]
+        finally:
+            TextExtraction.process_tj_offset = original  # type: ignore[method-assign]
+
+
 def _pdf_page_text(page: object, mode: str) -> str:
+    if mode == "gaps":
+        return _extract_with_word_gaps(page) or ""
     if mode == "layout":
         text = page.extract_text(extraction_mode="layout")  # type: ignore[attr-defined]
         return "\n".join(re.sub(r" {2,}", " ", line).strip() for line in text.splitlines())
@@ -222,9 +257,12 @@ def extract_pdf(data: bytes, *, key: str) -> Extracted:
             # pypdf's default mode drops the spaces between words in some PDFs (xdvipdfmx output, tight
             # layouts); its layout mode keeps them. Use layout only where the default text looks glued.
             if glued_ratio(text) > 0.15:
-                alternative = normalise_text(_pdf_page_text(page, "layout"))
-                if glued_ratio(alternative) < glued_ratio(text):
-                    text, relayout = alternative, relayout + 1
+                for mode in ("gaps", "layout"):
+                    alternative = normalise_text(_pdf_page_text(page, mode))
+                    if len(alternative) >= MIN_PAGE_CHARS and glued_ratio(alternative) < glued_ratio(text):
+                        text, relayout = alternative, relayout + 1
+                    if glued_ratio(text) <= 0.15:
+                        break
         except Exception as exc:  # one bad page must not lose the rest of the document
             warnings.append(f"page {index + 1}: text could not be extracted ({type(exc).__name__})")
             text = ""
@@ -236,7 +274,7 @@ def extract_pdf(data: bytes, *, key: str) -> Extracted:
     if empty:
         warnings.append(f"{len(empty)} page(s) without text (images?): {', '.join(empty[:20])}")
     if relayout:
-        warnings.append(f"{relayout} page(s) re-extracted in layout mode because words ran together")
+        warnings.append(f"{relayout} page(s) re-extracted with word-gap detection because words ran together")
     still_glued = sum(1 for text in texts if glued_ratio(text) > 0.15)
     if still_glued:
         warnings.append(f"{still_glued} page(s) still have words run together")

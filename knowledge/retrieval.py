@@ -32,8 +32,9 @@ def check_index(tenant: Tenant) -> None:
     )
     if other:
         raise IndexMismatch(
-            f"The index of tenant {tenant.slug} was built with {other[0]}/{other[1]} ({other[2]}-d) but the configured "
-            f"embedder is {identity.provider}/{identity.model} ({identity.dims}-d). Run: manage.py reindex {tenant.slug}"
+            f"The index of tenant {tenant.slug} was built with {other[0]}/{other[1]} ({other[2]}-d) but the "
+            f"configured embedder is {identity.provider}/{identity.model} ({identity.dims}-d). "
+            f"Run: manage.py reindex {tenant.slug}"
         )
 
 

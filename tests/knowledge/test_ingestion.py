@@ -40,7 +40,8 @@ def build_tree(root: Path) -> Path:
         "    def route(self, path):\n        return path\n"
     )
     (root / "src" / "app" / "client.js").write_text(
-        "// fetch helper\nexport function fetchItems(apiKey) {\n  return fetch('/items', {headers: {'X-Api-Key': apiKey}});\n}\n"
+        "// fetch helper\nexport function fetchItems(apiKey) {\n"
+        "  return fetch('/items', {headers: {'X-Api-Key': apiKey}});\n}\n"
     )
     (root / "src" / "node_modules" / "dep").mkdir(parents=True)
     (root / "src" / "node_modules" / "dep" / "index.js").write_text("module.exports = 1\n")

@@ -100,3 +100,16 @@ def test_glued_text_is_detected():
 def test_non_utf8_bytes_are_refused_for_text():
     with pytest.raises(ExtractionError, match="UTF-8"):
         extract("año".encode("latin-1"), key="a.txt", source_type="text")
+
+
+def test_words_run_together_by_pypdf_are_separated_again():
+    # A font that declares a very wide space: pypdf's default mode then drops every word gap
+    # ("Estonoconservaelentorno…"), as it does on Debian's xdvipdfmx-built reference manual.
+    from pypdf import PdfReader
+
+    data = (FIXTURES / "glued.pdf").read_bytes()
+    assert "Estonoconserva" in PdfReader(io.BytesIO(data)).pages[0].extract_text()
+    extracted = extract(data, key="glued.pdf", source_type="pdf")
+    assert extracted.text.startswith("Esto no conserva el entorno del usuario actual")
+    assert any("word-gap detection" in warning for warning in extracted.warnings)
+    assert glued_ratio(extracted.text) == 0

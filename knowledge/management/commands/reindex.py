@@ -33,7 +33,8 @@ class Command(BaseCommand):
             != (identity.provider, identity.model, identity.dims)
         ]
         self.stdout.write(
-            f"{owner.slug}: {len(stale)} of {len(versions)} active version(s) need {identity.provider}/{identity.model}."
+            f"{owner.slug}: {len(stale)} of {len(versions)} active version(s) need "
+            f"{identity.provider}/{identity.model}."
         )
         for number, version in enumerate(stale, 1):
             document = version.document

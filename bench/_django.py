@@ -1,0 +1,24 @@
+"""Start Django on a throw-away data directory (SQLite + Qdrant Edge), migrated, for a benchmark."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def setup() -> Path:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    data = Path(tempfile.mkdtemp(prefix="ragsite-bench-"))
+    os.environ["RAG_DATA_DIR"] = str(data)
+    os.environ.setdefault("RAG_DEBUG", "true")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "ragsite.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return data
