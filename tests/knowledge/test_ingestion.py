@@ -300,3 +300,28 @@ def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenan
     hits = retrieve(tenant=tenant_a, query="apt install acme-agent X-Api-Key", limit=5)
     assert hits[0].chunk.document.document_key == "docs/install.md"
     assert retrieve(tenant=tenant_b, query="apt install acme-agent", limit=5) == []
+
+
+def test_maintenance_commands_explain_when_another_process_owns_the_store(tenant_a, tree, settings):
+    from django.core.management import CommandError, call_command
+
+    from knowledge.vectorstore import EdgeStore, reset_store
+
+    sync(tenant_a, tree)
+    reset_store()
+    owner = EdgeStore(settings.RAG_QDRANT_PATH)  # stands for the web server holding the store
+    owner.ensure_collection(get_embedder().identity)
+    try:
+        with pytest.raises(CommandError, match="Stop the web server first"):
+            call_command("index_check", "acme")
+        # Ingestion still works: it writes SQL and leaves activation to the owner.
+        (tree / "docs" / "new.md").write_text("# New\n\nA new page about invoices.\n")
+        job = sync(tenant_a, tree)
+        assert job.state == IngestJob.State.INDEXING
+        assert Document.objects.get(document_key="docs/new.md").versions.get().status == Status.PENDING
+    finally:
+        owner.close()
+    indexer.drain()  # the owner's next pass
+    job.refresh_from_db()
+    assert job.state == IngestJob.State.PARTIAL  # finished; the two broken PDFs of the tree still fail
+    assert Document.objects.get(document_key="docs/new.md").status == Status.ACTIVE

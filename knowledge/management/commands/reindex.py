@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from knowledge import indexer, pipeline
 from knowledge.embedders import get_embedder
 from knowledge.models import Chunk, Document, DocumentVersion, Status
+from knowledge.vectorstore import StoreBusy
 from tenants.models import Tenant
 
 
@@ -17,7 +18,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
 
-    def handle(self, *args: Any, tenant: str, **options: Any) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._handle(*args, **options)
+        except StoreBusy as exc:
+            raise CommandError(
+                f"{exc} Stop the web server first (it owns the embedded store), or run with QDRANT_URL."
+            ) from exc
+
+    def _handle(self, *args: Any, tenant: str, **options: Any) -> None:
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
