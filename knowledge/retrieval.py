@@ -1,14 +1,26 @@
-"""question → hybrid search (dense + lexical, fused by RRF in Qdrant) → chunks of the caller's tenant."""
+"""question → hybrid search (dense + lexical, fused by RRF in Qdrant) → ranked, located excerpts.
+
+`retrieve` is the one read path: the API, the bootstrap pack and (later) answers are built on it.
+Every call takes the tenant from the caller; a scope can only narrow within that tenant.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
 
 from knowledge.embedders import get_embedder
 from knowledge.lexical import query_vector
 from knowledge.models import Chunk, Status
-from knowledge.vectorstore import Scope, get_store
+from knowledge.vectorstore import RRF_K, Scope, get_store
 from tenants.models import Tenant
+
+MODES = ("auto", "documental", "code")
+CANDIDATES = 50  # fused candidates considered before boosts and the cut to top_k
 
 
 class IndexMismatch(Exception):
@@ -19,6 +31,33 @@ class IndexMismatch(Exception):
 class RetrievedChunk:
     chunk: Chunk
     score: float
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
+    boost: float = 0.0
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def signals(self) -> dict[str, float | int | None]:
+        return {"dense_rank": self.dense_rank, "lexical_rank": self.lexical_rank, "boost": round(self.boost, 6)}
+
+
+@dataclass
+class RetrieveFilters:
+    source_ids: list[str] | None = None
+    tags: list[str] | None = None
+    mode: str = "auto"
+    statuses: list[str] = field(default_factory=lambda: [Status.ACTIVE])
+    critical_only: bool = False
+
+    def scope(self, tenant: Tenant) -> Scope:
+        return Scope(
+            tenant=str(tenant.public_id),  # from the caller, never from the request body
+            statuses=list(self.statuses),
+            source_ids=self.source_ids,
+            tags=self.tags or None,
+            mode=self.mode if self.mode in ("documental", "code") else None,
+            critical_only=self.critical_only,
+        )
 
 
 def check_index(tenant: Tenant) -> None:
@@ -38,20 +77,113 @@ def check_index(tenant: Tenant) -> None:
         )
 
 
-def retrieve(*, tenant: Tenant, query: str, limit: int = 8, scope: Scope | None = None) -> list[RetrievedChunk]:
+def _hydrate(tenant: Tenant, ranked: list[tuple[str, float, dict]]) -> dict[str, Chunk]:
+    ids = [point for point, _, _ in ranked]
+    return {
+        c.point_id: c
+        for c in Chunk.objects.for_tenant(tenant)
+        .filter(point_id__in=ids)
+        .select_related("document", "document__source")
+    }
+
+
+def _one_round(tenant: Tenant, query: str, scope: Scope, limit: int) -> tuple[list, dict[str, int], dict[str, int]]:
+    embedder = get_embedder()
+    legs = get_store().hybrid(
+        embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=query_vector(query), limit=limit
+    )
+    dense_rank = {point: rank for rank, point in enumerate(legs.dense, 1)}
+    lexical_rank = {point: rank for rank, point in enumerate(legs.lexical, 1)}
+    return [(h.id, h.score, h.payload) for h in legs.fused], dense_rank, lexical_rank
+
+
+def retrieve(
+    *, tenant: Tenant, query: str, top_k: int = 8, filters: RetrieveFilters | None = None, specific: bool = False,
+    scope: Scope | None = None,
+) -> list[RetrievedChunk]:  # fmt: skip
+    """Hybrid retrieval for one tenant. `specific` adds intent sub-queries and an intent re-rank."""
+    check_index(tenant)
+    filters = filters or RetrieveFilters()
+    base_scope = scope or filters.scope(tenant)
+    base_scope.tenant = str(tenant.public_id)
+    limit = max(top_k * 3, CANDIDATES)
+    if specific:
+        from knowledge.specific import specific_rounds
+
+        ranked, dense_rank, lexical_rank, rerank = specific_rounds(tenant, query, base_scope, limit, _one_round)
+    else:
+        ranked, dense_rank, lexical_rank = _one_round(tenant, query, base_scope, limit)
+        rerank = None
+    chunks = _hydrate(tenant, ranked)
+    boost_value = settings.RAG_CRITICAL_BOOST
+    results = []
+    for point, score, payload in ranked:
+        chunk = chunks.get(point)
+        if chunk is None:
+            continue  # a point whose chunk is gone (drift): never invent a result
+        boost = boost_value if payload.get("critical") else 0.0
+        if rerank is not None:
+            boost += rerank(chunk)
+        results.append(
+            RetrievedChunk(
+                chunk,
+                score + boost,
+                dense_rank.get(point),
+                lexical_rank.get(point),
+                boost,
+                list(payload.get("tags") or []),
+            )  # fmt: skip
+        )
+    results.sort(key=lambda r: r.score, reverse=True)
+    return results[:top_k]
+
+
+def retrieve_single_leg(*, tenant: Tenant, query: str, top_k: int, leg: str, filters: RetrieveFilters | None = None):  # type: ignore[no-untyped-def]
+    """Dense-only or lexical-only retrieval (for evaluation and diagnosis)."""
     check_index(tenant)
     embedder = get_embedder()
-    scope = scope or Scope(tenant=str(tenant.public_id))
-    scope.tenant = str(tenant.public_id)  # the tenant always comes from the caller, never from the scope
-    hits = get_store().search(
-        embedder.identity,
-        scope,
-        dense=embedder.embed([query])[0].tolist(),
-        sparse=query_vector(query),
-        limit=limit,
-    )
-    chunks = {
-        c.point_id: c
-        for c in Chunk.objects.for_tenant(tenant).filter(point_id__in=[h.id for h in hits]).select_related("document")
-    }
+    scope = (filters or RetrieveFilters()).scope(tenant)
+    if leg == "dense":
+        hits = get_store().search(
+            embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=None, limit=top_k
+        )
+    else:
+        hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
+    chunks = _hydrate(tenant, [(h.id, h.score, h.payload) for h in hits])
     return [RetrievedChunk(chunks[h.id], h.score) for h in hits if h.id in chunks]
+
+
+def rrf_merge(rankings: list[tuple[list[str], float]]) -> dict[str, float]:
+    """Reciprocal Rank Fusion of several rankings, each with a weight: Σ w / (k + rank)."""
+    scores: dict[str, float] = defaultdict(float)
+    for ranking, weight in rankings:
+        for rank, point in enumerate(ranking, 1):
+            scores[point] += weight / (RRF_K + rank)
+    return scores
+
+
+def timed(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, (time.perf_counter() - started) * 1000
+
+
+IDENTIFIER_RE = re.compile(
+    r"`([^`]{2,80})`"  # anything in backticks
+    r"|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"  # command-line options: --exclude-patterns
+    r"|\b([A-Za-z][A-Za-z0-9]*(?:_|::|\.)[A-Za-z0-9]+(?:(?:_|::|\.|-)[A-Za-z0-9]+)*)\b"  # snake_case, a.b, A::B-C
+    r"|\b(_[A-Za-z0-9_]+)\b"  # _private_names
+    r"|\b([A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+)\b"  # X-Api-Key, Content-Type (not "built-in")
+    r"|\b([a-z]+[A-Z][A-Za-z0-9]*)\b"  # camelCase
+    r"|\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b"  # PascalCase with an inner capital
+    r"|\b([A-Z][A-Z0-9_]{3,})\b"  # CONSTANT_NAMES
+)
+
+
+def identifiers(query: str) -> list[str]:
+    found = []
+    for match in IDENTIFIER_RE.finditer(query):
+        token = next(group for group in match.groups() if group)
+        if token not in found:
+            found.append(token)
+    return found

@@ -212,3 +212,37 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
     )
     return job
+
+
+def source_set_tags(*, tenant: Tenant, source: Source, tags: list[str]) -> None:
+    """Replace a source's tags; they apply to every document of the source in retrieval filters."""
+    wanted = [tag_get_or_create(tenant=tenant, name=name) for name in tags if Tag.normalise(name)]
+    source.tags.set(wanted)
+    _flag_for_sync(Document.objects.filter(source=source).values_list("pk", flat=True))
+
+
+def document_set_tags(*, tenant: Tenant, document: Document, tags: list[str]) -> None:
+    if document.tenant_id != tenant.pk:
+        raise PermissionError("Documents of another tenant cannot be changed here.")
+    document.tags.set([tag_get_or_create(tenant=tenant, name=name) for name in tags if Tag.normalise(name)])
+    _flag_for_sync([document.pk])
+
+
+def source_delete(*, tenant: Tenant, source: Source) -> None:
+    """Delete a source, its documents, chunks and their vectors (vectors first: SQL is the truth)."""
+    from knowledge.embedders import EmbedderIdentity
+    from knowledge.vectorstore import Scope, get_store
+
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be deleted here.")
+    identities = {
+        EmbedderIdentity(p, m, d)
+        for p, m, d in DocumentVersion.objects.filter(document__source=source)
+        .exclude(embedding_provider="")
+        .values_list("embedding_provider", "embedding_model", "embedding_dims")
+        .distinct()
+    }
+    store = get_store()
+    for identity in identities:
+        store.delete(identity, Scope(tenant=str(tenant.public_id), statuses=None, source_ids=[source.source_id]))
+    source.delete()

@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 
 from knowledge import ids
-from knowledge.walker import Skip, content_skip_reason, name_skip_reason
+from knowledge.walker import Skip, content_skip_reason, name_skip_reason, size_limit
 
 MAX_ZIP_MEMBERS = 10_000
 MAX_COMPRESSION_RATIO = 200
@@ -98,12 +98,13 @@ def _expand_zip(out: Expanded, archive: str, data: bytes) -> None:
         if member.compress_size and member.file_size / member.compress_size > MAX_COMPRESSION_RATIO:
             out.skips.append(Skip(key, f"compression ratio above {MAX_COMPRESSION_RATIO}:1 (possible zip bomb)"))
             continue
-        if member.file_size > settings.RAG_MAX_FILE_BYTES:
-            out.skips.append(Skip(key, f"larger than the {settings.RAG_MAX_FILE_BYTES // 1024} KiB limit"))
+        limit = size_limit(key, settings.RAG_MAX_FILE_BYTES)
+        if member.file_size > limit:
+            out.skips.append(Skip(key, f"larger than the {limit // 1024} KiB limit"))
             continue
         try:
             with bundle.open(member) as handle:
-                content = handle.read(settings.RAG_MAX_FILE_BYTES + 1)  # never trust the declared size
+                content = handle.read(limit + 1)  # never trust the declared size
         except (zipfile.BadZipFile, RuntimeError, OSError, NotImplementedError) as exc:
             out.skips.append(Skip(key, f"unreadable archive member ({exc})"))
             continue

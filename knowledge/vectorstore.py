@@ -74,6 +74,15 @@ class Hit:
     payload: dict[str, Any]
 
 
+@dataclass
+class Legs:
+    """One hybrid query: the RRF-fused ranking, and the point ids each leg found, in rank order."""
+
+    fused: list[Hit]
+    dense: list[str]
+    lexical: list[str]
+
+
 class VectorStore(Protocol):
     def ensure_collection(self, identity: EmbedderIdentity) -> None: ...
     def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None: ...
@@ -85,6 +94,10 @@ class VectorStore(Protocol):
         self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
         sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
     ) -> list[Hit]: ...  # fmt: skip
+    def hybrid(
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float],
+        sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+    ) -> Legs: ...  # fmt: skip
     def close(self) -> None: ...
 
 
@@ -257,6 +270,36 @@ class EdgeStore:
             )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in shard.query(request)]
 
+    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+        """Fused ranking and both legs' rankings in one batch (the legs explain the fused rank)."""
+        import qdrant_edge as m
+
+        if _empty_scope(scope):
+            return Legs([], [], [])
+        shard = self._shard(identity)
+        flt = _conditions(m, scope, edge=True)
+        tenant_only = _conditions(m, Scope(tenant=scope.tenant, statuses=None), edge=True)
+        sparse_params = m.SearchParams(idf=m.IdfParams(corpus=tenant_only))
+        dense_query = m.Query.Nearest(list(dense), using=DENSE)
+        has_sparse = bool(sparse and sparse[0])
+        requests = [m.QueryRequest(limit=prefetch, query=dense_query, filter=flt, with_payload=False)]
+        legs = [m.Prefetch(limit=prefetch, query=dense_query, filter=flt)]
+        if has_sparse:
+            sparse_query = m.Query.Nearest(m.SparseVector(list(sparse[0]), list(sparse[1])), using=SPARSE)
+            requests.append(
+                m.QueryRequest(limit=prefetch, query=sparse_query, filter=flt, params=sparse_params, with_payload=False)
+            )
+            legs.append(m.Prefetch(limit=prefetch, query=sparse_query, filter=flt, params=sparse_params))
+        fused_query = m.Fusion.Rrf(k=RRF_K) if has_sparse else dense_query
+        fused_request = m.QueryRequest(
+            limit=limit, prefetches=legs if has_sparse else None, query=fused_query, filter=flt, with_payload=True
+        )
+        results = shard.query_batch(m.QueryBatchRequest([fused_request, *requests]))
+        fused = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0]]
+        dense_ids = [str(p.id) for p in results[1]]
+        lexical_ids = [str(p.id) for p in results[2]] if has_sparse else []
+        return Legs(fused, dense_ids, lexical_ids)
+
     def flush(self) -> None:
         with self._mutex:
             for shard in self._shards.values():
@@ -395,6 +438,33 @@ class ClientStore:
                 limit=limit, with_payload=True,
             )  # fmt: skip
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+        from qdrant_client import models as m
+
+        if _empty_scope(scope):
+            return Legs([], [], [])
+        self.ensure_collection(identity)
+        flt = _conditions(m, scope, edge=False)
+        has_sparse = bool(sparse and sparse[0])
+        requests = [m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=prefetch, with_payload=False)]
+        legs = [m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt)]
+        if has_sparse:
+            vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
+            requests.append(m.QueryRequest(query=vector, using=SPARSE, filter=flt, limit=prefetch, with_payload=False))
+            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt))
+            fused = m.QueryRequest(
+                prefetch=legs, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), filter=flt, limit=limit, with_payload=True
+            )
+        else:
+            fused = m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=limit, with_payload=True)
+        results = self.client.query_batch_points(identity.collection, [fused, *requests])
+        hits = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0].points]
+        return Legs(
+            hits,
+            [str(p.id) for p in results[1].points],
+            [str(p.id) for p in results[2].points] if has_sparse else [],
+        )
 
     def flush(self) -> None:
         return None

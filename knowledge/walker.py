@@ -142,8 +142,18 @@ def name_skip_reason(name: str) -> str | None:
     return None
 
 
+def size_limit(name: str, max_bytes: int) -> int:
+    """PDFs are containers (fonts, images): their limit is RAG_MAX_PDF_BYTES, not the text-file limit."""
+    from django.conf import settings
+
+    if Path(name).suffix.lower() in BINARY_OK_SUFFIXES:
+        return max(max_bytes, getattr(settings, "RAG_MAX_PDF_BYTES", max_bytes))
+    return max_bytes
+
+
 def content_skip_reason(name: str, data: bytes, *, max_bytes: int) -> str | None:
     """Why these bytes are not ingested (size, emptiness, binary, encoding), or None."""
+    max_bytes = size_limit(name, max_bytes)
     if len(data) > max_bytes:
         return f"larger than the {max_bytes // 1024} KiB limit ({len(data) // 1024} KiB)"
     if not data:
@@ -168,6 +178,7 @@ def _file_skip_reason(
     if reason:
         return reason
     size = entry.stat().st_size
+    max_bytes = size_limit(entry.name, max_bytes)
     if size > max_bytes:
         return f"larger than the {max_bytes // 1024} KiB limit ({size // 1024} KiB)"
     if size == 0:

@@ -60,3 +60,16 @@ def env_list(name: str, *, default: list[str]) -> list[str]:
 def env_path(name: str, *, default: Path) -> Path:
     raw = env_str(name)
     return Path(raw).expanduser().resolve() if raw else default
+
+
+def env_float(name: str, *, default: float, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value

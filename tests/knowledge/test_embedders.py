@@ -111,15 +111,15 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
     (root / "a.md").write_text("# Refunds\n\nRefunds are paid within five days.\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
     pipeline.sync_folder(source=source, root=root)
-    assert retrieve(tenant=tenant_a, query="refunds", limit=3)
+    assert retrieve(tenant=tenant_a, query="refunds", top_k=3)
 
     other = OpenAIEmbedder(url=embedding_server, model="test-embed")
     monkeypatch.setattr(embedders, "get_embedder", lambda: other)
     monkeypatch.setattr("knowledge.retrieval.get_embedder", lambda: other)
     monkeypatch.setattr("knowledge.management.commands.reindex.get_embedder", lambda: other)
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
-        retrieve(tenant=tenant_a, query="refunds", limit=3)
+        retrieve(tenant=tenant_a, query="refunds", top_k=3)
     call_command("reindex", "acme")
     assert "1 of 1 active version(s) need openai/test-embed" in capsys.readouterr().out
-    hits = retrieve(tenant=tenant_a, query="refunds paid", limit=3)
+    hits = retrieve(tenant=tenant_a, query="refunds paid", top_k=3)
     assert hits and hits[0].chunk.embedding_model == "test-embed"

@@ -100,7 +100,7 @@ def test_pdf_chunks_carry_their_page_numbers(tenant_a, tree):
     document = Document.objects.get(document_key="docs/handbook.pdf")
     pages = {c.page for c in document.chunks.all()}
     assert pages <= {1, 2} and 1 in pages
-    returns = [hit for hit in retrieve(tenant=tenant_a, query="refund of returns", limit=3)]
+    returns = [hit for hit in retrieve(tenant=tenant_a, query="refund of returns", top_k=3)]
     assert returns[0].chunk.document == document
 
 
@@ -143,7 +143,7 @@ def test_editing_one_file_reembeds_only_it_and_keeps_the_old_version(tenant_a, t
     assert document.version == 2
     statuses = dict(document.versions.values_list("version", "status"))
     assert statuses == {1: Status.SUPERSEDED, 2: Status.ACTIVE}
-    texts = [hit.chunk.text for hit in retrieve(tenant=tenant_a, query="guide explains", limit=10)]
+    texts = [hit.chunk.text for hit in retrieve(tenant=tenant_a, query="guide explains", top_k=10)]
     assert any("reports" in t for t in texts)
     assert not any("explains dashboards" in t for t in texts)  # the superseded version is not served
 
@@ -156,7 +156,7 @@ def test_a_removed_file_is_retired_and_no_longer_retrieved(tenant_a, tree):
     document = Document.objects.get(document_key="docs/page.html")
     assert document.status == Status.RETIRED
     assert document.versions.get().status == Status.RETIRED
-    hits = retrieve(tenant=tenant_a, query="Pro plan costs 20 euros", limit=10)
+    hits = retrieve(tenant=tenant_a, query="Pro plan costs 20 euros", top_k=10)
     assert document.pk not in {hit.chunk.document_id for hit in hits}
 
 
@@ -182,10 +182,10 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
     assert document.version == 1
     assert dict(document.versions.values_list("version", "status")) == {1: Status.ACTIVE, 2: Status.PENDING}
     # Readers still get the complete old version and nothing of the half-stored new one.
-    texts = [h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", limit=20)]
+    texts = [h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", top_k=20)]
     assert not any("configure module" in t for t in texts)
     assert any(
-        "apt install" in h.chunk.text for h in retrieve(tenant=tenant_a, query="apt install acme-agent", limit=5)
+        "apt install" in h.chunk.text for h in retrieve(tenant=tenant_a, query="apt install acme-agent", top_k=5)
     )
 
     monkeypatch.setattr(store, "upsert", real_upsert)
@@ -197,7 +197,7 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
         2: Status.ACTIVE,
     }
     assert any(
-        "configure module" in h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", limit=5)
+        "configure module" in h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", top_k=5)
     )
 
 
@@ -209,11 +209,11 @@ def test_one_tenant_never_sees_another_tenants_chunks(tenant_a, tenant_b, tmp_pa
     sync(tenant_a, root_a, "docs")
     sync(tenant_b, root_b, "docs")
     for tenant in (tenant_a, tenant_b):
-        hits = retrieve(tenant=tenant, query="alpha salary payroll handbook", limit=10)
+        hits = retrieve(tenant=tenant, query="alpha salary payroll handbook", top_k=10)
         assert hits and {h.chunk.tenant_id for h in hits} == {tenant.pk}
     # Even a scope naming the other tenant's source cannot reach it: the tenant comes from the caller.
     foreign = Scope(tenant=str(tenant_b.public_id), source_ids=["src:globex:folder:docs"])
-    assert retrieve(tenant=tenant_a, query="salary", limit=10, scope=foreign) == []
+    assert retrieve(tenant=tenant_a, query="salary", top_k=10, scope=foreign) == []
 
 
 def test_curation_reaches_the_vector_payloads_at_once(tenant_a, tree):
@@ -297,9 +297,9 @@ def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenan
     reset_store()
     assert isinstance(get_store(), ClientStore)
     sync(tenant_a, tree)
-    hits = retrieve(tenant=tenant_a, query="apt install acme-agent X-Api-Key", limit=5)
+    hits = retrieve(tenant=tenant_a, query="apt install acme-agent X-Api-Key", top_k=5)
     assert hits[0].chunk.document.document_key == "docs/install.md"
-    assert retrieve(tenant=tenant_b, query="apt install acme-agent", limit=5) == []
+    assert retrieve(tenant=tenant_b, query="apt install acme-agent", top_k=5) == []
 
 
 def test_maintenance_commands_explain_when_another_process_owns_the_store(tenant_a, tree, settings):

@@ -1,0 +1,209 @@
+"""Retrieve latency at scale: >= 100,000 chunks in the embedded Qdrant Edge store, through the HTTP API.
+
+    python bench/retrieve.py [N_CHUNKS]   (default 100000)
+
+Texts: code chunks of the installed Django package (real prose + code, real BM25 vectors).
+Dense vectors: the packaged embedder on 2,000 of those chunks, then, to reach N without an hour
+of embedding, each further point mixes two real chunk vectors plus noise (renormalised). A second
+tenant holds a fifth as many points, so the tenant filter does real work.
+
+Prints p50/p95 of: the Qdrant hybrid query alone (prefetch dense + sparse, RRF, tenant filter),
+retrieve() in-process (embedding + Qdrant + SQL hydration), and POST /api/v1/.../retrieve/ through
+gunicorn at concurrency 1 and 8 — with the ratios to the Qdrant query alone. Target: API p95 <= 150 ms
+at concurrency 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+from _django import setup
+
+QUERIES = [
+    "how do I configure the database connection",
+    "where is the CSRF token checked",
+    "get_current_site",
+    "password reset email template",
+    "migrations squash operations",
+    "how are sessions stored in the cache",
+    "X-Forwarded-Proto header behind a proxy",
+    "template filter to format dates",
+    "which signal is sent after a model is saved",
+    "paginate a queryset",
+]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def line(name: str, values: list[float], base: float | None = None) -> str:
+    p50, p95 = pct(values, 0.5), pct(values, 0.95)
+    ratio = f"   ({p50 / base:.1f}× the Qdrant query p50)" if base else ""
+    return f"{name:<44} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   n={len(values)}{ratio}"
+
+
+def main() -> None:
+    data_dir = setup()
+    import django
+    from django.db import transaction
+
+    from knowledge import ids
+    from knowledge.chunkers import chunk_code
+    from knowledge.embedders import get_embedder
+    from knowledge.indexer import chunk_payload
+    from knowledge.lexical import document_vector, query_vector
+    from knowledge.models import Chunk, Document, DocumentVersion, Status
+    from knowledge.services import source_create
+    from knowledge.vectorstore import Scope, StorePoint, get_store, point_id, reset_store
+    from tenants.services import api_key_issue, tenant_create
+
+    total = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    rng = np.random.default_rng(7)
+    texts: list[tuple[str, str]] = []
+    for path in sorted(Path(django.__file__).parent.rglob("*.py")):
+        for draft in chunk_code(path.read_text(encoding="utf-8", errors="replace"), language="python"):
+            texts.append((str(path.relative_to(Path(django.__file__).parent)), draft.text))
+    print(f"text pool: {len(texts)} real chunks from the Django package")
+    embedder = get_embedder()
+    started = time.perf_counter()
+    base_vectors = embedder.embed([t for _, t in texts[:2000]])
+    print(f"embedded 2,000 real chunks in {time.perf_counter() - started:.1f} s")
+
+    store = get_store()
+    identity = embedder.identity
+    tenants = [(tenant_create(slug="bench"), total), (tenant_create(slug="other"), total // 5)]
+    started = time.perf_counter()
+    for tenant, count in tenants:
+        source = source_create(tenant=tenant, kind="folder", name="corpus")
+        per_doc = 100
+        for start in range(0, count, per_doc):
+            key = f"doc{start // per_doc:05d}.py"
+            document_id = ids.document_id(source.source_id, key)
+            with transaction.atomic():
+                document = Document.objects.create(
+                    tenant=tenant, source=source, document_key=key, document_id=document_id, title=key, mode="code",
+                    version=1,
+                )  # fmt: skip
+                version = DocumentVersion.objects.create(
+                    tenant=tenant, document=document, version=1, content_hash="x", status=Status.ACTIVE,
+                    embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims,
+                )  # fmt: skip
+                rows, points = [], []
+                for index in range(min(per_doc, count - start)):
+                    n = start + index
+                    path, text = texts[n % len(texts)]
+                    chunk_id = ids.chunk_id(document_id, "code", index)
+                    a, b = rng.integers(0, len(base_vectors), 2)
+                    vector = base_vectors[a] + 0.5 * base_vectors[b] + rng.normal(0, 0.02, identity.dims)
+                    vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+                    chunk = Chunk(
+                        tenant=tenant, document=document, document_version=version, chunk_id=chunk_id, index=index,
+                        mode="code", text=text, content_hash="x", status=Status.ACTIVE, heading=path,
+                        embedding_provider=identity.provider, embedding_model=identity.model,
+                        embedding_dims=identity.dims, point_id=point_id(chunk_id, 1), line_start=1, line_end=1,
+                    )  # fmt: skip
+                    rows.append(chunk)
+                    payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[])
+                    points.append(
+                        StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload)
+                    )
+                Chunk.objects.bulk_create(rows)
+            store.upsert(identity, points)
+    store.flush()
+    load_seconds = time.perf_counter() - started
+    bench_tenant = tenants[0][0]
+    print(f"loaded {sum(c for _, c in tenants)} points ({total} for the measured tenant) in {load_seconds:.0f} s")
+
+    # The Qdrant query alone (embedding excluded).
+    scope = Scope(tenant=str(bench_tenant.public_id))
+    vectors = [(embedder.embed([q])[0].tolist(), query_vector(q)) for q in QUERIES]
+    for dense, sparse in vectors:  # warm-up
+        store.hybrid(identity, scope, dense=dense, sparse=sparse, limit=50)
+    qdrant = []
+    for _ in range(10):
+        for dense, sparse in vectors:
+            t0 = time.perf_counter()
+            store.hybrid(identity, scope, dense=dense, sparse=sparse, limit=50)
+            qdrant.append((time.perf_counter() - t0) * 1000)
+    from knowledge.retrieval import retrieve
+
+    in_process = []
+    for _ in range(5):
+        for query in QUERIES:
+            t0 = time.perf_counter()
+            retrieve(tenant=bench_tenant, query=query, top_k=8)
+            in_process.append((time.perf_counter() - t0) * 1000)
+    raw_key = api_key_issue(tenant=bench_tenant)[1]
+    reset_store()  # hand the store to the web server, which takes ownership at start-up
+
+    port = 8799
+    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PORT": str(port), "RAG_DEBUG": "true", "RAG_WEB_THREADS": "8"}
+    root = Path(__file__).resolve().parent.parent
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py",
+         "--access-logfile", "/dev/null"],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/tenants/bench/retrieve/"
+
+        def call(query: str) -> float:
+            request = urllib.request.Request(
+                url, data=json.dumps({"query": query, "top_k": 8}).encode(), method="POST",
+                headers={"Authorization": f"Api-Key {raw_key}", "Content-Type": "application/json"},
+            )  # fmt: skip
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=60) as response:
+                assert response.status == 200 and json.loads(response.read())["hits"]
+            return (time.perf_counter() - t0) * 1000
+
+        for _ in range(60):
+            try:
+                call("warm up")
+                break
+            except OSError:
+                time.sleep(1)
+        for query in QUERIES:
+            call(query)
+        serial = [call(random.choice(QUERIES)) for _ in range(100)]
+        concurrent: list[float] = []
+        lock = threading.Lock()
+
+        def worker() -> None:
+            for _ in range(25):
+                latency = call(random.choice(QUERIES))
+                with lock:
+                    concurrent.append(latency)
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    base = pct(qdrant, 0.5)
+    print()
+    print(line("Qdrant hybrid query alone (RRF, tenant filter)", qdrant))
+    print(line("retrieve() in-process (embed + Qdrant + SQL)", in_process, base))
+    print(line("HTTP API, concurrency 1", serial, base))
+    print(line("HTTP API, concurrency 8", concurrent, base) + f"   {len(concurrent) / wall:.0f} req/s")
+    print(f"target: API p95 <= 150 ms at concurrency 1 -> {'met' if pct(serial, 0.95) <= 150 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

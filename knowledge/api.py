@@ -1,0 +1,546 @@
+"""The per-tenant REST API: retrieve, bootstrap, sources, uploads, jobs, documents, Dify retrieval.
+
+Every view derives from TenantApiView, so the tenant comes from the URL slug checked against the
+API key (or the session user's membership); another tenant's objects answer 404 like missing ones.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from knowledge import ids, services
+from knowledge.bootstrap import bootstrap
+from knowledge.models import Document, IngestJob, Source, Status, Tag
+from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
+from knowledge.vectorstore import StoreBusy
+from tenants.access import TenantApiView
+
+MAX_QUERY_CHARS = 2000
+
+
+class StoreUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The vector store is busy or unavailable; retry shortly."
+
+
+class IndexNeedsRebuild(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The index was built with another embedder."
+
+
+def _run_retrieval(fn, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        return fn(**kwargs)
+    except IndexMismatch as exc:
+        raise IndexNeedsRebuild(str(exc)) from exc
+    except StoreBusy as exc:
+        raise StoreUnavailable() from exc
+
+
+class ScopeSerializer(serializers.Serializer):
+    source_ids = serializers.ListField(child=serializers.CharField(max_length=700), required=False, max_length=100)
+    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+
+
+def _filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
+    scope = scope or {}
+    return RetrieveFilters(
+        source_ids=scope.get("source_ids"),
+        tags=[t.strip().lower() for t in scope.get("tags") or []] or None,
+        mode=mode,
+        critical_only=critical_only,
+    )
+
+
+class HitSerializer(serializers.Serializer):
+    def to_representation(self, hit: Any) -> dict[str, Any]:
+        chunk, document = hit.chunk, hit.chunk.document
+        return {
+            "chunk_id": chunk.chunk_id,
+            "document_id": document.document_id,
+            "source_id": document.source.source_id,
+            "document_key": document.display_key,
+            "title": document.title,
+            "heading": chunk.heading,
+            "text": chunk.text,
+            "score": round(hit.score, 6),
+            "mode": chunk.mode,
+            "line_start": chunk.line_start,
+            "line_end": chunk.line_end,
+            "page": chunk.page,
+            "tags": hit.tags,
+            "critical": bool(chunk.critical or document.critical),
+            "version": chunk.document_version.version if chunk.document_version_id else None,
+            "signals": hit.signals,
+        }
+
+
+class RetrieveApi(TenantApiView):
+    @extend_schema_serializer(component_name="RetrieveInput")
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
+        top_k = serializers.IntegerField(min_value=1, max_value=50, default=8)
+        mode = serializers.ChoiceField(choices=MODES, default="auto")
+        scope = ScopeSerializer(required=False)
+        specific = serializers.BooleanField(default=False)
+        critical_only = serializers.BooleanField(default=False)
+        include_superseded = serializers.BooleanField(default=False)
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        filters = _filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
+        if data["include_superseded"]:
+            filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
+        hits = _run_retrieval(
+            retrieve, tenant=self.tenant, query=data["query"], top_k=data["top_k"], filters=filters,
+            specific=data["specific"],
+        )  # fmt: skip
+        return Response({"query": data["query"], "hits": HitSerializer(hits, many=True).data})
+
+
+class BootstrapApi(TenantApiView):
+    @extend_schema_serializer(component_name="BootstrapInput")
+    class InputSerializer(serializers.Serializer):
+        intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
+        scope = ScopeSerializer(required=False)
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        pack = _run_retrieval(bootstrap, tenant=self.tenant, intent=data["intent"], filters=_filters(data.get("scope")))
+        return Response(pack)
+
+
+# --- sources -------------------------------------------------------------------------------
+class SourceOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    source_id = serializers.CharField()
+    kind = serializers.CharField()
+    name = serializers.CharField(source="label")
+    path = serializers.CharField()
+    default_mode = serializers.CharField()
+    tags = serializers.SerializerMethodField()
+    is_default = serializers.BooleanField()
+    documents = serializers.SerializerMethodField()
+    last_synced_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+
+    def get_tags(self, source: Source) -> list[str]:
+        return sorted(t.name for t in source.tags.all())
+
+    def get_documents(self, source: Source) -> int:
+        return source.documents.exclude(status=Status.RETIRED).count()
+
+
+def _source(view: TenantApiView, source_id: str) -> Source:
+    return get_object_or_404(Source.objects.for_tenant(view.tenant), public_id=source_id)
+
+
+class SourceListApi(TenantApiView):
+    @extend_schema_serializer(component_name="SourceCreateInput")
+    class InputSerializer(serializers.Serializer):
+        kind = serializers.ChoiceField(choices=["folder", "upload"])
+        name = serializers.CharField(max_length=200)
+        path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+        default_mode = serializers.ChoiceField(choices=MODES, default="auto")
+        tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+
+    @extend_schema(responses={200: SourceOutput(many=True)})
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        sources = Source.objects.for_tenant(self.tenant).prefetch_related("tags")
+        return Response(SourceOutput(sources, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: SourceOutput})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            with transaction.atomic():
+                if data["kind"] == "folder":
+                    source = services.folder_source_create(tenant=self.tenant, name=data["name"], path=data["path"])
+                else:
+                    source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
+                source.default_mode = data["default_mode"]
+                source.save(update_fields=["default_mode"])
+                for tag in data.get("tags") or []:
+                    source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
+        except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
+            field = "path" if isinstance(exc, services.FolderNotAllowed) else "name"
+            raise serializers.ValidationError({field: [str(exc)]}) from exc
+        except Exception as exc:
+            if "UNIQUE" in str(exc).upper() or "unique" in str(exc):
+                raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
+            raise
+        return Response(SourceOutput(source).data, status=status.HTTP_201_CREATED)
+
+
+class SourceDetailApi(TenantApiView):
+    @extend_schema_serializer(component_name="SourceUpdateInput")
+    class UpdateSerializer(serializers.Serializer):
+        default_mode = serializers.ChoiceField(choices=MODES, required=False)
+        tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+
+    @extend_schema(responses={200: SourceOutput})
+    def get(self, request: Request, tenant_slug: str, source_id: str) -> Response:
+        return Response(SourceOutput(_source(self, source_id)).data)
+
+    @extend_schema(request=UpdateSerializer, responses={200: SourceOutput})
+    def patch(self, request: Request, tenant_slug: str, source_id: str) -> Response:
+        source = _source(self, source_id)
+        incoming = self.UpdateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        if "default_mode" in data:
+            source.default_mode = data["default_mode"]
+            source.save(update_fields=["default_mode"])
+        if "tags" in data:
+            services.source_set_tags(tenant=self.tenant, source=source, tags=data["tags"])
+        return Response(SourceOutput(source).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, tenant_slug: str, source_id: str) -> Response:
+        source = _source(self, source_id)
+        try:
+            services.source_delete(tenant=self.tenant, source=source)
+        except StoreBusy as exc:
+            raise StoreUnavailable() from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    kind = serializers.CharField()
+    status = serializers.CharField(source="state")
+    source_id = serializers.CharField(source="source.source_id", allow_null=True)
+    progress = serializers.SerializerMethodField()
+    counts = serializers.SerializerMethodField()
+    errors = serializers.JSONField()
+    skips = serializers.JSONField()
+    message = serializers.CharField()
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField()
+    seconds = serializers.FloatField()
+
+    def get_progress(self, job: IngestJob) -> dict[str, Any]:
+        percent = (
+            100.0
+            if job.is_finished
+            else (100.0 * job.documents_done / job.documents_total if job.documents_total else 0.0)
+        )
+        return {
+            "documents_done": job.documents_done,
+            "documents_total": job.documents_total,
+            "chunks_done": job.chunks_done,
+            "chunks_total": job.chunks_total,
+            "percent": round(percent, 1),
+        }
+
+    def get_counts(self, job: IngestJob) -> dict[str, int]:
+        return {k: getattr(job, k) for k in ("added", "updated", "unchanged", "retired", "skipped", "failed")}
+
+
+class SourceUploadApi(TenantApiView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+            }
+        },
+        responses={202: JobOutput},
+    )  # noqa: E501
+    def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
+        source = _source(self, source_id)
+        files = request.FILES.getlist("files") or request.FILES.getlist("file")
+        if not files:
+            raise serializers.ValidationError({"files": ["Attach one or more files (field name 'files')."]})
+        too_big = [f.name for f in files if f.size > settings.RAG_MAX_UPLOAD_BYTES]
+        if too_big:
+            raise serializers.ValidationError(
+                {
+                    "files": [
+                        f"{name} is larger than the upload limit ({settings.RAG_MAX_UPLOAD_BYTES // 2**20} MiB)."
+                        for name in too_big
+                    ]
+                }
+            )
+        mode = request.data.get("mode", "auto")
+        if mode not in MODES:
+            raise serializers.ValidationError({"mode": [f"Use one of {', '.join(MODES)}."]})
+        tags = [t.strip() for t in str(request.data.get("tags", "")).split(",") if t.strip()]
+        uploads = [(f.name, f.read()) for f in files]
+        job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, mode=mode, tags=tags)
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SourceSyncApi(TenantApiView):
+    @extend_schema(request=None, responses={202: JobOutput})
+    def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
+        source = _source(self, source_id)
+        if source.kind != Source.Kind.FOLDER:
+            raise serializers.ValidationError(
+                {"source": ["Only folder sources can be re-synced; upload files instead."]}
+            )
+        try:
+            services.folder_path_check(source.path)
+        except services.FolderNotAllowed as exc:
+            raise serializers.ValidationError({"path": [str(exc)]}) from exc
+        job = services.folder_sync_enqueue(tenant=self.tenant, source=source, mode=source.default_mode)
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _job(view: TenantApiView, job_id: str) -> IngestJob:
+    return get_object_or_404(IngestJob.objects.for_tenant(view.tenant).select_related("source"), public_id=job_id)
+
+
+class JobListApi(TenantApiView):
+    @extend_schema(responses={200: JobOutput(many=True)})
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        jobs = IngestJob.objects.for_tenant(self.tenant).select_related("source")[:100]
+        return Response(JobOutput(jobs, many=True).data)
+
+
+class JobDetailApi(TenantApiView):
+    @extend_schema(responses={200: JobOutput})
+    def get(self, request: Request, tenant_slug: str, job_id: str) -> Response:
+        return Response(JobOutput(_job(self, job_id)).data)
+
+
+class JobCancelApi(TenantApiView):
+    @extend_schema(request=None, responses={202: JobOutput})
+    def post(self, request: Request, tenant_slug: str, job_id: str) -> Response:
+        job = _job(self, job_id)
+        services.job_cancel(tenant=self.tenant, job=job)
+        job.refresh_from_db()
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobRetryApi(TenantApiView):
+    @extend_schema(request=None, responses={202: JobOutput})
+    def post(self, request: Request, tenant_slug: str, job_id: str) -> Response:
+        job = _job(self, job_id)
+        if not job.is_finished:
+            raise serializers.ValidationError({"job": ["The job is still running."]})
+        services.job_retry(tenant=self.tenant, job=job)
+        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+# --- documents -----------------------------------------------------------------------------
+class VersionOutput(serializers.Serializer):
+    version = serializers.IntegerField()
+    status = serializers.CharField()
+    content_hash = serializers.CharField()
+    size = serializers.IntegerField()
+    chunk_count = serializers.IntegerField()
+    embedding_model = serializers.CharField()
+    warnings = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    status_changed_at = serializers.DateTimeField()
+
+
+class DocumentOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    document_id = serializers.CharField()
+    source_id = serializers.CharField(source="source.source_id")
+    document_key = serializers.CharField(source="display_key")
+    title = serializers.CharField()
+    source_type = serializers.CharField()
+    mode = serializers.CharField()
+    status = serializers.CharField()
+    version = serializers.IntegerField()
+    critical = serializers.BooleanField()
+    tags = serializers.SerializerMethodField()
+    updated_at = serializers.DateTimeField()
+
+    def get_tags(self, document: Document) -> list[str]:
+        return sorted(t.name for t in document.tags.all())
+
+
+class DocumentDetailOutput(DocumentOutput):
+    versions = VersionOutput(many=True)
+
+
+def _document(view: TenantApiView, document_id: str) -> Document:
+    return get_object_or_404(
+        Document.objects.for_tenant(view.tenant).select_related("source").prefetch_related("tags", "versions"),
+        public_id=document_id,
+    )
+
+
+class DocumentListApi(TenantApiView):
+    @extend_schema(responses={200: DocumentOutput(many=True)})
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        documents = Document.objects.for_tenant(self.tenant).select_related("source").prefetch_related("tags")
+        params = request.query_params
+        if params.get("source_id"):
+            documents = documents.filter(source__source_id=params["source_id"])
+        if params.get("status"):
+            documents = documents.filter(status=params["status"])
+        if params.get("mode"):
+            documents = documents.filter(mode=params["mode"])
+        if params.get("tag"):
+            documents = documents.filter(tags__name=params["tag"].strip().lower())
+        if params.get("critical") in ("true", "1"):
+            documents = documents.filter(critical=True)
+        if params.get("q"):
+            documents = documents.filter(document_key__icontains=params["q"]) | documents.filter(
+                title__icontains=params["q"]
+            )
+        try:
+            limit = min(max(int(params.get("limit", 100)), 1), 500)
+            offset = max(int(params.get("offset", 0)), 0)
+        except ValueError as exc:
+            raise serializers.ValidationError({"limit": ["limit and offset are integers."]}) from exc
+        total = documents.count()
+        page = documents.order_by("source__source_id", "document_key")[offset : offset + limit]
+        return Response({"count": total, "results": DocumentOutput(page, many=True).data})
+
+
+class DocumentDetailApi(TenantApiView):
+    @extend_schema_serializer(component_name="DocumentUpdateInput")
+    class UpdateSerializer(serializers.Serializer):
+        tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+        critical = serializers.BooleanField(required=False)
+
+    @extend_schema(responses={200: DocumentDetailOutput})
+    def get(self, request: Request, tenant_slug: str, document_id: str) -> Response:
+        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+
+    @extend_schema(request=UpdateSerializer, responses={200: DocumentDetailOutput})
+    def patch(self, request: Request, tenant_slug: str, document_id: str) -> Response:
+        document = _document(self, document_id)
+        incoming = self.UpdateSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        rows = Document.objects.filter(pk=document.pk)
+        if "critical" in data:
+            services.documents_set_critical(tenant=self.tenant, documents=rows, critical=data["critical"])
+        if "tags" in data:
+            services.document_set_tags(tenant=self.tenant, document=document, tags=data["tags"])
+        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+
+
+class DocumentRetireApi(TenantApiView):
+    @extend_schema(request=None, responses={200: DocumentDetailOutput})
+    def post(self, request: Request, tenant_slug: str, document_id: str) -> Response:
+        document = _document(self, document_id)
+        services.documents_retire(tenant=self.tenant, documents=Document.objects.filter(pk=document.pk))
+        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+
+
+# --- Dify External Knowledge API ------------------------------------------------------------
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _dify_error(code: int, message: str, http_status: int) -> Response:
+    return Response({"error_code": code, "error_msg": message}, status=http_status)
+
+
+class DifyRetrievalApi(APIView):
+    """Dify's External Knowledge API: `knowledge_id` names a source (id or name) or a tag of the tenant.
+
+    Errors follow Dify's documented shape: 1001 bad Authorization header, 1002 authorization
+    failed, 2001 knowledge base does not exist. Scores are normalised to 0..1 (1 = first in both legs).
+    """
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    parser_classes = [JSONParser]
+
+    @extend_schema_serializer(component_name="DifyRetrievalInput")
+    class InputSerializer(serializers.Serializer):
+        class RetrievalSetting(serializers.Serializer):
+            top_k = serializers.IntegerField(min_value=1, max_value=50)
+            score_threshold = serializers.FloatField(min_value=0.0, max_value=1.0, default=0.0)
+
+        knowledge_id = serializers.CharField(max_length=700)
+        query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+        retrieval_setting = RetrievalSetting()
+        metadata_condition = serializers.JSONField(required=False)
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        from tenants.services import api_key_authenticate
+
+        scheme, _, raw_key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme != "Bearer" or not raw_key.strip():
+            return _dify_error(1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.", 403)
+        api_key = api_key_authenticate(raw_key.strip())
+        if api_key is None or api_key.tenant.slug != tenant_slug:
+            return _dify_error(1002, "Authorization failed.", 403)
+        tenant = api_key.tenant
+        incoming = self.InputSerializer(data=request.data)
+        if not incoming.is_valid():
+            return _dify_error(400, f"Invalid request: {incoming.errors}", 400)
+        data = incoming.validated_data
+        knowledge_id = data["knowledge_id"].strip()
+        source = Source.objects.for_tenant(tenant).filter(source_id=knowledge_id).first()
+        if source is None and _is_uuid(knowledge_id):
+            source = Source.objects.for_tenant(tenant).filter(public_id=knowledge_id).first()
+        if source is None:
+            source = Source.objects.for_tenant(tenant).filter(label__iexact=knowledge_id).first()
+        filters = RetrieveFilters()
+        if source is not None:
+            filters.source_ids = [source.source_id]
+        elif Tag.objects.for_tenant(tenant).filter(name=Tag.normalise(knowledge_id)).exists():
+            filters.tags = [Tag.normalise(knowledge_id)]
+        else:
+            return _dify_error(2001, "The knowledge does not exist.", 404)
+        try:
+            hits = retrieve(
+                tenant=tenant, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
+            )
+        except (IndexMismatch, StoreBusy) as exc:
+            return _dify_error(500, str(exc) or "The vector store is unavailable.", 503)
+        best = 2.0 / (60 + 1) + settings.RAG_CRITICAL_BOOST
+        threshold = data["retrieval_setting"]["score_threshold"]
+        records = []
+        for hit in hits:
+            score = min(1.0, hit.score / best)
+            if score < threshold:
+                continue
+            chunk, document = hit.chunk, hit.chunk.document
+            records.append(
+                {
+                    "content": chunk.text,
+                    "score": round(score, 4),
+                    "title": document.title,
+                    "metadata": {
+                        "path": document.display_key,
+                        "document_id": document.document_id,
+                        "chunk_id": chunk.chunk_id,
+                        "source_id": document.source.source_id,
+                        "heading": chunk.heading,
+                        "line_start": chunk.line_start,
+                        "line_end": chunk.line_end,
+                        "page": chunk.page,
+                    },
+                }
+            )
+        return Response({"records": records})

@@ -1,0 +1,160 @@
+"""Bootstrap: a start-up context pack for an agent — a map of the domain, every piece traceable.
+
+Built from several internal retrieve rounds (overview, architecture, pending work, history, and
+the caller's intent) plus the admin-marked critical pieces, which always come first. Without an
+LLM the summary is extractive (the opening of the README / index / best overview excerpt).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import PurePosixPath
+from typing import Any
+
+from django.db.models import Q
+
+from knowledge.models import Chunk, Document, Status
+from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from tenants.models import Tenant
+
+PROBES = {
+    "overview": "overview introduction what is this about purpose getting started README",
+    "architecture": "architecture structure components modules design how it is organised",
+    "pending": "TODO pending backlog roadmap next steps open issues known limitations",
+    "history": "changelog history release notes changes versions",
+}
+EXCERPT_CHARS = 320
+OVERVIEW_NAMES = ("readme", "index", "overview", "introduction", "intro", "about")
+
+
+def chunk_ref(chunk: Chunk) -> dict[str, Any]:
+    document = chunk.document
+    return {
+        "chunk_id": chunk.chunk_id,
+        "document_id": document.document_id,
+        "document_key": document.display_key,
+        "title": document.title,
+        "heading": chunk.heading,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "page": chunk.page,
+    }
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _scoped_chunks(tenant: Tenant, filters: RetrieveFilters):  # type: ignore[no-untyped-def]
+    chunks = Chunk.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    if filters.source_ids is not None:
+        chunks = chunks.filter(document__source__source_id__in=filters.source_ids)
+    if filters.tags:
+        chunks = chunks.filter(Q(document__tags__name__in=filters.tags) | Q(tags__name__in=filters.tags)).distinct()
+    return chunks
+
+
+def _summary(tenant: Tenant, filters: RetrieveFilters, overview: list[RetrievedChunk]) -> tuple[str, list[dict]]:
+    chunks = _scoped_chunks(tenant, filters).select_related("document")
+    candidates = [
+        c for c in chunks.filter(index=0).order_by("document__document_key")[:500]
+        if PurePosixPath(c.document.display_key).stem.lower() in OVERVIEW_NAMES
+    ]  # fmt: skip
+    candidates.sort(key=lambda c: (c.document.display_key.count("/"), len(c.document.display_key)))
+    picked = candidates[:1] or [hit.chunk for hit in overview[:1]]
+    if not picked:
+        return "", []
+    text = picked[0].text
+    paragraphs = [
+        p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.strip().startswith(("#", "=", "-"))
+    ]
+    summary = " ".join(paragraphs)[:800] if paragraphs else _excerpt(text)
+    return " ".join(summary.split()), [chunk_ref(picked[0])]
+
+
+def _topics(tenant: Tenant, filters: RetrieveFilters) -> list[dict[str, Any]]:
+    counts: Counter[str] = Counter()
+    for heading in _scoped_chunks(tenant, filters).exclude(heading="").values_list("heading", flat=True)[:20000]:
+        first = heading.split(" › ")[0].strip()
+        if first and not first.startswith(("def ", "class ", "function ", "func ", "fn ")):
+            counts[first] += 1
+    return [{"topic": topic, "chunks": count} for topic, count in counts.most_common(12)]
+
+
+def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | None = None, per_probe: int = 3) -> dict:
+    filters = filters or RetrieveFilters()
+    critical = list(
+        _scoped_chunks(tenant, filters)
+        .filter(Q(critical=True) | Q(document__critical=True))
+        .select_related("document")
+        .order_by("document__document_key", "index")[:20]
+    )
+    critical_points = [{**chunk_ref(c), "excerpt": _excerpt(c.text)} for c in critical]
+    seen = {c.pk for c in critical}
+    probes = dict(PROBES)
+    if intent.strip():
+        probes = {"intent": intent.strip(), **probes}
+    items: list[dict[str, Any]] = []
+    by_chunk: dict[int, dict[str, Any]] = {}
+    follow_up: list[str] = []
+    overview: list[RetrievedChunk] = []
+    for kind, query in probes.items():
+        hits = retrieve(tenant=tenant, query=query, top_k=per_probe + 3, filters=filters)
+        if kind == "overview":
+            overview = hits
+        taken = 0
+        for position, hit in enumerate(hits):
+            if hit.chunk.pk in seen:
+                if position == 0 and hit.chunk.pk in by_chunk:
+                    # This probe's best answer is already on the map: say it answers this probe too.
+                    by_chunk[hit.chunk.pk]["also"].append(kind)
+                continue
+            if taken >= per_probe:
+                if hit.chunk.document.document_id not in follow_up:
+                    follow_up.append(hit.chunk.document.document_id)
+                continue
+            seen.add(hit.chunk.pk)
+            taken += 1
+            item = {
+                "kind": kind,
+                "also": [],
+                **chunk_ref(hit.chunk),
+                "excerpt": _excerpt(hit.chunk.text),
+                "score": hit.score,
+            }
+            items.append(item)
+            by_chunk[hit.chunk.pk] = item
+    summary, summary_refs = _summary(tenant, filters, overview)
+    modes = Counter(_scoped_chunks(tenant, filters).values_list("mode", flat=True)[:50000])
+    total = sum(modes.values())
+    if not total:
+        mode = "empty"
+    elif modes.get("code", 0) >= 0.7 * total:
+        mode = "code"
+    elif modes.get("documental", 0) >= 0.7 * total:
+        mode = "documental"
+    else:
+        mode = "mixed"
+    documents = Document.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    if filters.source_ids is not None:
+        documents = documents.filter(source__source_id__in=filters.source_ids)
+    if filters.tags:
+        documents = documents.filter(tags__name__in=filters.tags).distinct()
+    return {
+        "mode": mode,
+        "intent": intent,
+        "summary": summary,
+        "summary_refs": summary_refs,
+        "topics": _topics(tenant, filters),
+        "critical_points": critical_points,
+        "items": items,
+        "follow_up_refs": follow_up[:20],
+        "scope": {
+            "source_ids": filters.source_ids,
+            "tags": filters.tags or [],
+            "documents": documents.count(),
+            "chunks": total,
+        },
+    }
