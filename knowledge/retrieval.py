@@ -15,7 +15,7 @@ from django.conf import settings
 
 from knowledge.embedders import get_embedder
 from knowledge.lexical import query_vector
-from knowledge.models import Chunk, Status
+from knowledge.models import Chunk, DocumentVersion, Status
 from knowledge.vectorstore import RRF_K, Scope, get_store
 from tenants.models import Tenant
 
@@ -63,7 +63,7 @@ class RetrieveFilters:
 def check_index(tenant: Tenant) -> None:
     identity = get_embedder().identity
     other = (
-        Chunk.objects.for_tenant(tenant)
+        DocumentVersion.objects.for_tenant(tenant)
         .filter(status=Status.ACTIVE)
         .exclude(embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims)
         .values_list("embedding_provider", "embedding_model", "embedding_dims")
@@ -78,13 +78,17 @@ def check_index(tenant: Tenant) -> None:
 
 
 def _hydrate(tenant: Tenant, ranked: list[tuple[str, float, dict]]) -> dict[str, Chunk]:
+    """The SQL rows behind the ranked points, checked to belong to the tenant."""
     ids = [point for point, _, _ in ranked]
-    return {
-        c.point_id: c
-        for c in Chunk.objects.for_tenant(tenant)
-        .filter(point_id__in=ids)
-        .select_related("document", "document__source")
-    }
+    # Looked up by point id alone so SQLite uses the point_id index (with the tenant in the WHERE
+    # clause it scans the tenant's whole chunk index: 50 ms instead of 2 ms at 100k chunks); the
+    # tenant is then enforced row by row, and the points already came from a tenant-filtered query.
+    unscoped_rows = (
+        Chunk.objects.filter(point_id__in=ids)
+        .order_by()
+        .select_related("document", "document__source", "document_version")
+    )
+    return {c.point_id: c for c in unscoped_rows if c.tenant_id == tenant.pk}
 
 
 def _one_round(tenant: Tenant, query: str, scope: Scope, limit: int) -> tuple[list, dict[str, int], dict[str, int]]:
