@@ -39,9 +39,9 @@ class IndexNeedsRebuild(exceptions.APIException):
     default_detail = "The index was built with another embedder."
 
 
-def _run_retrieval(fn, **kwargs):  # type: ignore[no-untyped-def]
+def _run_retrieval(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     try:
-        return fn(**kwargs)
+        return fn(*args, **kwargs)
     except IndexMismatch as exc:
         raise IndexNeedsRebuild(str(exc)) from exc
     except StoreBusy as exc:

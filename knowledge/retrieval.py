@@ -35,6 +35,23 @@ class RetrievedChunk:
     lexical_rank: int | None = None
     boost: float = 0.0
     tags: list[str] = field(default_factory=list)
+    similarity: float | None = None  # cosine similarity of the dense leg, when it found the chunk
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+    @property
+    def label(self) -> str:
+        document = self.chunk.document
+        where = [document.display_key]
+        if self.chunk.page:
+            where.append(f"page {self.chunk.page}")
+        elif self.chunk.line_start:
+            where.append(f"lines {self.chunk.line_start}-{self.chunk.line_end or self.chunk.line_start}")
+        if self.chunk.heading:
+            where.append(self.chunk.heading)
+        return ", ".join(where)
 
     @property
     def signals(self) -> dict[str, float | int | None]:
@@ -91,14 +108,16 @@ def _hydrate(tenant: Tenant, ranked: list[tuple[str, float, dict]]) -> dict[str,
     return {c.point_id: c for c in unscoped_rows if c.tenant_id == tenant.pk}
 
 
-def _one_round(tenant: Tenant, query: str, scope: Scope, limit: int) -> tuple[list, dict[str, int], dict[str, int]]:
+def _one_round(
+    tenant: Tenant, query: str, scope: Scope, limit: int
+) -> tuple[list, dict[str, int], dict[str, int], dict[str, float]]:
     embedder = get_embedder()
     legs = get_store().hybrid(
         embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=query_vector(query), limit=limit
     )
     dense_rank = {point: rank for rank, point in enumerate(legs.dense, 1)}
     lexical_rank = {point: rank for rank, point in enumerate(legs.lexical, 1)}
-    return [(h.id, h.score, h.payload) for h in legs.fused], dense_rank, lexical_rank
+    return [(h.id, h.score, h.payload) for h in legs.fused], dense_rank, lexical_rank, legs.dense_scores
 
 
 def retrieve(
@@ -114,9 +133,11 @@ def retrieve(
     if specific:
         from knowledge.specific import specific_rounds
 
-        ranked, dense_rank, lexical_rank, rerank = specific_rounds(tenant, query, base_scope, limit, _one_round)
+        ranked, dense_rank, lexical_rank, similarity, rerank = specific_rounds(
+            tenant, query, base_scope, limit, _one_round
+        )
     else:
-        ranked, dense_rank, lexical_rank = _one_round(tenant, query, base_scope, limit)
+        ranked, dense_rank, lexical_rank, similarity = _one_round(tenant, query, base_scope, limit)
         rerank = None
     chunks = _hydrate(tenant, ranked)
     boost_value = settings.RAG_CRITICAL_BOOST
@@ -136,6 +157,7 @@ def retrieve(
                 lexical_rank.get(point),
                 boost,
                 list(payload.get("tags") or []),
+                similarity.get(point),
             )  # fmt: skip
         )
     results.sort(key=lambda r: r.score, reverse=True)

@@ -71,15 +71,18 @@ def plan(query: str) -> tuple[list[SubQuery], dict[str, object]]:
 
 def specific_rounds(
     tenant: Tenant, query: str, scope: Scope, limit: int, one_round: Callable
-) -> tuple[list[tuple[str, float, dict]], dict[str, int], dict[str, int], Callable[[Chunk], float]]:
+) -> tuple[list[tuple[str, float, dict]], dict[str, int], dict[str, int], dict[str, float], Callable[[Chunk], float]]:
     subs, intent = plan(query)
     rankings: list[tuple[list[str], float]] = []
     payloads: dict[str, dict] = {}
     dense_rank: dict[str, int] = {}
     lexical_rank: dict[str, int] = {}
+    similarity: dict[str, float] = {}
     for number, sub in enumerate(subs):
         sub_scope = scope if sub.mode is None or scope.mode else replace(scope, mode=sub.mode)
-        ranked, dense, lexical = one_round(tenant, sub.text, sub_scope, limit)
+        ranked, dense, lexical, scores = one_round(tenant, sub.text, sub_scope, limit)
+        if number == 0:
+            similarity = dict(scores)  # similarity to the question itself, not to a sub-query
         rankings.append(([point for point, _, _ in ranked], sub.weight))
         for point, _, payload in ranked:
             payloads.setdefault(point, payload)
@@ -103,4 +106,4 @@ def specific_rounds(
             bonus += 0.3 / (RRF_K + 1)
         return bonus
 
-    return ranked, dense_rank, lexical_rank, rerank
+    return ranked, dense_rank, lexical_rank, similarity, rerank

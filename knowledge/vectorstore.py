@@ -81,6 +81,7 @@ class Legs:
     fused: list[Hit]
     dense: list[str]
     lexical: list[str]
+    dense_scores: dict[str, float] = field(default_factory=dict)  # cosine similarity per point
 
 
 class VectorStore(Protocol):
@@ -298,7 +299,7 @@ class EdgeStore:
         fused = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0]]
         dense_ids = [str(p.id) for p in results[1]]
         lexical_ids = [str(p.id) for p in results[2]] if has_sparse else []
-        return Legs(fused, dense_ids, lexical_ids)
+        return Legs(fused, dense_ids, lexical_ids, {str(p.id): float(p.score) for p in results[1]})
 
     def flush(self) -> None:
         with self._mutex:
@@ -464,6 +465,7 @@ class ClientStore:
             hits,
             [str(p.id) for p in results[1].points],
             [str(p.id) for p in results[2].points] if has_sparse else [],
+            {str(p.id): float(p.score) for p in results[1].points},
         )
 
     def flush(self) -> None:

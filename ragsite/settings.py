@@ -128,7 +128,9 @@ STORAGES = {
     },
 }
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- Security (production unless RAG_DEBUG) -------------------------------------------------
 _https = env_bool("RAG_HTTPS", default=not DEBUG)
@@ -204,6 +206,10 @@ RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
 # llama.cpp threads spin on barriers: with the cores shared, 1 thread keeps its speed, 2 collapse.
 RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=1, minimum=1)
 RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=1, minimum=1)
+RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
+RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
+# Below this cosine similarity (and with no lexical match) an excerpt is not evidence for an answer.
+RAG_ANSWER_MIN_SIMILARITY = env_float("RAG_ANSWER_MIN_SIMILARITY", default=0.25, minimum=0.0)
 
 # --- Ingestion limits -----------------------------------------------------------------------
 # Added to the fused RRF score of admin-marked critical chunks: 0.01 is about 60 % of what a rank-1

@@ -38,3 +38,14 @@ def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
     reset_store()
     yield get_store
     reset_store()
+
+
+@pytest.fixture(autouse=True)
+def fresh_chat_models(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Chat model chains are per process; tests that change the configured paths get fresh gateways."""
+    from chat.llm import reset_gateways
+
+    settings.RAG_MODELS_DIR = tmp_path_factory.getbasetemp() / "models"  # assembled once per test session
+    reset_gateways()
+    yield
+    reset_gateways()

@@ -1,0 +1,94 @@
+"""POST /api/v1/tenants/<slug>/answer/ — a grounded, cited answer built on retrieve; SSE when streaming."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat import services
+from knowledge.api import HitSerializer, ScopeSerializer, _filters, _run_retrieval
+from tenants.access import TenantApiView
+
+
+def answer_payload(result: services.Answer) -> dict[str, Any]:
+    return {
+        "answer": result.answer,
+        "generated": result.generated,
+        "model": result.model,
+        "status": result.status,
+        "reason": result.reason,
+        "citations": result.citations,
+        "hits": HitSerializer(result.hits, many=True).data,
+        "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
+        "total_ms": round(result.total_ms, 1),
+    }
+
+
+def sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def sse_response(events: Iterator[str]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # let nginx pass tokens through as they come
+    return response
+
+
+def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    try:
+        for item in stream:
+            if isinstance(item, services.Answer):
+                payload = answer_payload(item)
+                if on_done is not None:
+                    payload.update(on_done(item) or {})
+                yield sse("done", payload)
+            else:
+                yield sse("token", {"delta": item})
+    except Exception as exc:  # the stream has started: report in-band, the status line is already sent
+        yield sse("error", {"detail": f"{type(exc).__name__}: {exc}"})
+
+
+class AnswerApi(TenantApiView):
+    @extend_schema_serializer(component_name="AnswerInput")
+    class InputSerializer(serializers.Serializer):
+        question = serializers.CharField(max_length=2000)
+        top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
+        scope = ScopeSerializer(required=False)
+        assistant = serializers.CharField(max_length=60, required=False, allow_blank=True)
+        stream = serializers.BooleanField(default=False)
+
+    @extend_schema(request=InputSerializer, responses={200: dict})
+    def post(self, request: Request, tenant_slug: str) -> Response | StreamingHttpResponse:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        assistant = services.assistant_get(tenant=self.tenant, name=data.get("assistant"))
+        if data.get("assistant") and assistant is None:
+            raise serializers.ValidationError({"assistant": ["No assistant with that name."]})
+        filters = _filters(data["scope"]) if "scope" in data else None
+        options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
+        if data["stream"]:
+            stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
+            first = _run_retrieval(next, stream)  # retrieval errors become 409/503 before streaming starts
+
+            def events() -> Iterator[str]:
+                yield from stream_events(_chain(first, stream))
+
+            return sse_response(events())
+        result = _run_retrieval(
+            services.answer_question, tenant=self.tenant, question=data["question"], options=options
+        )
+        return Response(answer_payload(result))
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest

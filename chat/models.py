@@ -1,0 +1,70 @@
+"""Assistants (named bundles of persona, model, sampling and scope) and saved chat sessions."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from tenants.models import TenantOwned
+
+
+class Assistant(TenantOwned):
+    """ "Chat with the support bot" needs no further settings: everything is bundled here."""
+
+    name = models.CharField(
+        max_length=60, validators=[RegexValidator(r"^[a-z0-9][a-z0-9-]*$", "Lowercase letters, digits and hyphens.")]
+    )
+    description = models.CharField(max_length=200, blank=True)
+    persona = models.TextField(blank=True, help_text="Added to the system rules, e.g. tone and audience.")
+    model_path = models.CharField(
+        max_length=1000, blank=True, help_text="A chat GGUF; blank uses the platform's default chain."
+    )
+    temperature = models.FloatField(default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
+    top_p = models.FloatField(default=0.9, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    max_tokens = models.PositiveIntegerField(default=384, validators=[MinValueValidator(16), MaxValueValidator(4096)])
+    top_k = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(50)])
+    source_ids = models.JSONField(default=list, blank=True, help_text="Limit retrieval to these source ids.")
+    tags = models.JSONField(default=list, blank=True, help_text="Limit retrieval to documents with these tags.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="assistant_unique_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ChatSession(TenantOwned):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    assistant = models.ForeignKey(Assistant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"Chat {self.public_id}"
+
+
+class ChatMessage(TenantOwned):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    text = models.TextField(help_text="The user's original words, or the answer — never the enriched prompt.")
+    model = models.CharField(max_length=300, blank=True)
+    generated = models.BooleanField(default=True)
+    status = models.CharField(max_length=20, blank=True)
+    citations = models.JSONField(default=list, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    total_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]

@@ -1,0 +1,88 @@
+"""The seam between retrieval and generation: `build_grounded_history(question, hits)`.
+
+A pure function: it knows nothing of embeddings or models. Excerpts are numbered [1]…[n] and
+labelled with where they come from; the rules come first; exactly one user turn, the question last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+NO_MATCH = "No matching chunks were found."
+SYSTEM_RULES = (
+    "Only use facts that appear in the excerpts. If the answer is not in them, say so plainly.\n"
+    "Cite the excerpts you use with their numbers in square brackets, like [1] or [2][3].\n"
+    "Do not invent sources, numbers, names or steps.\n"
+    "Answer in the language of the question, briefly."
+)
+
+
+class Excerpt(Protocol):
+    """What the prompt needs of a retrieved chunk (RetrievedChunk-like objects satisfy it)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PromptExcerpt:
+    text: str
+    label: str  # e.g. "docs/install.md, lines 12-40" or "manual.pdf, page 7"
+
+
+@dataclass
+class GroundedPrompt:
+    messages: list[dict[str, str]]
+    excerpts: list[PromptExcerpt]  # the ones that made it into the prompt, in [n] order
+    dropped: int  # excerpts left out to fit the context window
+
+
+def location_label(*, document_key: str, line_start: int | None, line_end: int | None, page: int | None,
+                   heading: str = "") -> str:  # fmt: skip
+    where = [document_key]
+    if page:
+        where.append(f"page {page}")
+    elif line_start:
+        where.append(f"lines {line_start}-{line_end or line_start}")
+    if heading:
+        where.append(heading)
+    return ", ".join(where)
+
+
+def _approximate_tokens(text: str) -> int:
+    return len(text) // 3 + 1  # conservative for English/Spanish prose and code
+
+
+def build_grounded_history(
+    question: str,
+    hits: Sequence[PromptExcerpt],
+    *,
+    persona: str = "",
+    max_prompt_tokens: int | None = None,
+    count_tokens: Callable[[str], int] = _approximate_tokens,
+) -> GroundedPrompt:
+    """Messages for a chat model: system rules (+ persona), then one user turn with excerpts and the question.
+
+    When a context budget is given, the lowest-ranked excerpts are dropped whole — never cut.
+    """
+    system = SYSTEM_RULES + (f"\n\n{persona.strip()}" if persona.strip() else "")
+    question = question.strip()
+
+    def user_turn(kept: Sequence[PromptExcerpt]) -> str:
+        if not kept:
+            body = NO_MATCH
+        else:
+            body = "\n\n".join(f"[{n}] ({excerpt.label})\n{excerpt.text.strip()}" for n, excerpt in enumerate(kept, 1))
+        return f"Excerpts:\n\n{body}\n\nQuestion: {question}"
+
+    kept = list(hits)
+    if max_prompt_tokens is not None:
+        while kept and count_tokens(system) + count_tokens(user_turn(kept)) > max_prompt_tokens:
+            kept.pop()  # the lowest-ranked excerpt goes first
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user_turn(kept)}]
+    return GroundedPrompt(messages=messages, excerpts=kept, dropped=len(hits) - len(kept))

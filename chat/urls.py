@@ -1,0 +1,15 @@
+from django.urls import path
+
+from chat import api, views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("t/<slug:tenant_slug>/chat/", views.chat_page, name="chat-page"),
+    path("t/<slug:tenant_slug>/chat/ask/", views.chat_ask, name="chat-ask"),
+    path("t/<slug:tenant_slug>/chat/sessions/", views.chat_sessions, name="chat-sessions"),
+]
+
+api_urlpatterns = [
+    path("tenants/<slug:tenant_slug>/answer/", api.AnswerApi.as_view(), name="answer"),
+]

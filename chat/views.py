@@ -1,0 +1,68 @@
+"""Staff chat (HTMX page + a streamed answer). The tenant comes from the URL slug and the user's membership."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import services
+from chat.api import sse_response, stream_events
+from chat.models import Assistant, ChatSession
+from tenants.access import TenantRequest, tenant_member_required
+
+
+def _own_sessions(request: TenantRequest) -> QuerySet[ChatSession]:
+    return ChatSession.objects.for_tenant(request.tenant).filter(user=request.user)
+
+
+@tenant_member_required
+@require_GET
+def chat_page(request: TenantRequest) -> HttpResponse:
+    session = None
+    if request.GET.get("session"):
+        session = get_object_or_404(_own_sessions(request), public_id=request.GET["session"])
+    context = {
+        "tenant": request.tenant,
+        "sessions": _own_sessions(request)[:30],
+        "session": session,
+        "chat_messages": session.messages.all() if session else [],
+        "assistants": Assistant.objects.for_tenant(request.tenant),
+    }
+    return render(request, "chat/chat_page.html", context)
+
+
+@tenant_member_required
+@require_GET
+def chat_sessions(request: TenantRequest) -> HttpResponse:
+    context = {"tenant": request.tenant, "sessions": _own_sessions(request)[:30]}
+    return render(request, "chat/partials/_sessions.html", context)
+
+
+@tenant_member_required
+@require_POST
+def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
+    """Answer one question as Server-Sent Events; a fresh retrieval round every time (no history replay)."""
+    question = (request.POST.get("question") or "").strip()
+    if not question:
+        return HttpResponseBadRequest("Type a question first.")
+    if len(question) > 2000:
+        return HttpResponseBadRequest("Questions are limited to 2,000 characters.")
+    assistant = services.assistant_get(tenant=request.tenant, name=request.POST.get("assistant") or None)
+    session_id = request.POST.get("session") or ""
+    if session_id:
+        session = get_object_or_404(_own_sessions(request), public_id=session_id)
+    else:
+        session = ChatSession.objects.create(tenant=request.tenant, user=request.user, assistant=assistant)
+    options = services.AnswerSettings.from_assistant(assistant or session.assistant)
+    stream = services.stream_answer(tenant=request.tenant, question=question, options=options)
+    tenant = request.tenant
+
+    def on_done(result: services.Answer) -> dict[str, Any]:
+        message = services.session_record(tenant=tenant, session=session, question=question, result=result)
+        return {"session": str(session.public_id), "message": str(message.public_id)}
+
+    return sse_response(stream_events(stream, on_done))

@@ -1,0 +1,86 @@
+"""Regenerate docs/screenshots/*.png: a demo tenant over ragsite's own docs, pages captured in Chromium.
+
+.venv/bin/python scripts/screenshots.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "screenshots"
+PORT = 8791
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+def main() -> None:
+    data = Path(tempfile.mkdtemp(prefix="ragsite-shots-"))
+    env = {**os.environ, "RAG_DATA_DIR": str(data), "RAG_DEBUG": "true", "PORT": str(PORT)}
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    run = lambda *args: subprocess.run([*manage, *args], env=env, check=True, cwd=ROOT, capture_output=True)  # noqa: E731
+    run("migrate", "-v0")
+    run("create_tenant", "demo", "--name", "Demo company")
+    run("ingest", "demo", str(ROOT / "docs"), "--source", "ragsite-docs", "--tags", "manual")
+    setup = (
+        "from django.contrib.auth import get_user_model; from tenants.models import Tenant; "
+        "from tenants.services import membership_add; t = Tenant.objects.get(slug='demo'); "
+        "u = get_user_model().objects.create_user('staff', password='screenshots-pw-1'); "
+        "membership_add(tenant=t, user=u, role='staff'); "
+        "a = get_user_model().objects.create_user('admin', password='screenshots-pw-1'); "
+        "membership_add(tenant=t, user=a, role='admin')"
+    )
+    run("shell", "-c", setup)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{PORT}"
+    try:
+        for _ in range(60):
+            try:
+                urllib.request.urlopen(f"{base}/accounts/login/", timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        from playwright.sync_api import sync_playwright
+
+        OUT.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            page = browser.new_page(viewport={"width": 1366, "height": 820})
+            page.goto(f"{base}/accounts/login/")
+            page.screenshot(path=str(OUT / "login.png"))
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "screenshots-pw-1")
+            page.click("button[type=submit]")
+            page.goto(f"{base}/t/demo/chat/")
+            page.fill("#question", "How do I load a folder of documents into a tenant?")
+            page.click("#ask button[type=submit]")
+            page.wait_for_selector(".message.assistant .meta", timeout=120_000)
+            page.screenshot(path=str(OUT / "chat.png"))
+            admin = browser.new_page(viewport={"width": 1366, "height": 820})
+            admin.goto(f"{base}/accounts/login/?next=/admin/knowledge/document/")
+            admin.fill("#id_username", "admin")
+            admin.fill("#id_password", "screenshots-pw-1")
+            admin.click("button[type=submit]")
+            admin.goto(f"{base}/admin/knowledge/document/")
+            admin.screenshot(path=str(OUT / "admin-documents.png"))
+            admin.goto(f"{base}/api/v1/docs/")
+            admin.wait_for_timeout(1500)
+            admin.screenshot(path=str(OUT / "api-docs.png"))
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"screenshots written to {OUT}")
+
+
+if __name__ == "__main__":
+    main()

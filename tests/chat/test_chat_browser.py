@@ -1,0 +1,83 @@
+"""The staff chat in a real browser: Debian's Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from chat.models import ChatMessage
+from knowledge import pipeline
+from tenants.models import Membership
+from tests.factories import make_member, make_tenant, make_user
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh installs it)"
+    ),
+]
+# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain sync code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture
+def browser():  # type: ignore[no-untyped-def]
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+def _login(page, base: str, username: str, next_path: str) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{base}{next_path}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw-for-tests-123")
+    page.click("button[type=submit]")
+
+
+def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transactional_db, browser, tmp_path):
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    root = tmp_path / "handbook"
+    root.mkdir()
+    (root / "warranty.md").write_text(
+        "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt.\n"
+    )
+    source = pipeline.folder_source_get_or_create(tenant=tenant, name="handbook", path=root)
+    pipeline.sync_folder(source=source, root=root)
+
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.fill("#question", "How long is the warranty?")
+    page.click("#ask button[type=submit]")
+    answer = page.locator(".message.assistant").last
+    page.wait_for_selector(".message.assistant .meta", timeout=60_000)  # the final event has arrived
+    assert int(answer.get_attribute("data-tokens") or 0) >= 2  # the text arrived token by token
+    assert answer.locator(".text").inner_text().strip()
+    sources = page.locator("#citations")
+    assert "two year warranty" in sources.inner_text()
+    assert "warranty.md" in sources.inner_text()
+    assert ChatMessage.objects.filter(role="user", text="How long is the warranty?").exists()
+    page.wait_for_selector("#sessions a:has-text('How long is the warranty?')")
+
+
+def test_a_user_of_another_tenant_gets_404_on_that_chat(live_server, transactional_db, browser):
+    make_tenant(slug="acme", name="Acme")
+    globex = make_tenant(slug="globex", name="Globex")
+    make_member(globex, username="gus")
+    make_user(username="nobody")
+    page = browser.new_page()
+    _login(page, live_server.url, "gus", "/")
+    response = page.goto(f"{live_server.url}/t/acme/chat/")
+    assert response.status == 404
+    response = page.goto(f"{live_server.url}/t/globex/chat/")
+    assert response.status == 200

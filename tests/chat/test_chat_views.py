@@ -1,0 +1,76 @@
+"""Staff chat pages: membership required, 404 for other tenants, answers streamed and saved."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from chat.models import ChatMessage, ChatSession
+from knowledge import pipeline
+from tests.factories import make_member
+
+
+@pytest.fixture
+def handbook(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    root = tmp_path / "handbook"
+    root.mkdir()
+    (root / "warranty.md").write_text("# Warranty\n\nEvery product carries a two year warranty.\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    return source
+
+
+def test_the_chat_page_needs_a_login(tenant_a):
+    response = Client().get("/t/acme/chat/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_a_member_of_another_tenant_gets_404_everywhere(tenant_a, tenant_b):
+    client = Client()
+    client.force_login(make_member(tenant_b))
+    assert client.get("/t/acme/chat/").status_code == 404
+    assert client.get("/t/acme/chat/sessions/").status_code == 404
+    assert client.post("/t/acme/chat/ask/", {"question": "hi"}).status_code == 404
+    assert client.get("/t/nobody/chat/").status_code == 404
+
+
+def test_another_users_session_is_404(tenant_a):
+    owner, other = make_member(tenant_a), make_member(tenant_a)
+    session = ChatSession.objects.create(tenant=tenant_a, user=owner, title="private")
+    client = Client()
+    client.force_login(other)
+    assert client.get(f"/t/acme/chat/?session={session.public_id}").status_code == 404
+    assert client.post("/t/acme/chat/ask/", {"question": "x", "session": str(session.public_id)}).status_code == 404
+
+
+def test_an_empty_question_is_refused(tenant_a):
+    client = Client()
+    client.force_login(make_member(tenant_a))
+    assert client.post("/t/acme/chat/ask/", {"question": "  "}).status_code == 400
+
+
+@pytest.mark.slow
+def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, tenant_a):
+    user = make_member(tenant_a)
+    client = Client()
+    client.force_login(user)
+    page = client.get("/t/acme/chat/")
+    assert page.status_code == 200 and b"Ask a question" in page.content
+    response = client.post("/t/acme/chat/ask/", {"question": "How long is the warranty?"})
+    body = b"".join(response.streaming_content).decode()
+    events = [block.split("\n", 1) for block in body.strip().split("\n\n")]
+    assert events[0][0] == "event: token" and events[-1][0] == "event: done"
+    done = json.loads(events[-1][1].removeprefix("data: "))
+    session = ChatSession.objects.get(public_id=done["session"])
+    assert session.user == user and session.title == "How long is the warranty?"
+    question, answer = session.messages.all()
+    assert (question.role, question.text) == ("user", "How long is the warranty?")
+    assert "Excerpts" not in question.text and "Only use facts" not in answer.text
+    assert answer.role == "assistant" and answer.model and answer.ttft_ms > 0 and answer.text == done["answer"]
+    sessions = client.get("/t/acme/chat/sessions/")
+    assert b"How long is the warranty?" in sessions.content
+    again = client.get(f"/t/acme/chat/?session={session.public_id}")
+    assert again.content.count(b'class="message') == 2
+    assert ChatMessage.objects.for_tenant(tenant_a).count() == 2
