@@ -1,0 +1,129 @@
+"""Answer latency: time-to-first-token and tokens/s through the API versus llama-cpp-python directly.
+
+    python bench/answer.py
+
+Ingests ragsite's own docs/ into a throw-away tenant, starts gunicorn, then for each question:
+(a) POST /api/v1/tenants/bench/answer/ with "stream": true (the SSE path an agent or the chat uses),
+(b) the very same grounded prompt sent straight to llama_cpp.Llama.create_chat_completion.
+Both greedy (temperature 0) with the same max_tokens, so they generate the same tokens. The ratio
+of the medians is our overhead (retrieval, prompt building, HTTP, SSE).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from _django import setup
+
+QUESTIONS = [
+    "How do I load a folder of documents into a tenant?",
+    "Which variable switches the database to PostgreSQL?",
+    "What does index_check --repair do?",
+    "How are API keys stored?",
+    "What happens when the chat model fails to load?",
+]
+MAX_TOKENS = 96
+
+
+def main() -> None:
+    data_dir = setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from chat.llm import STOP, SYSTEMLESS_FORMATS, load_model
+    from chat.models import Assistant
+    from chat.prompting import build_grounded_history
+    from chat.services import AnswerSettings, prepare
+    from ragsite.packaged_models import packaged_llm_path
+    from tenants.services import api_key_issue, tenant_create
+
+    root = Path(__file__).resolve().parent.parent
+    tenant = tenant_create(slug="bench")
+    call_command("ingest", "bench", str(root / "docs"), "--source", "docs", verbosity=0)
+    Assistant.objects.create(tenant=tenant, name="greedy", temperature=0.0, max_tokens=MAX_TOKENS)
+    raw_key = api_key_issue(tenant=tenant)[1]
+    threads = settings.RAG_LLM_THREADS
+
+    # (b) direct: the same prompts, built here, sent straight to llama-cpp-python.
+    model = load_model(str(packaged_llm_path()), threads=threads, n_ctx=settings.RAG_LLM_CONTEXT)
+    direct_ttft, direct_rate = [], []
+    options = AnswerSettings(temperature=0.0, max_tokens=MAX_TOKENS)
+    for question in QUESTIONS:
+        _, excerpts = prepare(tenant=tenant, question=question, options=options)
+        prompt = build_grounded_history(
+            question, excerpts, max_prompt_tokens=model.n_ctx - MAX_TOKENS - 64, count_tokens=model.count_tokens
+        )
+        messages = prompt.messages
+        if model.chat_format in SYSTEMLESS_FORMATS:
+            messages = [{"role": "user", "content": f"{messages[0]['content']}\n\n{messages[1]['content']}"}]
+        started = time.perf_counter()
+        first, count = None, 0
+        for chunk in model.llama.create_chat_completion(
+            messages=messages, max_tokens=MAX_TOKENS, temperature=0.0, stream=True, repeat_penalty=1.1, stop=STOP
+        ):
+            if chunk["choices"][0].get("delta", {}).get("content"):
+                count += 1
+                first = first or time.perf_counter()
+        end = time.perf_counter()
+        direct_ttft.append((first - started) * 1000)
+        direct_rate.append((count - 1) / (end - first) if count > 1 else 0.0)
+    del model
+    from knowledge.vectorstore import reset_store
+
+    reset_store()
+
+    # (a) through the API, streamed.
+    port = 8798
+    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PORT": str(port), "RAG_DEBUG": "true"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py", "--access-logfile", "/dev/null"],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    api_ttft, api_rate = [], []
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/tenants/bench/answer/"
+
+        def ask(question: str) -> tuple[float, float]:
+            body = json.dumps({"question": question, "stream": True, "assistant": "greedy"}).encode()
+            request = urllib.request.Request(url, data=body, method="POST", headers={
+                "Authorization": f"Api-Key {raw_key}", "Content-Type": "application/json"})  # fmt: skip
+            started = time.perf_counter()
+            first, count = None, 0
+            with urllib.request.urlopen(request, timeout=300) as response:
+                for line in response:
+                    if line.startswith(b"event: token"):
+                        count += 1
+                        first = first or time.perf_counter()
+            end = time.perf_counter()
+            return (first - started) * 1000, (count - 1) / (end - first) if count > 1 else 0.0
+
+        for _ in range(60):
+            try:
+                ask("warm up")
+                break
+            except OSError:
+                time.sleep(1)
+        for question in QUESTIONS:
+            ttft, rate = ask(question)
+            api_ttft.append(ttft)
+            api_rate.append(rate)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    med = statistics.median
+    print(f"chat model: packaged Gemma 3 270M, {threads} thread(s), greedy, max {MAX_TOKENS} tokens, {len(QUESTIONS)} questions")
+    print(f"direct llama-cpp-python : TTFT median {med(direct_ttft):7.0f} ms   decode median {med(direct_rate):5.1f} tok/s")
+    print(f"API (SSE, retrieval incl.): TTFT median {med(api_ttft):7.0f} ms   decode median {med(api_rate):5.1f} tok/s")
+    print(f"overhead ratio: TTFT {med(api_ttft) / med(direct_ttft):.2f}x, decode {med(api_rate) / med(direct_rate):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
