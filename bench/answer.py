@@ -83,7 +83,8 @@ def main() -> None:
     port = 8798
     env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PORT": str(port), "RAG_DEBUG": "true"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py", "--access-logfile", "/dev/null"],
+        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py",
+         "--access-logfile", "/dev/null"],
         cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     api_ttft, api_rate = [], []
@@ -119,10 +120,16 @@ def main() -> None:
         server.wait(timeout=30)
 
     med = statistics.median
-    print(f"chat model: packaged Gemma 3 270M, {threads} thread(s), greedy, max {MAX_TOKENS} tokens, {len(QUESTIONS)} questions")
-    print(f"direct llama-cpp-python : TTFT median {med(direct_ttft):7.0f} ms   decode median {med(direct_rate):5.1f} tok/s")
-    print(f"API (SSE, retrieval incl.): TTFT median {med(api_ttft):7.0f} ms   decode median {med(api_rate):5.1f} tok/s")
-    print(f"overhead ratio: TTFT {med(api_ttft) / med(direct_ttft):.2f}x, decode {med(api_rate) / med(direct_rate):.2f}x")
+    setup_line = f"{threads} thread(s), greedy, max {MAX_TOKENS} tokens, {len(QUESTIONS)} questions"
+    print(f"chat model: packaged Gemma 3 270M, {setup_line}")
+    for name, ttft, rate in (
+        ("direct llama-cpp-python", direct_ttft, direct_rate),
+        ("API (SSE, retrieval incl.)", api_ttft, api_rate),
+    ):
+        print(f"{name:<27}: TTFT median {med(ttft):7.0f} ms   decode median {med(rate):5.1f} tok/s")
+    print(
+        f"overhead ratio: TTFT {med(api_ttft) / med(direct_ttft):.2f}x, decode {med(api_rate) / med(direct_rate):.2f}x"
+    )
 
 
 if __name__ == "__main__":

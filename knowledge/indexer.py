@@ -168,12 +168,19 @@ def sync_document(document: Document) -> None:
             store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
 
 
+def finish_job_if_indexed(job: IngestJob) -> bool:
+    """A job waiting for the indexer is done once none of its versions is pending any more."""
+    if job.state != IngestJob.State.INDEXING or DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists():
+        return False
+    job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
+    job.finished_at = timezone.now()
+    job.save(update_fields=["state", "finished_at"])
+    return True
+
+
 def _finish_jobs(job_ids: set[int]) -> None:
     for job in IngestJob.objects.filter(pk__in=job_ids, state=IngestJob.State.INDEXING):
-        if not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists():
-            job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
-            job.finished_at = timezone.now()
-            job.save(update_fields=["state", "finished_at"])
+        finish_job_if_indexed(job)
 
 
 def drain(*, limit: int | None = None) -> DrainResult:

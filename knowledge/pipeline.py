@@ -293,13 +293,7 @@ def _finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> Ing
     job.save()
     indexer.drain()
     job.refresh_from_db()
-    if (
-        job.state == IngestJob.State.INDEXING
-        and not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists()
-    ):
-        job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
-        job.finished_at = timezone.now()
-        job.save()
+    indexer.finish_job_if_indexed(job)
     if progress:
         progress(job)
     return job
@@ -309,13 +303,7 @@ def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
     indexer.wait_until_indexed(Q(job=job), timeout=timeout)
     indexer.drain()
     job.refresh_from_db()
-    if (
-        job.state == IngestJob.State.INDEXING
-        and not DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists()
-    ):
-        job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
-        job.finished_at = timezone.now()
-        job.save()
+    indexer.finish_job_if_indexed(job)
     return job
 
 

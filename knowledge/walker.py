@@ -77,6 +77,10 @@ def sniff_text(path: Path, size: int) -> str | None:
             data = handle.read(size)
     except OSError as exc:
         return f"unreadable: {exc.strerror or exc}"
+    return _text_reason(data)
+
+
+def _text_reason(data: bytes) -> str | None:
     if b"\x00" in data[:8192]:
         return "binary file"
     try:
@@ -160,13 +164,7 @@ def content_skip_reason(name: str, data: bytes, *, max_bytes: int) -> str | None
         return "empty file"
     if Path(name).suffix.lower() in BINARY_OK_SUFFIXES:
         return None
-    if b"\x00" in data[:8192]:
-        return "binary file"
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "not valid UTF-8 text"
-    return None
+    return _text_reason(data)
 
 
 def _file_skip_reason(

@@ -2,31 +2,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from knowledge import indexer
 from knowledge.embedders import EmbedderIdentity
+from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, DocumentVersion, Status
-from knowledge.vectorstore import Scope, StoreBusy, get_store
+from knowledge.vectorstore import Scope, get_store
 from tenants.models import Tenant
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Check that SQL chunks and vector store points agree for a tenant; --repair fixes any drift."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
         parser.add_argument("--repair", action="store_true")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            self._handle(*args, **options)
-        except StoreBusy as exc:
-            raise CommandError(
-                f"{exc} Stop the web server first (it owns the embedded store), or run with QDRANT_URL."
-            ) from exc
-
-    def _handle(self, *args: Any, tenant: str, repair: bool, **options: Any) -> None:
+    def run(self, *args: Any, tenant: str, repair: bool, **options: Any) -> None:
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")

@@ -3,30 +3,22 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from knowledge import indexer, pipeline
 from knowledge.embedders import get_embedder
+from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, Document, DocumentVersion, Status
-from knowledge.vectorstore import StoreBusy
 from tenants.models import Tenant
 
 
-class Command(BaseCommand):
+class Command(StoreCommand):
     help = "Re-embed a tenant's live documents with the configured embedder (after changing it), visibly."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            self._handle(*args, **options)
-        except StoreBusy as exc:
-            raise CommandError(
-                f"{exc} Stop the web server first (it owns the embedded store), or run with QDRANT_URL."
-            ) from exc
-
-    def _handle(self, *args: Any, tenant: str, **options: Any) -> None:
+    def run(self, *args: Any, tenant: str, **options: Any) -> None:
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
