@@ -18,6 +18,7 @@ from knowledge import ids, indexer
 from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.classify import classify
 from knowledge.embedders import Embedder, get_embedder
+from knowledge.enrichment import EnrichmentRequest, enrich
 from knowledge.extraction import ExtractionError, NeedsOCR, extract
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
@@ -61,7 +62,8 @@ def _drafts(text: str, *, mode: str, source_type: str) -> list[ChunkDraft]:
 def ingest_bytes(
     *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
     mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None, embedder: Embedder | None = None,
-    on_chunks: Callable[[int], None] | None = None,
+    on_chunks: Callable[[int], None] | None = None, enrichment: EnrichmentRequest | None = None,
+    critical: bool = False,
 ) -> Outcome:  # fmt: skip
     """Ingest one document's bytes as a new pending version, unless its content is unchanged."""
     tenant = source.tenant
@@ -71,7 +73,20 @@ def ingest_bytes(
     document = Document.objects.filter(source=source, document_key=normalised_key).first()
     if document is not None:
         current = document.versions.filter(status__in=[Status.ACTIVE, Status.PENDING]).order_by("-version").first()
-        if current is not None and current.content_hash == digest and document.status != Status.RETIRED:
+        wants_enrichment = enrichment is not None and (
+            current is None
+            or current.enrichment.get("status") != "ok"
+            or current.enrichment.get("model") != enrichment.model_name
+            or current.enrichment.get("directives") != enrichment.directives
+        )
+        if (
+            current is not None
+            and current.content_hash == digest
+            and document.status != Status.RETIRED
+            and not (wants_enrichment)
+        ):
+            if critical and not document.critical:
+                Document.objects.filter(pk=document.pk).update(critical=True, needs_sync=True)
             if mtime is not None and current.mtime != mtime:
                 DocumentVersion.objects.filter(pk=current.pk).update(mtime=mtime)
             return Outcome(key, "unchanged")
@@ -89,6 +104,11 @@ def ingest_bytes(
 
     embedder = embedder or get_embedder()
     title = extracted.title[:500]
+    enriched: dict = {}
+    if enrichment is not None:
+        enriched = enrich(request=enrichment, title=title, text=extracted.text)
+        if enriched.get("status") == "ok" and enriched.get("summary"):
+            drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
     vectors = embedder.embed([embedding_text(title, d.heading, d.text) for d in drafts])
     display_key = ids.display_name(normalised_key)
 
@@ -97,13 +117,14 @@ def ingest_bytes(
             document = Document.objects.create(
                 tenant=tenant, source=source, document_key=normalised_key, document_id=document_id,
                 source_path=source_path, source_type=source_type, mode=doc_mode, title=title,
-                status=Status.PENDING,
+                status=Status.PENDING, critical=critical,
             )  # fmt: skip
             result = "added"
         else:
             document.source_path = source_path or document.source_path
             document.source_type, document.mode = source_type, doc_mode
-            document.save(update_fields=["source_path", "source_type", "mode"])
+            document.critical = document.critical or critical
+            document.save(update_fields=["source_path", "source_type", "mode", "critical"])
             result = "updated"
         for name in tags:
             document.tags.add(Tag.objects.get_or_create(tenant=tenant, name=Tag.normalise(name))[0])
@@ -115,11 +136,12 @@ def ingest_bytes(
             size=len(data), mtime=mtime, title=title, chunk_count=len(drafts),
             embedding_provider=embedder.identity.provider, embedding_model=embedder.identity.model,
             embedding_dims=embedder.identity.dims, indexing_version=INDEXING_VERSION,
-            warnings=extracted.warnings, job=job,
+            warnings=extracted.warnings, job=job, enrichment=enriched,
         )  # fmt: skip
         rows = []
         for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
-            chunk_id = ids.chunk_id(document_id, doc_mode, index)
+            chunk_mode = "summary" if draft.heading == "Summary" and draft.line_start is None else doc_mode
+            chunk_id = ids.chunk_id(document_id, chunk_mode, 0 if chunk_mode == "summary" else index)
             sparse_i, sparse_v = document_vector(lexical_text(display_key, title, draft.heading, draft.text))
             rows.append(
                 Chunk(
@@ -128,7 +150,7 @@ def ingest_bytes(
                     document_version=version,
                     chunk_id=chunk_id,
                     index=index,
-                    mode=doc_mode,
+                    mode=chunk_mode,
                     heading=draft.heading[:1000],
                     text=draft.text,
                     line_start=draft.line_start,
@@ -150,6 +172,15 @@ def ingest_bytes(
     if on_chunks:
         on_chunks(len(drafts))
     return Outcome(key, result, chunks=len(drafts))
+
+
+def _summary_text(title: str, enriched: dict) -> str:
+    lines = [enriched.get("title") or title, "", f"Summary: {enriched['summary']}"]
+    if enriched.get("topics"):
+        lines.append("Topics: " + ", ".join(enriched["topics"]))
+    if enriched.get("key_points"):
+        lines += ["Key points:", *[f"- {point}" for point in enriched["key_points"]]]
+    return "\n".join(lines)
 
 
 def retire_documents(*, source: Source, keep_keys: set[str]) -> int:
@@ -180,7 +211,8 @@ def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
 
 def sync_folder(
     *, source: Source, root: Path, mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None,
-    progress: Callable[[IngestJob], None] | None = None,
+    progress: Callable[[IngestJob], None] | None = None, enrichment: EnrichmentRequest | None = None,
+    critical: bool = False,
 ) -> IngestJob:  # fmt: skip
     """Bring a folder source up to date: add and update what changed, retire what disappeared."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER)
@@ -203,10 +235,11 @@ def sync_folder(
             _record_failure(job, walked.key, str(exc))
             continue
         keep.add(key)
-        if known.get(key) == (walked.size, walked.mtime):
+        if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
             job.unchanged += 1
         else:
-            _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder)
+            _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder, None,
+                        enrichment, critical)  # fmt: skip
         job.documents_done = number + 1
         if number % 20 == 0 or number + 1 == len(files):
             _checkpoint(job, progress)
@@ -219,6 +252,7 @@ def sync_folder(
 def ingest_files(
     *, source: Source, files: list[tuple[str, bytes]], mode: str = "auto", tags: Iterable[str] = (),
     job: IngestJob | None = None, skips: list[dict] | None = None, errors: list[dict] | None = None,
+    enrichment: EnrichmentRequest | None = None, critical: bool = False,
 ) -> IngestJob:  # fmt: skip
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
@@ -228,19 +262,19 @@ def ingest_files(
     job.documents_total = len(files)
     embedder = get_embedder()
     for number, (key, data) in enumerate(files):
-        _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data=data)
+        _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data, enrichment, critical)
         job.documents_done = number + 1
         _checkpoint(job, None)
     return _finish(job, None)
 
 
-def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None) -> None:  # type: ignore[no-untyped-def]
+def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False):  # type: ignore[no-untyped-def]  # noqa: E501
     try:
         if data is None:
             data = path.read_bytes()
         outcome = ingest_bytes(
             source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, mode=mode, tags=tags,
-            job=job, embedder=embedder,
+            job=job, embedder=embedder, enrichment=enrichment, critical=critical,
         )  # fmt: skip
     except NeedsOCR as exc:
         _record_failure(job, key, str(exc), kind="needs_ocr")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from knowledge import pipeline
+from knowledge.enrichment import EnrichmentRequest
 from knowledge.models import IngestJob
 
 
@@ -13,18 +14,20 @@ def ingest_job_task(job_id: int) -> None:
     if job is None or job.is_finished and job.state != IngestJob.State.FAILED:
         return
     params = job.params or {}
+    enrichment = EnrichmentRequest(**params["enrichment"]) if params.get("enrichment") else None
+    extra = {"enrichment": enrichment, "critical": bool(params.get("critical"))}
     try:
         if job.kind == IngestJob.Kind.UPLOAD:
             folder = Path(params["dir"])
             files = [(key, (folder / key).read_bytes()) for key in params.get("files", [])]
             pipeline.ingest_files(
                 source=job.source, files=files, mode=params.get("mode", "auto"), tags=params.get("tags", []), job=job,
-                skips=params.get("skips", []), errors=params.get("errors", []),
+                skips=params.get("skips", []), errors=params.get("errors", []), **extra,
             )  # fmt: skip
         elif job.kind == IngestJob.Kind.FOLDER:
             pipeline.sync_folder(
                 source=job.source, root=Path(params.get("path") or job.source.path), mode=params.get("mode", "auto"),
-                tags=params.get("tags", []), job=job,
+                tags=params.get("tags", []), job=job, **extra,
             )  # fmt: skip
     except pipeline.JobCancelled:
         return

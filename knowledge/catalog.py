@@ -1,0 +1,49 @@
+"""The model catalog: what can be picked for chat or enrichment, whether it loads, how big it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.utils import timezone
+
+from knowledge.models import ModelEntry
+
+PACKAGED_CHAT = "gemma-3-270m (packaged)"
+
+
+def catalog_register_packaged() -> None:
+    """Register the models that ship as packages (idempotent)."""
+    from ragsite.packaged_models import packaged_llm_path
+
+    path = str(packaged_llm_path(assemble=False))
+    for kind in (ModelEntry.Kind.CHAT, ModelEntry.Kind.ENRICHMENT):
+        ModelEntry.objects.update_or_create(
+            name=PACKAGED_CHAT if kind == ModelEntry.Kind.CHAT else "gemma-3-270m enrichment (packaged)",
+            defaults={"kind": kind, "path": path, "packaged": True},
+        )
+
+
+def catalog_check(entry: ModelEntry) -> ModelEntry:
+    """Try to open a GGUF's metadata (vocab only: no weights in memory) and record size, context and errors."""
+    import llama_cpp
+
+    file = Path(entry.path)
+    entry.checked_at = timezone.now()
+    if not file.is_file():
+        entry.loads, entry.load_error, entry.size_bytes = False, f"{entry.path}: no such file", None
+    else:
+        entry.size_bytes = file.stat().st_size
+        try:
+            llama = llama_cpp.Llama(model_path=str(file), vocab_only=True, verbose=False)
+            entry.context_length = int(llama.n_ctx_train())
+            entry.loads, entry.load_error = True, ""
+            del llama
+        except Exception as exc:  # corrupt, truncated or not a GGUF
+            entry.loads, entry.load_error = False, f"{type(exc).__name__}: {exc}"
+    entry.save()
+    return entry
+
+
+def catalog_choices(kind: str) -> list[ModelEntry]:
+    catalog_register_packaged()
+    return list(ModelEntry.objects.filter(kind=kind).exclude(loads=False))
