@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge import ids, services
-from knowledge.models import Chunk, Document, DocumentVersion, Source, Tag
+from knowledge.models import Chunk, Document, DocumentVersion, ModelEntry, Source, Tag
 from tenants.admin import TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
 
 
@@ -178,3 +178,32 @@ class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False
+
+
+@admin.register(ModelEntry)
+class ModelEntryAdmin(admin.ModelAdmin):
+    """The platform-wide model catalog (superusers): register GGUFs, see whether they load."""
+
+    list_display = ["name", "kind", "path", "size_bytes", "context_length", "loads", "packaged", "checked_at"]
+    list_filter = ["kind", "loads", "packaged"]
+    readonly_fields = ["size_bytes", "context_length", "loads", "load_error", "packaged", "checked_at"]
+    actions = ["check_models"]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[no-untyped-def]
+        from knowledge.catalog import catalog_register_packaged
+
+        catalog_register_packaged()
+        return super().changelist_view(request, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: ModelEntry, form: forms.ModelForm, change: bool) -> None:
+        from knowledge.catalog import catalog_check
+
+        super().save_model(request, obj, form, change)
+        catalog_check(obj)
+
+    @admin.action(description="Check that the selected models load")
+    def check_models(self, request: HttpRequest, queryset: QuerySet[ModelEntry]) -> None:
+        from knowledge.catalog import catalog_check
+
+        results = [catalog_check(entry) for entry in queryset]
+        self.message_user(request, f"{sum(1 for r in results if r.loads)} of {len(results)} load.")

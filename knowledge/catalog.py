@@ -15,7 +15,7 @@ def catalog_register_packaged() -> None:
     """Register the models that ship as packages (idempotent)."""
     from ragsite.packaged_models import packaged_llm_path
 
-    path = str(packaged_llm_path(assemble=False))
+    path = str(packaged_llm_path())
     for kind in (ModelEntry.Kind.CHAT, ModelEntry.Kind.ENRICHMENT):
         ModelEntry.objects.update_or_create(
             name=PACKAGED_CHAT if kind == ModelEntry.Kind.CHAT else "gemma-3-270m enrichment (packaged)",
@@ -35,7 +35,8 @@ def catalog_check(entry: ModelEntry) -> ModelEntry:
         entry.size_bytes = file.stat().st_size
         try:
             llama = llama_cpp.Llama(model_path=str(file), vocab_only=True, verbose=False)
-            entry.context_length = int(llama.n_ctx_train())
+            lengths = [int(v) for k, v in (llama.metadata or {}).items() if k.endswith(".context_length")]
+            entry.context_length = lengths[0] if lengths else None
             entry.loads, entry.load_error = True, ""
             del llama
         except Exception as exc:  # corrupt, truncated or not a GGUF

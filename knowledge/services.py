@@ -114,7 +114,8 @@ def documents_retire(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
     return len(pks)
 
 
-def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", tags: list[str] | None = None):  # type: ignore[no-untyped-def]
+def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", tags: list[str] | None = None,
+                        options: dict | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
     """Queue a background sync of a folder source; returns the IngestJob that reports on it."""
     from django_q.tasks import async_task
 
@@ -124,7 +125,7 @@ def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", t
         raise PermissionError("Sources of another tenant cannot be synced here.")
     job = IngestJob.objects.create(
         tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={"path": source.path, "mode": mode, "tags": tags or []},
+        params={"path": source.path, "mode": mode, "tags": tags or [], **(options or {})},
     )  # fmt: skip
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -180,7 +181,7 @@ def folder_source_create(*, tenant: Tenant, name: str, path: str) -> Source:
 
 
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]], mode: str = "auto",
-                   tags: list[str] | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
+                   tags: list[str] | None = None, options: dict | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
     """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job."""
     from django.conf import settings
     from django_q.tasks import async_task
@@ -206,7 +207,8 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
             keys.append(key)
-    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors}
+    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors,
+                  **(options or {})}  # fmt: skip
     job.save(update_fields=["params"])
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -246,3 +248,35 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     for identity in identities:
         store.delete(identity, Scope(tenant=str(tenant.public_id), statuses=None, source_ids=[source.source_id]))
     source.delete()
+
+
+def documents_restore(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
+    """Bring retired documents back: their latest retired version becomes active again."""
+    now = timezone.now()
+    count = 0
+    for document in documents.for_tenant(tenant).filter(status=Status.RETIRED):
+        version = document.versions.filter(status=Status.RETIRED).order_by("-version").first()
+        if version is None:
+            continue
+        with transaction.atomic():
+            DocumentVersion.objects.filter(pk=version.pk).update(status=Status.ACTIVE, status_changed_at=now)
+            Chunk.objects.filter(document_version=version).update(status=Status.ACTIVE)
+            Document.objects.filter(pk=document.pk).update(
+                status=Status.ACTIVE, version=version.version, updated_at=now
+            )
+            _flag_for_sync([document.pk])
+        count += 1
+    return count
+
+
+def ingest_options(*, enrich_model: str = "", directives: str = "", critical: bool = False) -> dict:
+    """Job parameters for interactive ingest: no model named means basic (mechanical) ingestion."""
+    from knowledge.models import ModelEntry
+
+    params: dict = {"critical": critical}
+    if enrich_model:
+        entry = ModelEntry.objects.filter(name=enrich_model, kind=ModelEntry.Kind.ENRICHMENT).first()
+        if entry is None:
+            raise ValueError(f"No enrichment model named {enrich_model!r}.")
+        params["enrichment"] = {"model_path": entry.path, "model_name": entry.name, "directives": directives.strip()}
+    return params

@@ -212,9 +212,10 @@ RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 RAG_ANSWER_MIN_SIMILARITY = env_float("RAG_ANSWER_MIN_SIMILARITY", default=0.25, minimum=0.0)
 
 # --- Ingestion limits -----------------------------------------------------------------------
-# Added to the fused RRF score of admin-marked critical chunks: 0.01 is about 60 % of what a rank-1
-# hit in one leg earns (1/61), enough to lift a critical chunk over close neighbours, not over clear winners.
-RAG_CRITICAL_BOOST = env_float("RAG_CRITICAL_BOOST", default=0.01, minimum=0.0)
+# Added to the fused RRF score of admin-marked critical chunks. A rank-1 hit in one leg earns 1/61 ≈ 0.016
+# and in both legs 2/61 ≈ 0.033: with 0.02, a critical chunk that either leg ranks in its top few moves
+# to the first place, while one the query barely reaches (rank 40+ in one leg) stays below real matches.
+RAG_CRITICAL_BOOST = env_float("RAG_CRITICAL_BOOST", default=0.02, minimum=0.0)
 RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=1)
 # PDFs are mostly fonts and images: a 1.3 MB manual holds far less text than a 1 MB text file.
 RAG_MAX_PDF_BYTES = env_int("RAG_MAX_PDF_BYTES", default=50 * 1024 * 1024, minimum=1)

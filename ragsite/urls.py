@@ -18,4 +18,5 @@ urlpatterns = [
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("chat.urls")),
+    path("", include("knowledge.urls_pages")),
 ]

@@ -41,6 +41,9 @@ def main() -> None:
         [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    worker = subprocess.Popen(
+        [*manage, "qcluster"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{PORT}"
     try:
         for _ in range(60):
@@ -66,10 +69,29 @@ def main() -> None:
             page.wait_for_selector(".message.assistant .meta", timeout=120_000)
             page.screenshot(path=str(OUT / "chat.png"))
             admin = browser.new_page(viewport={"width": 1366, "height": 820})
-            admin.goto(f"{base}/accounts/login/?next=/admin/knowledge/document/")
+            admin.goto(f"{base}/accounts/login/")
             admin.fill("#id_username", "admin")
             admin.fill("#id_password", "screenshots-pw-1")
             admin.click("button[type=submit]")
+            admin.goto(f"{base}/t/demo/sources/")
+            admin.screenshot(path=str(OUT / "sources.png"))
+            admin.goto(f"{base}/t/demo/upload/")
+            admin.set_input_files(
+                "#files", [str(ROOT / "tests" / "fixtures" / "handbook.pdf"), str(ROOT / "README.md")]
+            )
+            admin.screenshot(path=str(OUT / "upload.png"))
+            admin.click("#upload-form button[type=submit]")
+            admin.wait_for_selector(".progress[aria-valuenow='100']", timeout=120_000)
+            admin.screenshot(path=str(OUT / "job-progress.png"))
+            admin.goto(f"{base}/t/demo/documents/")
+            admin.screenshot(path=str(OUT / "documents.png"))
+            admin.click("text=ingestion.md")
+            admin.locator(".chunk button.mark").nth(1).click()
+            admin.wait_for_selector(".chunk.critical")
+            admin.evaluate("window.scrollTo(0, 0)")
+            admin.screenshot(path=str(OUT / "document.png"))
+            admin.goto(f"{base}/t/demo/search/?q=single+owner+vector+store")
+            admin.screenshot(path=str(OUT / "search-preview.png"))
             admin.goto(f"{base}/admin/knowledge/document/")
             admin.screenshot(path=str(OUT / "admin-documents.png"))
             admin.goto(f"{base}/api/v1/docs/")
@@ -77,8 +99,9 @@ def main() -> None:
             admin.screenshot(path=str(OUT / "api-docs.png"))
             browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for process in (server, worker):
+            process.terminate()
+            process.wait(timeout=30)
     print(f"screenshots written to {OUT}")
 
 

@@ -1,0 +1,363 @@
+"""The curation web app for tenant admins (server-rendered, HTMX for the inline parts).
+
+Every view is `tenant_member_required(admin=True)`: the tenant comes from the URL slug and the
+user's admin membership; staff members and other tenants' users get 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db import IntegrityError
+from django.db.models import Count, Q
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from knowledge import ids, services
+from knowledge.bootstrap import bootstrap
+from knowledge.catalog import catalog_choices
+from knowledge.models import Chunk, Document, IngestJob, ModelEntry, Source, Status, Tag
+from knowledge.retrieval import IndexMismatch, RetrieveFilters, retrieve
+from knowledge.uploads import UploadRejected
+from knowledge.vectorstore import StoreBusy
+from tenants.access import TenantRequest, tenant_member_required
+
+admin_required = tenant_member_required(admin=True)
+
+
+def _is_htmx(request: TenantRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _tags(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ingest_options(request: TenantRequest) -> dict[str, Any]:
+    enriched = request.POST.get("ingest_mode") == "enriched"
+    return services.ingest_options(
+        enrich_model=request.POST.get("enrich_model", "") if enriched else "",
+        directives=request.POST.get("directives", "") if enriched else "",
+        critical=request.POST.get("critical") == "on",
+    )
+
+
+# --- sources -------------------------------------------------------------------------------
+@admin_required
+@require_http_methods(["GET", "POST"])
+def source_list(request: TenantRequest) -> HttpResponse:
+    tenant = request.tenant
+    if request.method == "POST":
+        kind, name, path = (
+            request.POST.get("kind", "upload"),
+            request.POST.get("name", ""),
+            request.POST.get("path", ""),
+        )
+        try:
+            if kind == "folder":
+                source = services.folder_source_create(tenant=tenant, name=name, path=path)
+            else:
+                source = services.source_create(tenant=tenant, kind="upload", name=name)
+            services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
+            messages.success(request, f"Created {source.source_id}.")
+        except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
+            messages.error(request, str(exc))
+        except IntegrityError:
+            messages.error(request, "A source with that name already exists.")
+        return redirect("knowledge:source-list", tenant.slug)
+    sources = (
+        Source.objects.for_tenant(tenant)
+        .annotate(live=Count("documents", filter=~Q(documents__status=Status.RETIRED)))
+        .prefetch_related("tags")
+    )
+    last_jobs = {job.source_id: job for job in IngestJob.objects.for_tenant(tenant).order_by("created_at")}
+    rows = [(source, last_jobs.get(source.pk)) for source in sources]
+    context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS)}
+    return render(request, "knowledge/source_list.html", context)
+
+
+def _source(request: TenantRequest, source_id: str) -> Source:
+    return get_object_or_404(Source.objects.for_tenant(request.tenant), public_id=source_id)
+
+
+@admin_required
+@require_POST
+def source_tags(request: TenantRequest, source_id: str) -> HttpResponse:
+    source = _source(request, source_id)
+    services.source_set_tags(tenant=request.tenant, source=source, tags=_tags(request.POST.get("tags", "")))
+    return render(request, "knowledge/partials/_source_tags.html", {"tenant": request.tenant, "source": source})
+
+
+@admin_required
+@require_http_methods(["GET", "POST"])
+def source_delete(request: TenantRequest, source_id: str) -> HttpResponse:
+    source = _source(request, source_id)
+    if request.method == "POST":
+        try:
+            services.source_delete(tenant=request.tenant, source=source)
+        except StoreBusy:
+            messages.error(request, "The vector store is busy; try again in a moment.")
+            return redirect("knowledge:source-list", request.tenant.slug)
+        messages.success(request, f"Deleted {source.source_id} with its documents and vectors.")
+        return redirect("knowledge:source-list", request.tenant.slug)
+    context = {"tenant": request.tenant, "source": source, "documents": source.documents.count()}
+    return render(request, "knowledge/source_confirm_delete.html", context)
+
+
+@admin_required
+@require_POST
+def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
+    source = _source(request, source_id)
+    try:
+        services.folder_path_check(source.path)
+        job = services.folder_sync_enqueue(
+            tenant=request.tenant, source=source, mode=source.default_mode, options=_ingest_options(request)
+        )
+    except (services.FolderNotAllowed, ValueError) as exc:
+        messages.error(request, str(exc))
+        return redirect("knowledge:source-list", request.tenant.slug)
+    return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
+
+
+# --- upload and jobs -----------------------------------------------------------------------
+@admin_required
+@require_http_methods(["GET", "POST"])
+def upload(request: TenantRequest) -> HttpResponse:
+    tenant = request.tenant
+    sources = Source.objects.for_tenant(tenant).exclude(kind=Source.Kind.FOLDER)
+    if request.method == "POST":
+        files = request.FILES.getlist("files")
+        source_id = request.POST.get("source") or ""
+        source = get_object_or_404(sources, public_id=source_id) if source_id else None
+        if not files:
+            messages.error(request, "Choose or drop at least one file.")
+            return redirect("knowledge:upload", tenant.slug)
+        too_big = [f.name for f in files if f.size > settings.RAG_MAX_UPLOAD_BYTES]
+        if too_big:
+            messages.error(request, f"Larger than the upload limit: {', '.join(too_big)}.")
+            return redirect("knowledge:upload", tenant.slug)
+        try:
+            options = _ingest_options(request)
+            job = services.upload_enqueue(
+                tenant=tenant, source=source, uploads=[(f.name, f.read()) for f in files],
+                tags=_tags(request.POST.get("tags", "")), options=options,
+            )  # fmt: skip
+        except (UploadRejected, ValueError) as exc:
+            messages.error(request, str(exc))
+            return redirect("knowledge:upload", tenant.slug)
+        return redirect("knowledge:job-detail", tenant.slug, job.public_id)
+    context = {
+        "tenant": tenant,
+        "sources": sources,
+        "models": catalog_choices(ModelEntry.Kind.ENRICHMENT),
+        "max_mb": settings.RAG_MAX_UPLOAD_BYTES // 2**20,
+    }
+    return render(request, "knowledge/upload.html", context)
+
+
+def _job(request: TenantRequest, job_id: str) -> IngestJob:
+    return get_object_or_404(IngestJob.objects.for_tenant(request.tenant).select_related("source"), public_id=job_id)
+
+
+def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
+    total = job.documents_total or 0
+    percent = 100 if job.is_finished else (int(100 * job.documents_done / total) if total else 0)
+    return {"tenant": request.tenant, "job": job, "percent": percent}
+
+
+@admin_required
+@require_GET
+def job_detail(request: TenantRequest, job_id: str) -> HttpResponse:
+    return render(request, "knowledge/job_detail.html", _job_context(request, _job(request, job_id)))
+
+
+@admin_required
+@require_GET
+def job_progress(request: TenantRequest, job_id: str) -> HttpResponse:
+    job = _job(request, job_id)
+    response = render(request, "knowledge/partials/_job_progress.html", _job_context(request, job))
+    if job.is_finished:
+        response.status_code = 286  # htmx: stop polling
+    return response
+
+
+# --- documents -----------------------------------------------------------------------------
+@admin_required
+@require_GET
+def document_list(request: TenantRequest) -> HttpResponse:
+    tenant = request.tenant
+    documents = Document.objects.for_tenant(tenant).select_related("source").prefetch_related("tags")
+    params = request.GET
+    if params.get("q"):
+        documents = documents.filter(Q(document_key__icontains=params["q"]) | Q(title__icontains=params["q"]))
+    if params.get("source"):
+        documents = (
+            documents.filter(source__public_id=params["source"]) if _uuid(params["source"]) else documents.none()
+        )
+    for field in ("mode", "status"):
+        if params.get(field):
+            documents = documents.filter(**{field: params[field]})
+    if params.get("tag"):
+        documents = documents.filter(tags__name=params["tag"])
+    if params.get("critical") == "1":
+        documents = documents.filter(critical=True)
+    page = Paginator(documents.order_by("source__source_id", "document_key"), 50).get_page(params.get("page"))
+    context = {
+        "tenant": tenant,
+        "page": page,
+        "sources": Source.objects.for_tenant(tenant),
+        "tags": Tag.objects.for_tenant(tenant),
+        "statuses": Status.choices,
+        "params": params,
+    }
+    template = "knowledge/partials/_document_rows.html" if _is_htmx(request) else "knowledge/document_list.html"
+    return render(request, template, context)
+
+
+def _uuid(value: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _document(request: TenantRequest, document_id: str) -> Document:
+    return get_object_or_404(
+        Document.objects.for_tenant(request.tenant).select_related("source").prefetch_related("tags"),
+        public_id=document_id,
+    )
+
+
+@admin_required
+@require_GET
+def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = _document(request, document_id)
+    versions = document.versions.all()
+    current = versions.filter(version=document.version).first()
+    chunks = (
+        Chunk.objects.for_tenant(request.tenant)
+        .filter(document_version=current)
+        .prefetch_related("tags")
+        .order_by("index")
+        if current
+        else Chunk.objects.none()
+    )
+    context = {
+        "tenant": request.tenant,
+        "document": document,
+        "versions": versions,
+        "current": current,
+        "chunks": chunks,
+    }
+    return render(request, "knowledge/document_detail.html", context)
+
+
+@admin_required
+@require_POST
+def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = _document(request, document_id)
+    services.documents_set_critical(
+        tenant=request.tenant, documents=Document.objects.filter(pk=document.pk), critical=not document.critical
+    )
+    document.refresh_from_db()
+    return render(
+        request, "knowledge/partials/_document_curation.html", {"tenant": request.tenant, "document": document}
+    )
+
+
+@admin_required
+@require_POST
+def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = _document(request, document_id)
+    rows = Document.objects.filter(pk=document.pk)
+    if request.POST.get("remove"):
+        services.rows_remove_tag(tenant=request.tenant, rows=rows, tag_name=request.POST["remove"])
+    for tag in _tags(request.POST.get("add", "")):
+        services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
+    document = _document(request, document_id)
+    return render(
+        request, "knowledge/partials/_document_curation.html", {"tenant": request.tenant, "document": document}
+    )
+
+
+@admin_required
+@require_POST
+def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = _document(request, document_id)
+    rows = Document.objects.filter(pk=document.pk)
+    if request.POST.get("action") == "restore":
+        services.documents_restore(tenant=request.tenant, documents=rows)
+        messages.success(request, "Restored: readers see this document again.")
+    else:
+        services.documents_retire(tenant=request.tenant, documents=rows)
+        messages.success(request, "Retired: readers no longer see this document; its history is kept.")
+    return redirect("knowledge:document-detail", request.tenant.slug, document.public_id)
+
+
+def _chunk(request: TenantRequest, chunk_id: str) -> Chunk:
+    return get_object_or_404(
+        Chunk.objects.for_tenant(request.tenant).select_related("document").prefetch_related("tags"), public_id=chunk_id
+    )
+
+
+@admin_required
+@require_POST
+def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
+    chunk = _chunk(request, chunk_id)
+    services.chunks_set_critical(
+        tenant=request.tenant, chunks=Chunk.objects.filter(pk=chunk.pk), critical=not chunk.critical
+    )
+    return render(
+        request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
+    )
+
+
+@admin_required
+@require_POST
+def chunk_tags(request: TenantRequest, chunk_id: str) -> HttpResponse:
+    chunk = _chunk(request, chunk_id)
+    rows = Chunk.objects.filter(pk=chunk.pk)
+    if request.POST.get("remove"):
+        services.rows_remove_tag(tenant=request.tenant, rows=rows, tag_name=request.POST["remove"])
+    for tag in _tags(request.POST.get("add", "")):
+        services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
+    return render(
+        request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
+    )
+
+
+# --- search preview ------------------------------------------------------------------------
+@admin_required
+@require_GET
+def search_preview(request: TenantRequest) -> HttpResponse:
+    query = (request.GET.get("q") or "").strip()[:2000]
+    context: dict[str, Any] = {"tenant": request.tenant, "query": query, "hits": [], "error": "", "pack": None}
+    if query:
+        filters = RetrieveFilters(mode=request.GET.get("mode") or "auto")
+        try:
+            context["hits"] = retrieve(tenant=request.tenant, query=query, top_k=10, filters=filters,
+                                       specific=request.GET.get("specific") == "1")  # fmt: skip
+        except (IndexMismatch, StoreBusy) as exc:
+            context["error"] = str(exc)
+    if request.GET.get("bootstrap") == "1":
+        context["pack"] = bootstrap(tenant=request.tenant, intent=query)
+    template = "knowledge/partials/_search_results.html" if _is_htmx(request) else "knowledge/search.html"
+    return render(request, template, context)
+
+
+def nav_links(slug: str) -> list[tuple[str, str]]:
+    return [
+        ("Sources", reverse("knowledge:source-list", args=[slug])),
+        ("Upload", reverse("knowledge:upload", args=[slug])),
+        ("Documents", reverse("knowledge:document-list", args=[slug])),
+        ("Search preview", reverse("knowledge:search", args=[slug])),
+        ("Chat", reverse("chat:chat-page", args=[slug])),
+    ]

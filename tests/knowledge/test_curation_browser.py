@@ -1,0 +1,95 @@
+"""The curation app in a real browser (Debian's Chromium via Playwright)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from knowledge.models import Chunk
+from tenants.models import Membership
+from tests.factories import make_member, make_tenant
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh installs it)"
+    ),
+]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop here
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@pytest.fixture
+def browser():  # type: ignore[no-untyped-def]
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def _login(browser, base: str, username: str):  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw-for-tests-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    return page
+
+
+def test_an_admin_uploads_curates_and_sees_the_critical_chunk_first(live_server, transactional_db, browser, tmp_path):
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.ADMIN, username="ada")
+    guide = tmp_path / "router-guide.md"
+    guide.write_text(
+        "# Router guide\n\nThe router ships with a power cable and a quick start card.\n\n"
+        "## Reset\n\n" + "Hold the reset button for ten seconds to restore the factory settings.\n" * 15 + "\n"
+        "## Lights\n\n" + "A blinking orange light means the router is updating its firmware.\n" * 15
+    )
+    page = _login(browser, live_server.url, "ada")
+    page.goto(f"{live_server.url}/t/acme/upload/")
+    page.set_input_files("#files", [str(FIXTURES / "handbook.pdf"), str(guide)])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector(".progress[aria-valuenow='100']", timeout=60_000)
+    assert "100 %" in page.inner_text(".progress")
+    assert "2 added" in page.inner_text("#job-progress")
+
+    page.click("text=See the documents")
+    page.click("text=router-guide.md")
+    page.wait_for_selector(".chunk")
+    lights = page.locator(".chunk", has_text="blinking orange light")
+    lights.locator("button.mark").click()
+    page.wait_for_selector(".chunk.critical >> text=★ Critical")
+    assert Chunk.objects.get(text__contains="blinking orange").critical
+
+    page.goto(f"{live_server.url}/t/acme/search/")
+    page.fill("#q", "router")
+    page.check("input[name=bootstrap]")
+    page.click("form.row button[type=submit]")
+    page.wait_for_selector(".results .result")
+    first = page.locator(".results .result").first
+    assert "blinking orange light" in first.inner_text() and "critical" in first.inner_text()
+    assert "blinking orange light" in page.inner_text("#bootstrap-critical")
+
+    page.goto(f"{live_server.url}/t/acme/documents/?q=handbook")
+    page.click("text=handbook.pdf")
+    assert "page 1" in page.inner_text(".chunks")
+
+
+def test_staff_and_other_tenants_admins_cannot_reach_curation(live_server, transactional_db, browser):
+    acme = make_tenant(slug="acme", name="Acme")
+    globex = make_tenant(slug="globex", name="Globex")
+    make_member(acme, role=Membership.Role.STAFF, username="sam")
+    make_member(globex, role=Membership.Role.ADMIN, username="gina")
+    for username in ("sam", "gina"):
+        page = _login(browser, live_server.url, username)
+        for path in ("sources/", "upload/", "documents/", "search/?q=x"):
+            assert page.goto(f"{live_server.url}/t/acme/{path}").status == 404, (username, path)
+    assert page.goto(f"{live_server.url}/t/globex/sources/").status == 200
