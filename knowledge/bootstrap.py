@@ -91,13 +91,13 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
         .select_related("document")
         .order_by("document__document_key", "index")[:20]
     )
-    critical_points = [{**chunk_ref(c), "excerpt": _excerpt(c.text)} for c in critical]
+    critical_points = [{**chunk_ref(c), "also": [], "excerpt": _excerpt(c.text)} for c in critical]
     seen = {c.pk for c in critical}
     probes = dict(PROBES)
     if intent.strip():
         probes = {"intent": intent.strip(), **probes}
     items: list[dict[str, Any]] = []
-    by_chunk: dict[int, dict[str, Any]] = {}
+    by_chunk: dict[int, dict[str, Any]] = {c.pk: point for c, point in zip(critical, critical_points, strict=True)}
     follow_up: list[str] = []
     overview: list[RetrievedChunk] = []
     for kind, query in probes.items():

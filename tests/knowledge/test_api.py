@@ -161,7 +161,7 @@ def test_bootstrap_returns_a_traceable_map_with_critical_points_first(corpus_a, 
     assert set(pack) >= {"mode", "intent", "summary", "topics", "critical_points", "items", "follow_up_refs", "scope"}
     assert pack["critical_points"] and {c["document_key"] for c in pack["critical_points"]} == {"install.md"}
     assert "Acme agent ships logs" in pack["summary"]
-    kinds = {i["kind"] for i in pack["items"]} | {k for i in pack["items"] for k in i["also"]}
+    kinds = {i["kind"] for i in pack["items"]} | {k for i in pack["items"] + pack["critical_points"] for k in i["also"]}
     assert kinds >= {"intent", "overview", "pending"}
     assert all(i["chunk_id"].startswith("chk:") for i in pack["items"])
     assert any(t["topic"] == "Install" for t in pack["topics"])
