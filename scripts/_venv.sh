@@ -12,4 +12,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
 # The CPU build of torch is never needed; nothing here pulls it.
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".${EXTRAS:-}"
+if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".${EXTRAS:-}" >"$VENV/pip-install.log" 2>&1; then
+  cat "$VENV/pip-install.log" >&2
+  echo "Installing ragsite failed (log above, also in $VENV/pip-install.log)." >&2
+  exit 1
+fi
