@@ -20,6 +20,9 @@ DATA_DIR = env_path("RAG_DATA_DIR", default=BASE_DIR / "var")
 DEBUG = env_bool("RAG_DEBUG", default=False)
 
 _secret_key = env_str("SECRET_KEY")
+_local_secret = DATA_DIR / "secret_key"  # written by scripts/up.sh for a local install (mode 600)
+if not _secret_key and _local_secret.is_file():
+    _secret_key = _local_secret.read_text(encoding="utf-8").strip()
 if not _secret_key:
     if not DEBUG:
         raise ImproperlyConfigured(

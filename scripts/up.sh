@@ -24,7 +24,9 @@ PORT="${PORT:-8000}"
 "$VENV/bin/python" manage.py qcluster &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
-echo "ragsite is running at http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/)"
+echo "ragsite is running at http://127.0.0.1:$PORT/"
+echo "  curation: http://127.0.0.1:$PORT/t/demo/sources/   chat: http://127.0.0.1:$PORT/t/demo/chat/"
+echo "  Django admin: http://127.0.0.1:$PORT/admin/   API docs: http://127.0.0.1:$PORT/api/v1/docs/"
 export PORT
 # The web process owns the embedded vector store and runs the indexer (ragsite/gunicorn_conf.py).
 "$VENV/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py

@@ -97,3 +97,9 @@ def test_secrets_can_come_from_a_file(monkeypatch, tmp_path):
     monkeypatch.setenv("RAG_S_FILE", str(tmp_path / "missing"))
     with pytest.raises(ImproperlyConfigured, match="cannot be read"):
         env_str("RAG_S")
+
+
+def test_a_local_install_finds_the_secret_key_up_sh_wrote(tmp_path):
+    (tmp_path / "secret_key").write_text("generated-by-up-sh-" + "s" * 40)
+    result = _manage("check", env={}, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
