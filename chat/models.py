@@ -17,8 +17,12 @@ class Assistant(TenantOwned):
     )
     description = models.CharField(max_length=200, blank=True)
     persona = models.TextField(blank=True, help_text="Added to the system rules, e.g. tone and audience.")
+    model = models.ForeignKey(
+        "knowledge.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        limit_choices_to={"kind": "chat"}, help_text="A chat model from the catalog; blank uses the default chain.",
+    )  # fmt: skip
     model_path = models.CharField(
-        max_length=1000, blank=True, help_text="A chat GGUF; blank uses the platform's default chain."
+        max_length=1000, blank=True, help_text="Or a chat GGUF path (used when no catalog model is chosen)."
     )
     temperature = models.FloatField(default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
     top_p = models.FloatField(default=0.9, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])

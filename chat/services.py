@@ -39,7 +39,8 @@ class AnswerSettings:
         if assistant is None:
             return cls(top_k=top_k or 6, filters=filters or RetrieveFilters(), max_tokens=settings.RAG_LLM_MAX_TOKENS)
         scope = filters or RetrieveFilters(source_ids=assistant.source_ids or None, tags=assistant.tags or None)
-        paths = [assistant.model_path, *configured_paths()] if assistant.model_path else None
+        chosen = assistant.model.path if assistant.model_id else assistant.model_path
+        paths = [chosen, *configured_paths()] if chosen else None  # the default chain stays as fallback
         return cls(
             top_k=top_k or assistant.top_k, temperature=assistant.temperature, top_p=assistant.top_p,
             max_tokens=assistant.max_tokens, persona=assistant.persona, model_paths=paths, filters=scope,

@@ -167,3 +167,14 @@ def test_the_packaged_model_file_is_the_assembled_gguf():
     from ragsite.packaged_models import packaged_llm_path
 
     assert Path(packaged_llm_path()).read_bytes()[:4] == b"GGUF"
+
+
+def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(handbook, tenant_a, tmp_path):
+    from knowledge.models import ModelEntry
+
+    broken = ModelEntry.objects.create(name="broken-chat", kind=ModelEntry.Kind.CHAT, path=str(tmp_path / "x.gguf"))
+    assistant = Assistant.objects.create(tenant=tenant_a, name="catalog-bot", model=broken, max_tokens=16)
+    options = services.AnswerSettings.from_assistant(assistant)
+    assert options.model_paths[0] == str(tmp_path / "x.gguf")
+    result = services.answer_question(tenant=tenant_a, question="warranty?", options=options)
+    assert result.generated and result.model == "gemma-3-270m-q4_k_m.gguf"  # the default chain took over
