@@ -38,6 +38,14 @@ def _tags(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _change_tags(request: TenantRequest, rows: Any) -> None:
+    """Apply the inline tag form: `remove` one tag and/or `add` comma-separated tags."""
+    if request.POST.get("remove"):
+        services.rows_remove_tag(tenant=request.tenant, rows=rows, tag_name=request.POST["remove"])
+    for tag in _tags(request.POST.get("add", "")):
+        services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
+
+
 def _ingest_options(request: TenantRequest) -> dict[str, Any]:
     enriched = request.POST.get("ingest_mode") == "enriched"
     return services.ingest_options(
@@ -277,11 +285,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
 @require_POST
 def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    rows = Document.objects.filter(pk=document.pk)
-    if request.POST.get("remove"):
-        services.rows_remove_tag(tenant=request.tenant, rows=rows, tag_name=request.POST["remove"])
-    for tag in _tags(request.POST.get("add", "")):
-        services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
+    _change_tags(request, Document.objects.filter(pk=document.pk))
     document = _document(request, document_id)
     return render(
         request, "knowledge/partials/_document_curation.html", {"tenant": request.tenant, "document": document}
@@ -324,11 +328,7 @@ def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
 @require_POST
 def chunk_tags(request: TenantRequest, chunk_id: str) -> HttpResponse:
     chunk = _chunk(request, chunk_id)
-    rows = Chunk.objects.filter(pk=chunk.pk)
-    if request.POST.get("remove"):
-        services.rows_remove_tag(tenant=request.tenant, rows=rows, tag_name=request.POST["remove"])
-    for tag in _tags(request.POST.get("add", "")):
-        services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
+    _change_tags(request, Chunk.objects.filter(pk=chunk.pk))
     return render(
         request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
     )
