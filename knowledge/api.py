@@ -23,6 +23,7 @@ from knowledge import ids, services
 from knowledge.bootstrap import bootstrap
 from knowledge.models import Document, IngestJob, Source, Status, Tag
 from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
+from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
 from tenants.access import TenantApiView
 
@@ -272,6 +273,9 @@ class SourceUploadApi(TenantApiView):
     )  # noqa: E501
     def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
         source = _source(self, source_id)
+        too_large = request_too_large(request.META)
+        if too_large:
+            return Response({"detail": too_large}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         files = request.FILES.getlist("files") or request.FILES.getlist("file")
         if not files:
             raise serializers.ValidationError({"files": ["Attach one or more files (field name 'files')."]})

@@ -27,6 +27,18 @@ class UploadRejected(ValueError):
     """The upload as a whole is refused; the message says why."""
 
 
+def request_too_large(meta: dict) -> str | None:
+    """Check a request's declared size before Django reads (and spools) its files."""
+    try:
+        length = int(meta.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return "The request has an invalid Content-Length."
+    if length > settings.RAG_MAX_REQUEST_BYTES:
+        limit = settings.RAG_MAX_REQUEST_BYTES
+        return f"The upload is {length / 2**20:.1f} MiB; one request may carry at most {limit / 2**20:.1f} MiB."
+    return None
+
+
 @dataclass
 class Expanded:
     files: list[tuple[str, bytes]] = field(default_factory=list)

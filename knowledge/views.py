@@ -23,7 +23,7 @@ from knowledge.bootstrap import bootstrap
 from knowledge.catalog import catalog_choices
 from knowledge.models import Chunk, Document, IngestJob, ModelEntry, Source, Status, Tag
 from knowledge.retrieval import IndexMismatch, RetrieveFilters, retrieve
-from knowledge.uploads import UploadRejected
+from knowledge.uploads import UploadRejected, request_too_large
 from knowledge.vectorstore import StoreBusy
 from tenants.access import TenantRequest, tenant_member_required
 
@@ -139,6 +139,10 @@ def upload(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     sources = Source.objects.for_tenant(tenant).exclude(kind=Source.Kind.FOLDER)
     if request.method == "POST":
+        too_large = request_too_large(request.META)
+        if too_large:
+            messages.error(request, too_large)
+            return redirect("knowledge:upload", tenant.slug)
         files = request.FILES.getlist("files")
         source_id = request.POST.get("source") or ""
         source = get_object_or_404(sources, public_id=source_id) if source_id else None

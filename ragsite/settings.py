@@ -223,6 +223,8 @@ RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=
 # PDFs are mostly fonts and images: a 1.3 MB manual holds far less text than a 1 MB text file.
 RAG_MAX_PDF_BYTES = env_int("RAG_MAX_PDF_BYTES", default=50 * 1024 * 1024, minimum=1)
 RAG_MAX_UPLOAD_BYTES = env_int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024, minimum=1)
+# A whole upload request (several files) is refused from its Content-Length before anything is read.
+RAG_MAX_REQUEST_BYTES = env_int("RAG_MAX_REQUEST_BYTES", default=200 * 1024 * 1024, minimum=1)
 RAG_MAX_UNZIPPED_BYTES = env_int("RAG_MAX_UNZIPPED_BYTES", default=500 * 1024 * 1024, minimum=1)
 RAG_ALLOWED_FOLDER_ROOTS = [Path(p).resolve() for p in env_list("RAG_ALLOWED_FOLDER_ROOTS", default=[])]
 

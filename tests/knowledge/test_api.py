@@ -378,3 +378,15 @@ def test_dify_errors_use_difys_shape(corpus_a, corpus_b, key_a, key_b):
     assert missing.status_code == 404 and missing.json()["error_code"] == 2001
     bad = dify(key_a, "acme", {"knowledge_id": "handbook", "query": "x"})
     assert bad.status_code == 400 and "error_msg" in bad.json()
+
+
+def test_an_oversized_upload_request_is_refused_before_it_is_read(corpus_a, key_a, settings):
+    settings.RAG_MAX_REQUEST_BYTES = 1000
+    source = Source.objects.get(source_id="src:acme:folder:handbook")
+    big = io.BytesIO(b"x" * 5000)
+    big.name = "big.md"
+    response = api(key_a).post(
+        f"/api/v1/tenants/acme/sources/{source.public_id}/upload/", {"files": [big]}, format="multipart"
+    )
+    assert response.status_code == 413 and "at most" in response.json()["detail"]
+    assert not IngestJob.objects.filter(kind="upload").exists()
