@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
-workers = 1  # the embedded store has a single owner; scale with threads, or use QDRANT_URL
+# The embedded store has a single owner: keep one worker (scale with threads) unless QDRANT_URL is set.
+workers = int(os.environ.get("RAG_WEB_WORKERS", "1")) if os.environ.get("QDRANT_URL") else 1
 threads = int(os.environ.get("RAG_WEB_THREADS", "8"))
 timeout = 300
 accesslog = "-"
