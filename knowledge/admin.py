@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge import ids, services
-from knowledge.models import Chunk, Document, DocumentVersion, ModelEntry, Source, Tag
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, ModelEntry, Source, Tag
 from tenants.admin import TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
 
 
@@ -207,3 +207,17 @@ class ModelEntryAdmin(admin.ModelAdmin):
 
         results = [catalog_check(entry) for entry in queryset]
         self.message_user(request, f"{sum(1 for r in results if r.loads)} of {len(results)} load.")
+
+
+@admin.register(IngestJob)
+class IngestJobAdmin(TenantScopedAdmin):
+    list_display = ["public_id", "tenant", "kind", "source", "state", "documents_done", "documents_total",
+                    "chunks_done", "failed", "skipped", "created_at"]  # fmt: skip
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "kind", "state"]
+    readonly_fields = [f.name for f in IngestJob._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: IngestJob | None = None) -> bool:
+        return False  # jobs are records; retry and cancel go through the API or the curation pages

@@ -180,3 +180,14 @@ def test_a_duplicate_source_name_is_a_form_error(client_a, tenant_a):
     response = client_a.post(reverse("admin:knowledge_source_add"), {**data, "label": " wiki "})
     assert response.status_code == 200 and "already exists" in response.content.decode()
     assert Source.objects.for_tenant(tenant_a).filter(kind="folder").count() == 1
+
+
+def test_ingestion_jobs_are_visible_read_only_and_tenant_scoped(client_a, tenant_a, tenant_b):
+    from knowledge.models import IngestJob
+
+    own = IngestJob.objects.create(tenant=tenant_a, kind="upload", state="succeeded")
+    foreign = IngestJob.objects.create(tenant=tenant_b, kind="upload", state="failed")
+    listing = client_a.get(reverse("admin:knowledge_ingestjob_changelist"))
+    assert list(listing.context["cl"].result_list) == [own]
+    assert client_a.get(reverse("admin:knowledge_ingestjob_change", args=[own.pk])).status_code == 200
+    assert client_a.get(reverse("admin:knowledge_ingestjob_change", args=[foreign.pk])).status_code == 302
