@@ -49,6 +49,7 @@ def loaded(store):  # type: ignore[no-untyped-def]
             _point(2, "A", "def get_current_object(self): return the proxied object", mode="code"),
             _point(3, "A", "Configuración de la instalación en Debian", critical=1),
             _point(4, "B", "X-Api-Key rotation policy for the payroll system"),
+            _point(6, "A", "İstanbul'da ağ yapılandırması ve güvenlik duvarı"),
             _point(5, "A", "old text about api keys", status="superseded"),
         ],
     )
@@ -86,8 +87,8 @@ def test_filters_by_status_mode_tags_and_critical(loaded):
     def ids(scope: Scope) -> set[str]:
         return {h.payload["document_id"] for h in loaded.search(IDENTITY, scope, dense=_unit(9), sparse=None, limit=10)}
 
-    assert ids(Scope(tenant="A")) == {"doc1", "doc2", "doc3"}
-    assert ids(Scope(tenant="A", statuses=["active", "superseded"])) == {"doc1", "doc2", "doc3", "doc5"}
+    assert ids(Scope(tenant="A")) == {"doc1", "doc2", "doc3", "doc6"}
+    assert ids(Scope(tenant="A", statuses=["active", "superseded"])) == {"doc1", "doc2", "doc3", "doc5", "doc6"}
     assert ids(Scope(tenant="A", mode="code")) == {"doc2"}
     assert ids(Scope(tenant="A", tags=["api"])) == {"doc1"}
     assert ids(Scope(tenant="A", critical_only=True)) == {"doc3"}
@@ -102,7 +103,11 @@ def test_payload_updates_delete_count_and_ids(loaded):
     loaded.set_payload(IDENTITY, Scope(tenant="B", document_ids=["doc1"]), {"status": "retired"})
     assert loaded.count(IDENTITY, Scope(tenant="A", document_ids=["doc1"])) == 1
     loaded.delete(IDENTITY, Scope(tenant="A", statuses=None, document_ids=["doc1", "doc5"]))
-    assert loaded.ids(IDENTITY, Scope(tenant="A", statuses=None)) == {point_id("chk2", 1), point_id("chk3", 1)}
+    assert loaded.ids(IDENTITY, Scope(tenant="A", statuses=None)) == {
+        point_id("chk2", 1),
+        point_id("chk3", 1),
+        point_id("chk6", 1),
+    }
     assert loaded.count(IDENTITY, Scope(tenant="B")) == 1
 
 
