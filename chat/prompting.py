@@ -42,18 +42,6 @@ class GroundedPrompt:
     dropped: int  # excerpts left out to fit the context window
 
 
-def location_label(*, document_key: str, line_start: int | None, line_end: int | None, page: int | None,
-                   heading: str = "") -> str:  # fmt: skip
-    where = [document_key]
-    if page:
-        where.append(f"page {page}")
-    elif line_start:
-        where.append(f"lines {line_start}-{line_end or line_start}")
-    if heading:
-        where.append(heading)
-    return ", ".join(where)
-
-
 def _approximate_tokens(text: str) -> int:
     return len(text) // 3 + 1  # conservative for English/Spanish prose and code
 

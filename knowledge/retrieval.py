@@ -7,7 +7,6 @@ Every call takes the tenant from the caller; a scope can only narrow within that
 from __future__ import annotations
 
 import re
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -27,6 +26,19 @@ class IndexMismatch(Exception):
     """The tenant's vectors come from another embedder than the configured one: a reindex is needed."""
 
 
+def location_label(*, document_key: str, line_start: int | None, line_end: int | None, page: int | None,
+                   heading: str = "") -> str:  # fmt: skip
+    """Where an excerpt comes from, for citations: "docs/install.md, lines 12-40, Install › Linux"."""
+    where = [document_key]
+    if page:
+        where.append(f"page {page}")
+    elif line_start:
+        where.append(f"lines {line_start}-{line_end or line_start}")
+    if heading:
+        where.append(heading)
+    return ", ".join(where)
+
+
 @dataclass
 class RetrievedChunk:
     chunk: Chunk
@@ -43,15 +55,11 @@ class RetrievedChunk:
 
     @property
     def label(self) -> str:
-        document = self.chunk.document
-        where = [document.display_key]
-        if self.chunk.page:
-            where.append(f"page {self.chunk.page}")
-        elif self.chunk.line_start:
-            where.append(f"lines {self.chunk.line_start}-{self.chunk.line_end or self.chunk.line_start}")
-        if self.chunk.heading:
-            where.append(self.chunk.heading)
-        return ", ".join(where)
+        chunk = self.chunk
+        return location_label(
+            document_key=chunk.document.display_key, line_start=chunk.line_start, line_end=chunk.line_end,
+            page=chunk.page, heading=chunk.heading,
+        )  # fmt: skip
 
     @property
     def signals(self) -> dict[str, float | int | None]:
@@ -186,12 +194,6 @@ def rrf_merge(rankings: list[tuple[list[str], float]]) -> dict[str, float]:
         for rank, point in enumerate(ranking, 1):
             scores[point] += weight / (RRF_K + rank)
     return scores
-
-
-def timed(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, (time.perf_counter() - started) * 1000
 
 
 IDENTIFIER_RE = re.compile(

@@ -15,7 +15,6 @@ from django.db import IntegrityError
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from knowledge import ids, services
@@ -355,13 +354,3 @@ def search_preview(request: TenantRequest) -> HttpResponse:
         context["pack"] = bootstrap(tenant=request.tenant, intent=query)
     template = "knowledge/partials/_search_results.html" if _is_htmx(request) else "knowledge/search.html"
     return render(request, template, context)
-
-
-def nav_links(slug: str) -> list[tuple[str, str]]:
-    return [
-        ("Sources", reverse("knowledge:source-list", args=[slug])),
-        ("Upload", reverse("knowledge:upload", args=[slug])),
-        ("Documents", reverse("knowledge:document-list", args=[slug])),
-        ("Search preview", reverse("knowledge:search", args=[slug])),
-        ("Chat", reverse("chat:chat-page", args=[slug])),
-    ]

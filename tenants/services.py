@@ -68,7 +68,3 @@ def api_key_authenticate(raw_key: str) -> ApiKey | None:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     return api_key
-
-
-def api_key_revoke(*, api_key: ApiKey) -> None:
-    api_key.revoke()

@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from knowledge import ids
 from knowledge.models import Chunk, Document, DocumentVersion, Source
-from knowledge.services import source_create, source_default_get
+from knowledge.services import source_default_get
 from tenants.models import Membership, Tenant
 from tenants.services import membership_add, tenant_create
 
@@ -30,10 +30,6 @@ def make_member(tenant: Tenant, *, role: str = Membership.Role.STAFF, username: 
     user = make_user(username=username)
     membership_add(tenant=tenant, user=user, role=role)
     return user
-
-
-def make_source(*, tenant: Tenant, name: str = "", kind: str = "folder") -> Source:
-    return source_create(tenant=tenant, kind=kind, name=name or f"source {next(_counter)}")
 
 
 def make_document(

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from chat.prompting import NO_MATCH, PromptExcerpt, build_grounded_history, location_label
+from chat.prompting import NO_MATCH, PromptExcerpt, build_grounded_history
 from chat.services import cite
+from knowledge.retrieval import location_label
 
 
 def _excerpts(n: int) -> list[PromptExcerpt]:
