@@ -6,7 +6,6 @@ API key (or the session user's membership); another tenant's objects answer 404 
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.conf import settings
@@ -454,14 +453,6 @@ class DocumentRetireApi(TenantApiView):
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
 def _dify_error(code: int, message: str, http_status: int) -> Response:
     return Response({"error_code": code, "error_msg": message}, status=http_status)
 
@@ -505,7 +496,7 @@ class DifyRetrievalApi(APIView):
         data = incoming.validated_data
         knowledge_id = data["knowledge_id"].strip()
         source = Source.objects.for_tenant(tenant).filter(source_id=knowledge_id).first()
-        if source is None and _is_uuid(knowledge_id):
+        if source is None and ids.is_uuid(knowledge_id):
             source = Source.objects.for_tenant(tenant).filter(public_id=knowledge_id).first()
         if source is None:
             source = Source.objects.for_tenant(tenant).filter(label__iexact=knowledge_id).first()

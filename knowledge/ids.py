@@ -152,6 +152,17 @@ def parse_chunk_id(value: str) -> ParsedId:
     )
 
 
+def is_uuid(value: str) -> bool:
+    """Whether a string is a UUID (public ids in URLs and API bodies); guards lookups on UUID columns."""
+    import uuid
+
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
 def display_name(escaped: str) -> str:
     """The readable form of an escaped id component."""
     return _unescape(escaped)

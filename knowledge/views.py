@@ -208,7 +208,7 @@ def document_list(request: TenantRequest) -> HttpResponse:
         documents = documents.filter(Q(document_key__icontains=params["q"]) | Q(title__icontains=params["q"]))
     if params.get("source"):
         documents = (
-            documents.filter(source__public_id=params["source"]) if _uuid(params["source"]) else documents.none()
+            documents.filter(source__public_id=params["source"]) if ids.is_uuid(params["source"]) else documents.none()
         )
     for field in ("mode", "status"):
         if params.get(field):
@@ -228,16 +228,6 @@ def document_list(request: TenantRequest) -> HttpResponse:
     }
     template = "knowledge/partials/_document_rows.html" if _is_htmx(request) else "knowledge/document_list.html"
     return render(request, template, context)
-
-
-def _uuid(value: str) -> bool:
-    import uuid
-
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _document(request: TenantRequest, document_id: str) -> Document:
@@ -271,6 +261,12 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
     return render(request, "knowledge/document_detail.html", context)
 
 
+def _curation_fragment(request: TenantRequest, document_id: str) -> HttpResponse:
+    """The document's critical/tags block, re-read after a change (HTMX swaps it in place)."""
+    context = {"tenant": request.tenant, "document": _document(request, document_id)}
+    return render(request, "knowledge/partials/_document_curation.html", context)
+
+
 @admin_required
 @require_POST
 def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
@@ -278,10 +274,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
     services.documents_set_critical(
         tenant=request.tenant, documents=Document.objects.filter(pk=document.pk), critical=not document.critical
     )
-    document.refresh_from_db()
-    return render(
-        request, "knowledge/partials/_document_curation.html", {"tenant": request.tenant, "document": document}
-    )
+    return _curation_fragment(request, document_id)
 
 
 @admin_required
@@ -289,10 +282,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
 def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
     _change_tags(request, Document.objects.filter(pk=document.pk))
-    document = _document(request, document_id)
-    return render(
-        request, "knowledge/partials/_document_curation.html", {"tenant": request.tenant, "document": document}
-    )
+    return _curation_fragment(request, document_id)
 
 
 @admin_required

@@ -132,6 +132,7 @@ def test_document_list_filters_and_searches(corpus, admin_client):
     assert "billing.md" in page and "setup.md" not in page
     assert "setup.md" in admin_client.get("/t/acme/documents/?mode=documental").content.decode()
     assert "No documents match" in admin_client.get("/t/acme/documents/?critical=1").content.decode()
+    assert "No documents match" in admin_client.get("/t/acme/documents/?source=not-a-uuid").content.decode()
 
 
 def test_upload_through_the_page_runs_a_job_and_the_progress_poll_stops_when_done(tenant_a, admin_client):
