@@ -49,3 +49,23 @@ def fresh_chat_models(settings, tmp_path_factory):  # type: ignore[no-untyped-de
     reset_gateways()
     yield
     reset_gateways()
+
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture
+def browser():  # type: ignore[no-untyped-def]
+    """Debian's Chromium driven by Playwright (its own browser download does not work offline)."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop here
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -66,3 +67,26 @@ def make_document(
             line_end=1,
         )
     return document
+
+
+def make_folder_source(*, tenant: Tenant, root: Path, files: dict[str, str], name: str = "") -> Source:
+    """Write `files` (relative path → text) under root and ingest the folder as a source, synchronously."""
+    from knowledge import pipeline
+
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    source = pipeline.folder_source_get_or_create(tenant=tenant, name=name or root.name, path=root)
+    pipeline.sync_folder(source=source, root=root)
+    return source
+
+
+class CommittingClientMixin:
+    """Run the on-commit hooks a request registers (queued jobs, payload syncs): a test's transaction never commits."""
+
+    def request(self, **kwargs):  # type: ignore[no-untyped-def]
+        from django.test import TestCase
+
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            return super().request(**kwargs)  # type: ignore[misc]

@@ -13,23 +13,20 @@ from rest_framework.test import APIClient
 from chat import services
 from chat.llm import get_gateway
 from chat.models import Assistant
-from knowledge import pipeline
 from tenants.services import api_key_issue
+from tests.factories import make_folder_source
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def handbook(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
-    root = tmp_path / "handbook"
-    root.mkdir()
-    (root / "warranty.md").write_text(
-        "# Warranty\n\nEvery product carries a two year warranty.\n"
-        "Claims need the original receipt and the serial number.\n"
-    )
-    (root / "returns.md").write_text("# Returns\n\nReturns are accepted within thirty days of purchase.\n")
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    files = {
+        "warranty.md": "# Warranty\n\nEvery product carries a two year warranty.\n"
+        "Claims need the original receipt and the serial number.\n",
+        "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase.\n",
+    }
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "handbook", files=files)
     return source
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
 
 from chat.models import ChatMessage
-from knowledge import pipeline
 from tenants.models import Membership
-from tests.factories import make_member, make_tenant, make_user
+from tests.factories import make_folder_source, make_member, make_tenant, make_user
 
 pytestmark = [
     pytest.mark.slow,
@@ -18,22 +16,6 @@ pytestmark = [
         shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh installs it)"
     ),
 ]
-# Playwright's sync API runs an event loop in this thread; the ORM calls below are plain sync code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
-@pytest.fixture
-def browser():  # type: ignore[no-untyped-def]
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
 
 
 def _login(page, base: str, username: str, next_path: str) -> None:  # type: ignore[no-untyped-def]
@@ -46,13 +28,10 @@ def _login(page, base: str, username: str, next_path: str) -> None:  # type: ign
 def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transactional_db, browser, tmp_path):
     tenant = make_tenant(slug="acme", name="Acme")
     make_member(tenant, role=Membership.Role.STAFF, username="sam")
-    root = tmp_path / "handbook"
-    root.mkdir()
-    (root / "warranty.md").write_text(
-        "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt.\n"
-    )
-    source = pipeline.folder_source_get_or_create(tenant=tenant, name="handbook", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    files = {
+        "warranty.md": "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt.\n"
+    }
+    make_folder_source(tenant=tenant, root=tmp_path / "handbook", files=files)
 
     page = browser.new_page()
     _login(page, live_server.url, "sam", "/t/acme/chat/")

@@ -8,17 +8,13 @@ import pytest
 from django.test import Client
 
 from chat.models import ChatMessage, ChatSession
-from knowledge import pipeline
-from tests.factories import make_member
+from tests.factories import make_folder_source, make_member
 
 
 @pytest.fixture
 def handbook(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
-    root = tmp_path / "handbook"
-    root.mkdir()
-    (root / "warranty.md").write_text("# Warranty\n\nEvery product carries a two year warranty.\n")
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    files = {"warranty.md": "# Warranty\n\nEvery product carries a two year warranty.\n"}
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "handbook", files=files)
     return source
 
 

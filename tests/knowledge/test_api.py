@@ -6,44 +6,32 @@ import io
 import zipfile
 
 import pytest
-from django.test import TestCase
 from rest_framework.test import APIClient
 
-from knowledge import pipeline
 from knowledge.models import Document, IngestJob, Source, Status
 from tenants.services import api_key_issue
-from tests.factories import make_member
+from tests.factories import CommittingClientMixin, make_folder_source, make_member
 
 
 @pytest.fixture
 def corpus_a(tenant_a, tmp_path, settings):  # type: ignore[no-untyped-def]
-    root = tmp_path / "allowed" / "handbook"
-    (root / "src").mkdir(parents=True)
-    (root / "install.md").write_text(
-        "# Install\n\nRun the installer, then set the X-Api-Key header on every request.\n\n"
-        "## Proxies\n\nBehind a proxy, export HTTPS_PROXY before installing.\n"
-    )
-    (root / "faq.md").write_text("# FAQ\n\n## Passwords\n\nTo recover a forgotten password, open the account page.\n")
-    (root / "README.md").write_text(
-        "# Acme agent\n\nThe Acme agent ships logs to the Acme cloud.\n\n## TODO\n\n- [ ] rotate keys\n"
-    )
-    (root / "src" / "auth.py").write_text(
-        "def validate_token_signature(token, secret):\n"
-        "    '''Check the HMAC of a token.'''\n    return token.sig == secret\n"
-    )
+    files = {
+        "install.md": "# Install\n\nRun the installer, then set the X-Api-Key header on every request.\n\n"
+        "## Proxies\n\nBehind a proxy, export HTTPS_PROXY before installing.\n",
+        "faq.md": "# FAQ\n\n## Passwords\n\nTo recover a forgotten password, open the account page.\n",
+        "README.md": "# Acme agent\n\nThe Acme agent ships logs to the Acme cloud.\n\n## TODO\n\n- [ ] rotate keys\n",
+        "src/auth.py": "def validate_token_signature(token, secret):\n"
+        "    '''Check the HMAC of a token.'''\n    return token.sig == secret\n",
+    }
     settings.RAG_ALLOWED_FOLDER_ROOTS = [(tmp_path / "allowed").resolve()]
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "allowed" / "handbook", files=files)
     return source
 
 
 @pytest.fixture
 def corpus_b(tenant_b, tmp_path):  # type: ignore[no-untyped-def]
-    root = tmp_path / "globex"
-    root.mkdir()
-    (root / "payroll.md").write_text("# Payroll\n\nSalaries are paid on the 25th. Set the X-Api-Key header.\n")
-    source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="payroll", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    files = {"payroll.md": "# Payroll\n\nSalaries are paid on the 25th. Set the X-Api-Key header.\n"}
+    source = make_folder_source(tenant=tenant_b, root=tmp_path / "globex", files=files, name="payroll")
     return source
 
 
@@ -57,12 +45,8 @@ def key_b(tenant_b) -> str:  # type: ignore[no-untyped-def]
     return api_key_issue(tenant=tenant_b)[1]
 
 
-class CommittingClient(APIClient):
-    """Runs the on-commit hooks a request registers (the test transaction never commits)."""
-
-    def request(self, **kwargs):  # type: ignore[no-untyped-def]
-        with TestCase.captureOnCommitCallbacks(execute=True):
-            return super().request(**kwargs)
+class CommittingClient(CommittingClientMixin, APIClient):
+    pass
 
 
 def api(key: str | None) -> APIClient:

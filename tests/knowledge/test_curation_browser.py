@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -18,20 +17,7 @@ pytestmark = [
         shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh installs it)"
     ),
 ]
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop here
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-
-
-@pytest.fixture
-def browser():  # type: ignore[no-untyped-def]
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
-        yield browser
-        browser.close()
 
 
 def _login(browser, base: str, username: str):  # type: ignore[no-untyped-def]

@@ -3,33 +3,27 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client, TestCase
+from django.test import Client
 
-from knowledge import pipeline
 from knowledge.embedders import get_embedder
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
 from knowledge.vectorstore import Scope, get_store
 from tenants.models import Membership
-from tests.factories import make_member
+from tests.factories import CommittingClientMixin, make_folder_source, make_member
 
 
-class CommittingClient(Client):
-    """Runs the on-commit hooks a request registers (background jobs, payload syncs)."""
-
-    def request(self, **kwargs):  # type: ignore[no-untyped-def]
-        with TestCase.captureOnCommitCallbacks(execute=True):
-            return super().request(**kwargs)
+class CommittingClient(CommittingClientMixin, Client):
+    pass
 
 
 @pytest.fixture
 def corpus(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
-    root = tmp_path / "kb"
-    root.mkdir()
-    (root / "setup.md").write_text("# Setup\n\nInstall the agent with the installer, then start the agent.\n")
-    (root / "network.md").write_text("# Network\n\nOpen port 8443 so that it can reach the cloud.\n")
-    (root / "billing.md").write_text("# Billing\n\nInvoices are sent on the first day of the month.\n")
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="kb", path=root)
-    pipeline.sync_folder(source=source, root=root)
+    files = {
+        "setup.md": "# Setup\n\nInstall the agent with the installer, then start the agent.\n",
+        "network.md": "# Network\n\nOpen port 8443 so that it can reach the cloud.\n",
+        "billing.md": "# Billing\n\nInvoices are sent on the first day of the month.\n",
+    }
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files)
     return source
 
 
