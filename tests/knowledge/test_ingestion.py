@@ -278,16 +278,23 @@ def test_a_background_job_syncs_a_folder_and_can_be_retried(tenant_a, tree, djan
     assert (job.attempts, job.added, job.unchanged) == (2, 0, 7)
 
 
-def test_a_cancelled_job_stops_between_documents(tenant_a, tree, django_capture_on_commit_callbacks):
-    from knowledge.services import folder_sync_enqueue
+def test_a_cancelled_job_stops_between_documents(tenant_a, tree):
+    from knowledge.services import job_cancel
+    from knowledge.tasks import ingest_job_task
 
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
-    job = IngestJob.objects.create(tenant=tenant_a, source=source, kind=IngestJob.Kind.FOLDER, cancel_requested=True)
-    with pytest.raises(pipeline.JobCancelled):
-        pipeline.sync_folder(source=source, root=tree, job=job)
+    job = IngestJob.objects.create(
+        tenant=tenant_a, source=source, kind=IngestJob.Kind.FOLDER, params={"path": str(tree)}
+    )
+    job_cancel(tenant=tenant_a, job=job)
+    ingest_job_task(job.pk)  # what the worker runs
     job.refresh_from_db()
-    assert job.state == IngestJob.State.CANCELLED and job.documents_done < job.documents_total
-    assert folder_sync_enqueue  # the enqueue path is covered above
+    assert job.state == IngestJob.State.CANCELLED and job.message == "Cancelled on request."
+    assert job.documents_done == 1 < job.documents_total  # it stopped at the first checkpoint
+    assert job.added + job.failed == 1  # only the first file was handled
+    # Whatever finished before the stop is a complete version the indexer can still activate.
+    indexer.drain()
+    assert not DocumentVersion.objects.for_tenant(tenant_a).filter(status=Status.PENDING).exists()
 
 
 def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenant_b, tree, settings):
