@@ -53,15 +53,15 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
         return HttpResponseBadRequest("Questions are limited to 2,000 characters.")
     assistant = services.assistant_get(tenant=request.tenant, name=request.POST.get("assistant") or None)
     session_id = request.POST.get("session") or ""
-    if session_id:
-        session = get_object_or_404(_own_sessions(request), public_id=session_id)
-    else:
-        session = ChatSession.objects.create(tenant=request.tenant, user=request.user, assistant=assistant)
-    options = services.AnswerSettings.from_assistant(assistant or session.assistant)
+    session = get_object_or_404(_own_sessions(request), public_id=session_id) if session_id else None
+    options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
     stream = services.stream_answer(tenant=request.tenant, question=question, options=options)
-    tenant = request.tenant
+    tenant, user = request.tenant, request.user
 
     def on_done(result: services.Answer) -> dict[str, Any]:
+        nonlocal session
+        if session is None:  # created only once there is an answer to keep: a failed stream leaves nothing behind
+            session = ChatSession.objects.create(tenant=tenant, user=user, assistant=assistant)
         message = services.session_record(tenant=tenant, session=session, question=question, result=result)
         return {"session": str(session.public_id), "message": str(message.public_id)}
 

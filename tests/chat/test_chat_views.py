@@ -70,3 +70,17 @@ def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, t
     again = client.get(f"/t/acme/chat/?session={session.public_id}")
     assert again.content.count(b'class="message') == 2
     assert ChatMessage.objects.for_tenant(tenant_a).count() == 2
+
+
+def test_a_failed_answer_reports_the_error_in_the_stream_and_saves_nothing(tenant_a, monkeypatch):
+    from knowledge.retrieval import IndexMismatch
+
+    def broken_retrieve(**kwargs):  # type: ignore[no-untyped-def]
+        raise IndexMismatch("The index was built with another embedder. Run: manage.py reindex acme")
+
+    monkeypatch.setattr("chat.services.retrieve", broken_retrieve)
+    client = Client()
+    client.force_login(make_member(tenant_a))
+    body = b"".join(client.post("/t/acme/chat/ask/", {"question": "anything?"}).streaming_content).decode()
+    assert body.startswith("event: error") and "manage.py reindex acme" in body
+    assert not ChatSession.objects.exists() and not ChatMessage.objects.exists()
