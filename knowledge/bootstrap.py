@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from knowledge.models import Chunk, Document, Status
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
@@ -127,7 +127,15 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
             items.append(item)
             by_chunk[hit.chunk.pk] = item
     summary, summary_refs = _summary(tenant, filters, overview)
-    modes = Counter(_scoped_chunks(tenant, filters).values_list("mode", flat=True)[:50000])
+    modes = Counter(
+        dict(
+            _scoped_chunks(tenant, filters)
+            .order_by()
+            .values_list("mode")
+            .annotate(n=Count("pk", distinct=True))
+            .values_list("mode", "n")
+        )
+    )
     total = sum(modes.values())
     if not total:
         mode = "empty"
