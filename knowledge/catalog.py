@@ -8,19 +8,20 @@ from django.utils import timezone
 
 from knowledge.models import ModelEntry
 
-PACKAGED_CHAT = "gemma-3-270m (packaged)"
-
 
 def catalog_register_packaged() -> None:
-    """Register the models that ship as packages (idempotent)."""
-    from ragsite.packaged_models import packaged_llm_path
+    """Register the instruct models that ship as packages, for chat and enrichment (idempotent).
 
-    path = str(packaged_llm_path())
-    for kind in (ModelEntry.Kind.CHAT, ModelEntry.Kind.ENRICHMENT):
-        ModelEntry.objects.update_or_create(
-            name=PACKAGED_CHAT if kind == ModelEntry.Kind.CHAT else "gemma-3-270m enrichment (packaged)",
-            defaults={"kind": kind, "path": path, "packaged": True},
-        )
+    Paths are where `prepare_models` assembles them; an entry whose file is missing shows so on check."""
+    from ragsite.packaged_models import PACKAGED_CHAT_CHAIN
+
+    ModelEntry.objects.filter(packaged=True, name__startswith="gemma-3-270m").delete()  # a base model, retired
+    for model in PACKAGED_CHAT_CHAIN:
+        for kind, suffix in ((ModelEntry.Kind.CHAT, ""), (ModelEntry.Kind.ENRICHMENT, " enrichment")):
+            ModelEntry.objects.update_or_create(
+                name=f"{model.key}{suffix} (packaged)",
+                defaults={"kind": kind, "path": str(model.target()), "packaged": True},
+            )
 
 
 def catalog_check(entry: ModelEntry) -> ModelEntry:

@@ -7,16 +7,27 @@ or slow model marks that document's enrichment as failed; its plain chunks are i
 
 from __future__ import annotations
 
+import json
 import logging
-import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 READ_CHARS = 6000  # the opening of the document the model reads
-ENRICH_MAX_TOKENS = 220
-SECTION_RE = re.compile(r"^\s*(title|summary|topics|key points)\s*:\s*", re.IGNORECASE | re.MULTILINE)
+ENRICH_MAX_TOKENS = 600  # above the longest output the schema allows (about 1,800 characters)
+# The output is generated under this schema (a llama.cpp grammar), so it always parses.
+ENRICHMENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 200},
+        "summary": {"type": "string", "maxLength": 500},
+        "topics": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 6},
+        "key_points": {"type": "array", "items": {"type": "string", "maxLength": 160}, "maxItems": 5},
+    },
+    "required": ["title", "summary", "topics", "key_points"],
+}
 
 
 @dataclass
@@ -28,10 +39,9 @@ class EnrichmentRequest:
 
 def enrichment_messages(*, title: str, text: str, directives: str) -> list[dict[str, str]]:
     rules = (
-        "You index documents for a company knowledge base. Read the document and answer in exactly this form:\n"
-        "Title: <a short descriptive title>\nSummary: <two or three sentences>\n"
-        "Topics: <comma-separated topics>\nKey points:\n- <point>\n- <point>\n"
-        "Only use what the document says."
+        "You index documents for a company knowledge base. Read the document and reply with a JSON object: "
+        '"title" (a short descriptive title), "summary" (two or three sentences), "topics" (a few short topics) '
+        'and "key_points" (the main facts, one short sentence each). Only use what the document says.'
     )
     if directives.strip():
         rules += f"\nAdministrator's directives: {directives.strip()}"
@@ -41,22 +51,23 @@ def enrichment_messages(*, title: str, text: str, directives: str) -> list[dict[
     ]
 
 
-def parse(output: str) -> dict[str, object]:
-    """Read the sections the model wrote; with no structure at all, the output is the summary."""
-    parts = SECTION_RE.split(output)
-    found: dict[str, str] = {}
-    for index in range(1, len(parts) - 1, 2):
-        found.setdefault(parts[index].lower(), parts[index + 1].strip())
-    summary = found.get("summary") or " ".join(output.split())[:800]
-    topics = [t.strip() for t in re.split(r"[,;\n]", found.get("topics", "")) if t.strip()][:10]
-    points = [p.strip(" -*•\t") for p in found.get("key points", "").splitlines() if p.strip(" -*•\t")][:10]
-    title = found.get("title", "").splitlines()[0][:200] if found.get("title") else ""
-    return {"title": title, "summary": summary.strip(), "topics": topics, "key_points": points}
+def clean(output: dict[str, Any]) -> dict[str, object]:
+    """The fields of the model's JSON, trimmed to what the index stores."""
+
+    def strings(values: Any, limit: int) -> list[str]:
+        return [str(v).strip() for v in (values or []) if str(v).strip()][:limit]
+
+    return {
+        "title": str(output.get("title") or "").strip().splitlines()[0][:200] if output.get("title") else "",
+        "summary": " ".join(str(output.get("summary") or "").split())[:800],
+        "topics": strings(output.get("topics"), 10),
+        "key_points": strings(output.get("key_points"), 10),
+    }
 
 
 def enrich(*, request: EnrichmentRequest, title: str, text: str, timeout_s: float = 120.0) -> dict[str, object]:
     """Run the model; returns the enrichment record (status ok or failed, never raises)."""
-    from chat.llm import ModelLoadError, get_gateway
+    from ragsite.llm import ModelLoadError, get_gateway
 
     record: dict[str, object] = {"model": request.model_name, "directives": request.directives}
     started = time.perf_counter()
@@ -64,18 +75,14 @@ def enrich(*, request: EnrichmentRequest, title: str, text: str, timeout_s: floa
         model = get_gateway([request.model_path]).model()
         if model is None:
             raise ModelLoadError(get_gateway([request.model_path]).unavailable_reason())
-        pieces = []
-        for delta in model.stream(
+        output = model.complete_json(
             enrichment_messages(title=title, text=text, directives=request.directives),
-            max_tokens=ENRICH_MAX_TOKENS, temperature=0.1, top_p=0.9,
-        ):  # fmt: skip
-            pieces.append(delta)
-            if time.perf_counter() - started > timeout_s:
-                raise TimeoutError(f"the model took longer than {timeout_s:.0f} s")
-        output = "".join(pieces).strip()
-        if not output:
-            raise ValueError("the model wrote nothing")
-        record.update(parse(output), status="ok", raw=output[:4000])
+            schema=ENRICHMENT_SCHEMA, max_tokens=ENRICH_MAX_TOKENS, timeout_s=timeout_s,
+        )  # fmt: skip
+        fields = clean(output)
+        if not fields["summary"]:
+            raise ValueError("the model wrote no summary")
+        record.update(fields, status="ok", raw=json.dumps(output, ensure_ascii=False)[:4000])
     except Exception as exc:  # enrichment is best effort: the document is indexed without it
         logger.warning("Enrichment of %s failed: %s", title, exc)
         record.update(status="failed", error=f"{type(exc).__name__}: {exc}")

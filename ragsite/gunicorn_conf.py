@@ -23,3 +23,10 @@ def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
     from knowledge.indexer import take_store_ownership
 
     take_store_ownership()
+    if os.environ.get("RAG_LLM_PRELOAD", "true").lower() not in ("0", "false", "no", "off"):
+        import threading
+
+        from chat.services import preload_chat_model
+
+        # Load the chat model and evaluate the fixed system prefix now, not during the first question.
+        threading.Thread(target=preload_chat_model, name="chat-model-preload", daemon=True).start()

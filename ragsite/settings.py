@@ -203,16 +203,20 @@ RAG_EMBEDDING_MODEL_PATH = env_str("RAG_EMBEDDING_MODEL_PATH")
 RAG_EMBEDDING_URL = env_str("RAG_EMBEDDING_URL")
 RAG_EMBEDDING_MODEL = env_str("RAG_EMBEDDING_MODEL")
 RAG_EMBEDDING_API_KEY = env_str("RAG_EMBEDDING_API_KEY")
-# Chat model: a GGUF path; empty means the packaged Gemma 3 270M, assembled under RAG_MODELS_DIR.
+# Chat model: a GGUF path; empty means the packaged chain (Qwen2.5-Coder 1.5B Instruct, then 0.5B),
+# assembled under RAG_MODELS_DIR from their PyPI part packages.
 RAG_LLM_MODEL_PATH = env_str("RAG_LLM_MODEL_PATH")
 RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
 # llama.cpp threads spin on barriers: with the cores shared, 1 thread keeps its speed, 2 collapse.
-RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=1, minimum=1)
+# 0 = auto: every core when the rest of the machine is idle at the start of a generation, else fewer.
+RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=0, minimum=0)
 RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=1, minimum=1)
 RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
-# Below this cosine similarity (and with no lexical match) an excerpt is not evidence for an answer.
-RAG_ANSWER_MIN_SIMILARITY = env_float("RAG_ANSWER_MIN_SIMILARITY", default=0.25, minimum=0.0)
+# Answers: how many of the best hits the model reads, and how many characters of them in all (each
+# excerpt cut to its sentences or lines that bear on the question; prefill is most of the first-token wait).
+RAG_ANSWER_EXCERPTS = env_int("RAG_ANSWER_EXCERPTS", default=8, minimum=1)
+RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, minimum=200)
 
 # --- Ingestion limits -----------------------------------------------------------------------
 # Added to the fused RRF score of admin-marked critical chunks. A rank-1 hit in one leg earns 1/61 ≈ 0.016

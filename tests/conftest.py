@@ -42,10 +42,15 @@ def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def fresh_chat_models(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """Chat model chains are per process; tests that change the configured paths get fresh gateways."""
-    from chat.llm import reset_gateways
+    """The real packaged Qwen2.5-Coder 0.5B Instruct answers in tests (the 1.5B default is too slow for CI).
 
-    settings.RAG_MODELS_DIR = tmp_path_factory.getbasetemp() / "models"  # assembled once per test session
+    Models are assembled once per test session; chains are per process, so each test gets fresh gateways."""
+    from ragsite.llm import reset_gateways
+    from ragsite.packaged_models import QWEN_0_5B, assemble_gguf
+
+    settings.RAG_MODELS_DIR = tmp_path_factory.getbasetemp() / "models"
+    settings.RAG_LLM_MODEL_PATH = str(assemble_gguf(QWEN_0_5B))
+    settings.RAG_LLM_THREADS = 2  # the suite runs one test at a time
     reset_gateways()
     yield
     reset_gateways()

@@ -2,10 +2,18 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from ragsite.packaged_models import packaged_embedder_files, packaged_llm_path, prepare_packaged_models
+from knowledge.retrieval import retrieve
+from ragsite.packaged_models import (
+    PACKAGED_CHAT_CHAIN,
+    PackagedModelError,
+    assemble_gguf,
+    packaged_embedder_files,
+    prepare_packaged_models,
+)
 from tenants.models import Membership
 
 
@@ -18,14 +26,32 @@ def test_setup_demo_creates_a_tenant_and_an_admin_once_and_prints_working_creden
     password = first.getvalue().split("password: ")[1].split()[0]
     user = get_user_model().objects.get(username="admin")
     assert user.check_password(password) and user.is_superuser
-    assert Membership.objects.get(user=user).tenant.slug == "demo"
+    demo = Membership.objects.get(user=user).tenant
+    assert demo.slug == "demo"
     assert oct((tmp_path / "admin-credentials.txt").stat().st_mode)[-3:] == "600"
+    # A new user can ask right away: ragsite's own docs/ are in the demo tenant, indexed.
+    assert "documents of ragsite's docs/ in source src:demo:folder:ragsite-docs" in first.getvalue()
+    hits = retrieve(tenant=demo, query="Which variable switches the database to PostgreSQL?", top_k=3)
+    assert hits and hits[0].chunk.document.display_key == "configuration.md"
 
 
 def test_the_packaged_models_are_ready_without_any_download(settings, tmp_path):
     settings.RAG_MODELS_DIR = tmp_path
     files = prepare_packaged_models()
-    assert packaged_llm_path(assemble=False).read_bytes()[:4] == b"GGUF"
+    for model in PACKAGED_CHAT_CHAIN:  # assembled from the part packages, verified (size + sha256)
+        assert model.target().stat().st_size == model.size and model.target().read_bytes()[:4] == b"GGUF"
+    assert [f.name for f in files][:2] == [f"chat: {m.label} GGUF" for m in PACKAGED_CHAT_CHAIN]
     model, tokenizer = packaged_embedder_files()
     assert model.suffix == ".onnx" and tokenizer.name == "tokenizer.json"
     assert all(f.size > 100_000 for f in files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(m.filename for m in PACKAGED_CHAT_CHAIN)  # no temp
+
+
+def test_an_assembly_that_does_not_match_its_pin_leaves_nothing_under_the_final_name(tmp_path):
+    from dataclasses import replace
+
+    small = PACKAGED_CHAT_CHAIN[1]
+    wrong = replace(small, sha256="0" * 64)
+    with pytest.raises(PackagedModelError, match="expected 491400064 bytes with sha256 0000"):
+        assemble_gguf(wrong, tmp_path / "model.gguf")
+    assert list(tmp_path.iterdir()) == []  # neither the final name nor a temp file

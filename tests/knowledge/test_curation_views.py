@@ -161,7 +161,8 @@ def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_clie
     response = admin_client.post(
         "/t/acme/upload/",
         {"files": [SimpleUploadedFile("widget.md", sheet)], "ingest_mode": "enriched",
-         "enrich_model": "gemma-3-270m enrichment (packaged)", "directives": "extract price and warranty"},
+         "enrich_model": "qwen2.5-coder-0.5b-instruct enrichment (packaged)",
+         "directives": "extract price and warranty"},
     )  # fmt: skip
     assert response.status_code == 302
     document = Document.objects.get(document_key="widget.md")
@@ -173,6 +174,7 @@ def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_clie
     )
     summary_chunk = document.chunks.get(mode="summary")
     assert summary_chunk.chunk_id.endswith(":summary:0") and "Summary:" in summary_chunk.text
+    assert "49" in enrichment["summary"] + " ".join(enrichment["key_points"])  # the instruct model read the sheet
     page = admin_client.get(f"/t/acme/documents/{document.public_id}/").content.decode()
     assert "extract price and warranty" in page and 'id="enrichment-summary"' in page
 
@@ -201,9 +203,11 @@ def test_the_model_catalog_registers_packaged_models_and_checks_loading(db, tmp_
     from knowledge.models import ModelEntry
 
     choices = catalog_choices(ModelEntry.Kind.ENRICHMENT)
-    assert [c.name for c in choices] == ["gemma-3-270m enrichment (packaged)"]
-    checked = catalog_check(choices[0])
-    assert checked.loads and checked.context_length == 32768 and checked.size_bytes > 200_000_000
+    assert [c.name for c in choices] == [
+        "qwen2.5-coder-0.5b-instruct enrichment (packaged)", "qwen2.5-coder-1.5b-instruct enrichment (packaged)",
+    ]  # fmt: skip
+    checked = catalog_check(choices[0])  # the 0.5B is assembled for the suite
+    assert checked.loads and checked.context_length == 32768 and checked.size_bytes == 491_400_064
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"GGUF" + b"\0" * 100)
     entry = catalog_check(ModelEntry.objects.create(name="broken", kind=ModelEntry.Kind.CHAT, path=str(broken)))
