@@ -13,6 +13,7 @@ def setup() -> Path:
     sys.path.insert(0, str(root))
     data = Path(tempfile.mkdtemp(prefix="ragsite-bench-"))
     os.environ["RAG_DATA_DIR"] = str(data)
+    os.environ.setdefault("RAG_MODELS_DIR", str(root / "var" / "models"))  # assembled once, kept between runs
     os.environ.setdefault("RAG_DEBUG", "true")
     os.environ["DJANGO_SETTINGS_MODULE"] = "ragsite.settings"
     import django

@@ -9,12 +9,33 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
 from knowledge.api import HitSerializer, ScopeSerializer, _filters, _run_retrieval
 from tenants.access import TenantApiView
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets content negotiation accept `Accept: text/event-stream`; the stream itself bypasses renderers.
+
+    Errors raised before the stream starts (400, 404, 409, 503) are rendered as JSON text."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return json.dumps(data, ensure_ascii=False).encode() if data is not None else b""
+
+
+def sources_payload(sources: services.Sources) -> dict[str, Any]:
+    return {
+        "hits": HitSerializer(sources.hits, many=True).data,
+        "excerpts": [services.citation_of(n, hit) for n, hit in enumerate(sources.excerpts, 1)],
+    }
 
 
 def answer_payload(result: services.Answer) -> dict[str, Any]:
@@ -25,9 +46,11 @@ def answer_payload(result: services.Answer) -> dict[str, Any]:
         "status": result.status,
         "reason": result.reason,
         "citations": result.citations,
+        "claims": result.claims,
         "hits": HitSerializer(result.hits, many=True).data,
         "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
         "total_ms": round(result.total_ms, 1),
+        "timings": result.timings,
     }
 
 
@@ -43,6 +66,9 @@ def sse_response(events: Iterator[str]) -> StreamingHttpResponse:
 
 
 def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """sources (as soon as retrieval is done) → token… → done; `error` in-band if it fails midway.
+
+    When the client disconnects, the server closes this generator; closing `stream` stops generation."""
     try:
         for item in stream:
             if isinstance(item, services.Answer):
@@ -50,13 +76,23 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type
                 if on_done is not None:
                     payload.update(on_done(item) or {})
                 yield sse("done", payload)
+            elif isinstance(item, services.Sources):
+                yield sse("sources", sources_payload(item))
             else:
                 yield sse("token", {"delta": item})
     except Exception as exc:  # the stream has started: report in-band, the status line is already sent
         yield sse("error", {"detail": f"{type(exc).__name__}: {exc}"})
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
 
 
 class AnswerApi(TenantApiView):
+    """A grounded answer: JSON, or Server-Sent Events with `"stream": true` or `Accept: text/event-stream`."""
+
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
     @extend_schema_serializer(component_name="AnswerInput")
     class InputSerializer(serializers.Serializer):
         question = serializers.CharField(max_length=2000)
@@ -75,9 +111,9 @@ class AnswerApi(TenantApiView):
             raise serializers.ValidationError({"assistant": ["No assistant with that name."]})
         filters = _filters(data["scope"]) if "scope" in data else None
         options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
-        if data["stream"]:
+        if data["stream"] or request.accepted_renderer.format == "sse":
             stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
-            first = _run_retrieval(next, stream)  # retrieval errors become 409/503 before streaming starts
+            first = _run_retrieval(next, stream)  # the Sources: retrieval errors become 409/503 before streaming
 
             def events() -> Iterator[str]:
                 yield from stream_events(_chain(first, stream))

@@ -66,6 +66,7 @@ class ChatMessage(TenantOwned):
     generated = models.BooleanField(default=True)
     status = models.CharField(max_length=20, blank=True)
     citations = models.JSONField(default=list, blank=True)
+    claims = models.JSONField(default=list, blank=True, help_text="The answer's sentences, each verified.")
     ttft_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

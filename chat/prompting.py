@@ -2,6 +2,8 @@
 
 A pure function: it knows nothing of embeddings or models. Excerpts are numbered [1]…[n] and
 labelled with where they come from; the rules come first; exactly one user turn, the question last.
+The system turn is the same for every question of an assistant, so the model's KV state for it is
+computed once and reused (see ragsite/llm.py); everything that varies comes after it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Protocol
 NO_MATCH = "No matching chunks were found."
 SYSTEM_RULES = (
     "Only use facts that appear in the excerpts. If the answer is not in them, say so plainly.\n"
-    "Cite the excerpts you use with their numbers in square brackets, like [1] or [2][3].\n"
-    "Do not invent sources, numbers, names or steps.\n"
-    "Answer in the language of the question, briefly."
+    "You answer questions from numbered excerpts of a company's documents.\n"
+    "Give the answer directly, with the names, values and steps the excerpts state.\n"
+    "You may cite an excerpt by its number in brackets, like [1].\n"
+    "Do not invent sources, numbers, names, settings or steps.\n"
+    "Answer in the language of the question, in at most three short sentences."
 )
 
 

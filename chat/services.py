@@ -1,9 +1,8 @@
-"""answer = retrieve → build_grounded_history → chat model → citations. Each step is its own function."""
+"""answer = retrieve → focus excerpts → grounded prompt → chat model → verified citations. One function a step."""
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -11,22 +10,34 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.llm import LLMGateway, configured_paths, get_gateway
+from chat.focus import FocusedExcerpt, focus_excerpts
 from chat.models import Assistant, ChatMessage, ChatSession
-from chat.prompting import GroundedPrompt, build_grounded_history
+from chat.prompting import GroundedPrompt, PromptExcerpt, build_grounded_history
+from chat.verify import (
+    NOTHING_RETRIEVED,
+    REFUSALS,
+    EvidenceText,
+    Verifier,
+    language_of,
+    missing_identifiers,
+    render,
+    says_not_found,
+)
+from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from ragsite.llm import LLMGateway, configured_paths, get_gateway
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-MARKER_RE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 EXTRACTIVE_EXCERPT_CHARS = 400
+MAX_REPAIR_SEARCHES = 2
 
 
 @dataclass
 class AnswerSettings:
     top_k: int = 6
-    temperature: float = 0.2
+    temperature: float = 0.0  # greedy unless an assistant says otherwise: grounded answers, reproducible
     top_p: float = 0.9
     max_tokens: int = 384
     persona: str = ""
@@ -48,110 +59,178 @@ class AnswerSettings:
 
 
 @dataclass
+class Sources:
+    """What retrieval found and which excerpts go to the model: sent before the first token."""
+
+    hits: list[RetrievedChunk]
+    excerpts: list[RetrievedChunk]  # what the model reads, [n] = excerpts[n - 1]
+    focused: list[FocusedExcerpt] = field(default_factory=list)  # the part of each excerpt it reads
+    missing: list[str] = field(default_factory=list)  # identifiers the question names that no excerpt contains
+
+
+@dataclass
 class Answer:
     answer: str
     generated: bool
     model: str
-    status: str  # answered | no_evidence | extractive
+    status: str  # answered | partial | not_found | no_evidence | extractive
     citations: list[dict[str, Any]]
     hits: list[RetrievedChunk]
     reason: str = ""
     ttft_ms: float | None = None
     total_ms: float = 0.0
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # where the time to first token went
 
 
-def evidence(hits: list[RetrievedChunk]) -> list[RetrievedChunk]:
-    """Hits that can support an answer: semantically close, or matched literally near the top."""
-    minimum = settings.RAG_ANSWER_MIN_SIMILARITY
-    return [
-        hit
-        for hit in hits
-        if (hit.similarity is not None and hit.similarity >= minimum)
-        or (hit.lexical_rank is not None and hit.lexical_rank <= 3)
-    ]
+def citation_of(n: int, hit: RetrievedChunk) -> dict[str, Any]:
+    chunk = hit.chunk
+    return {
+        "n": n,
+        "chunk_id": chunk.chunk_id,
+        "document_id": chunk.document.document_id,
+        "document_key": chunk.document.display_key,
+        "title": chunk.document.title,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "page": chunk.page,
+        "label": hit.label,
+    }
 
 
-def cite(answer: str, excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
-    """Keep the [n] markers that point at an excerpt (removing the others) and map them to chunks."""
-    used: list[int] = []
-
-    def replace(match: re.Match) -> str:
-        numbers = [int(n) for n in re.findall(r"\d+", match.group(1))]
-        valid = [n for n in numbers if 1 <= n <= len(excerpts)]
-        for n in valid:
-            if n not in used:
-                used.append(n)
-        return "".join(f"[{n}]" for n in valid)
-
-    cleaned = re.sub(r"[ \t]+([.,;:])", r"\1", MARKER_RE.sub(replace, answer)).strip()
-    citations = []
-    for n in sorted(used):
-        chunk = excerpts[n - 1].chunk
-        citations.append(
-            {
-                "n": n,
-                "chunk_id": chunk.chunk_id,
-                "document_id": chunk.document.document_id,
-                "document_key": chunk.document.display_key,
-                "title": chunk.document.title,
-                "line_start": chunk.line_start,
-                "line_end": chunk.line_end,
-                "page": chunk.page,
-            }  # fmt: skip
-        )
-    return cleaned, citations
-
-
-def extractive_answer(excerpts: list[RetrievedChunk], reason: str) -> tuple[str, list[dict[str, Any]]]:
-    if not excerpts:
-        return "The knowledge base has nothing on this question.", []
+def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
     lines = ["No language model is available, so here are the most relevant excerpts:"]
     for n, hit in enumerate(excerpts[:3], 1):
         text = " ".join(hit.chunk.text.split())
         if len(text) > EXTRACTIVE_EXCERPT_CHARS:
             text = text[: EXTRACTIVE_EXCERPT_CHARS - 1].rsplit(" ", 1)[0] + "…"
         lines.append(f"[{n}] {text}")
-    return cite("\n\n".join(lines), excerpts)
+    return "\n\n".join(lines), [citation_of(n, hit) for n, hit in enumerate(excerpts[:3], 1)]
 
 
-def prepare(
-    *, tenant: Tenant, question: str, options: AnswerSettings
-) -> tuple[list[RetrievedChunk], list[RetrievedChunk]]:
+def _embed(texts: list[str]):  # type: ignore[no-untyped-def]
+    return get_embedder().embed(texts)
+
+
+def prepare(*, tenant: Tenant, question: str, options: AnswerSettings) -> Sources:
+    """Retrieve; then, for an identifier the question names that no hit contains, search for it alone.
+
+    Weak hits stay in: whether they answer is for the model and the verifier to say, not a similarity
+    threshold. A named identifier (a setting, option, qualified name) that no hit contains even after its
+    own search is recorded in `missing`: the knowledge base does not document it."""
     hits = retrieve(tenant=tenant, query=question, top_k=options.top_k, filters=options.filters)
-    return hits, evidence(hits)
+    candidates = hits[: settings.RAG_ANSWER_EXCERPTS]
+    missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
+    for name in missing[:MAX_REPAIR_SEARCHES]:
+        known = {hit.chunk.chunk_id for hit in candidates}
+        found = retrieve(tenant=tenant, query=name, top_k=3, filters=options.filters)
+        new = [hit for hit in found if hit.chunk.chunk_id not in known]
+        candidates += [hit for hit in new if not missing_identifiers(name, [hit.chunk.text])]
+    missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
+    focused = focus_excerpts(
+        question, [(hit.chunk.text, hit.chunk.mode == "code") for hit in candidates],
+        budget_chars=settings.RAG_ANSWER_CONTEXT_CHARS, embed=_embed,
+    )  # fmt: skip
+    return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing)
 
 
-def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[str | Answer]:
-    """Yield token deltas as they come, then the final Answer."""
+def focused_prompt(
+    question: str, sources: Sources, options: AnswerSettings, count_tokens=None, max_prompt_tokens: int | None = None
+) -> tuple[GroundedPrompt, list[EvidenceText]]:  # type: ignore[no-untyped-def]
+    """The grounded prompt of the focused excerpts, and what each claim may be checked against."""
+    pairs = list(zip(sources.focused, sources.excerpts, strict=True))
+    excerpts = [PromptExcerpt(text=f.text, label=hit.label) for f, hit in pairs]
+    kwargs = {"count_tokens": count_tokens} if count_tokens else {}
+    prompt = build_grounded_history(question, excerpts, persona=options.persona,
+                                    max_prompt_tokens=max_prompt_tokens, **kwargs)  # fmt: skip
+    evidence = [EvidenceText(hit.chunk.text, f.units) for f, hit in pairs]
+    return prompt, evidence[: len(prompt.excerpts)]
+
+
+def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
+    listed = ", ".join(f"`{name}`" for name in names)
+    if language_of(question) == "es":
+        return f"Los documentos disponibles no mencionan {listed}, así que no contienen la respuesta a esta pregunta."
+    return f"The documents available to me do not mention {listed}, so they do not contain the answer to this question."
+
+
+def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText]) -> tuple[str, str, list, list]:
+    """(status, answer text, citations, claims) for a generated draft."""
+    language = language_of(question)
+    if says_not_found(draft):
+        return "not_found", REFUSALS[language], [], []
+    claims = Verifier(evidence, question=question, embed=_embed).check(draft)
+    checked = [c for c in claims if c.supported is not None]
+    if not checked or not any(c.supported for c in checked):
+        # Nothing the model said is in the excerpts: an honest refusal, not an invented answer.
+        return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims]
+    used = sorted({n for c in claims for n in c.citations})
+    citations = [citation_of(n, sources.excerpts[n - 1]) for n in used]
+    status = "partial" if any(c.supported is False for c in claims) else "answered"
+    return status, render(claims), citations, [c.as_dict() for c in claims]
+
+
+def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
+    """Yield the Sources as soon as retrieval is done, then token deltas as they come, then the final Answer."""
     started = time.perf_counter()
-    hits, excerpts = prepare(tenant=tenant, question=question, options=options)
+    elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
+    sources = prepare(tenant=tenant, question=question, options=options)
+    timings = {"retrieve_ms": elapsed()}
+    yield sources
+    if not sources.excerpts:
+        text = NOTHING_RETRIEVED[language_of(question)]
+        yield text
+        yield Answer(text, False, "", "no_evidence", [], sources.hits, "Retrieval found nothing.", None, elapsed())
+        return
+    if sources.missing:
+        text = unknown_identifiers_refusal(question, sources.missing)
+        yield text
+        yield Answer(text, False, "", "not_found", [], sources.hits,
+                     f"No document mentions {', '.join(sources.missing)}.", None, elapsed())  # fmt: skip
+        return
     gateway: LLMGateway = get_gateway(options.model_paths)
     model = gateway.model()
+    timings["model_ready_ms"] = elapsed()
     if model is None:
-        reason = gateway.unavailable_reason()
-        text, citations = extractive_answer(excerpts, reason)
+        text, citations = extractive_answer(sources.excerpts)
         yield text
-        yield Answer(text, False, "", "extractive" if excerpts else "no_evidence", citations, hits, reason,
-                     None, (time.perf_counter() - started) * 1000)  # fmt: skip
+        yield Answer(text, False, "", "extractive", citations, sources.hits, gateway.unavailable_reason(),
+                     None, elapsed())  # fmt: skip
         return
     budget = model.n_ctx - options.max_tokens - 64
-    prompt: GroundedPrompt = build_grounded_history(
-        question, excerpts, persona=options.persona, max_prompt_tokens=budget, count_tokens=model.count_tokens
-    )
+    prompt, evidence = focused_prompt(question, sources, options, model.count_tokens, budget)
+    timings["prompt_ms"] = elapsed()
+    timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
+    model.warm(prompt.messages[0]["content"])  # once per model and system prefix
+    timings["warm_ms"] = elapsed()
     pieces: list[str] = []
     ttft: float | None = None
-    for delta in model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
-                              top_p=options.top_p):  # fmt: skip
-        if ttft is None:
-            ttft = (time.perf_counter() - started) * 1000
-            logger.info("answer: first token after %.0f ms (model %s)", ttft, model.name)
-        pieces.append(delta)
-        yield delta
-    text, citations = cite("".join(pieces), prompt.excerpts)
-    status = "answered" if prompt.excerpts else "no_evidence"
-    if not prompt.excerpts:
-        citations = []
-    yield Answer(text, True, model.name, status, citations, hits, "", ttft, (time.perf_counter() - started) * 1000)
+    tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
+                          top_p=options.top_p)  # fmt: skip
+    try:
+        for delta in tokens:
+            if ttft is None:
+                ttft = elapsed()
+                logger.info("answer: first token after %.0f ms (model %s, %d prompt tokens, %d threads)", ttft,
+                            model.name, timings["prompt_tokens"], model.threads_now)  # fmt: skip
+            pieces.append(delta)
+            yield delta
+    finally:
+        tokens.close()  # the client went away: stop generating now
+    status, text, citations, claims = verified(question, "".join(pieces), sources, evidence)
+    timings["threads"] = model.threads_now
+    yield Answer(text, True, model.name, status, citations, sources.hits, gateway.fallback_note(), ttft, elapsed(),
+                 claims, {k: round(v, 1) for k, v in timings.items()})  # fmt: skip
+
+
+def preload_chat_model() -> None:
+    """Load the default chain's model and compute the KV state of the default system turn (best effort)."""
+    try:
+        model = get_gateway().model()
+        if model is not None:
+            model.warm(build_grounded_history("", []).messages[0]["content"])
+    except Exception:  # a failed preload only means the first question pays the load
+        logger.exception("Preloading the chat model failed")
 
 
 def answer_question(*, tenant: Tenant, question: str, options: AnswerSettings) -> Answer:
@@ -177,6 +256,7 @@ def session_record(*, tenant: Tenant, session: ChatSession, question: str, resul
     session.save()
     return ChatMessage.objects.create(
         tenant=tenant, session=session, role=ChatMessage.Role.ASSISTANT, text=result.answer, model=result.model,
-        generated=result.generated, status=result.status, citations=result.citations, ttft_ms=result.ttft_ms,
+        generated=result.generated, status=result.status, citations=result.citations, claims=result.claims,
+        ttft_ms=result.ttft_ms,
         total_ms=result.total_ms,
     )  # fmt: skip

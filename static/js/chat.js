@@ -26,38 +26,77 @@
     return "";
   }
 
+  function excerptCard(item, n, text, label) {
+    const details = document.createElement("details");
+    details.className = "citation";
+    details.open = true;
+    details.dataset.n = String(n);
+    const summary = document.createElement("summary");
+    summary.textContent = "[" + n + "] " + (item.title || item.document_key) + (label ? " · " + label : "");
+    const meta = document.createElement("p");
+    meta.className = "muted";
+    meta.textContent = [item.document_key, where(item)].filter(Boolean).join(" · ");
+    const excerpt = document.createElement("blockquote");
+    excerpt.textContent = text || "";
+    details.append(summary, meta, excerpt);
+    return details;
+  }
+
+  // As soon as retrieval is done: the excerpts the model is reading, numbered as it will cite them.
+  function showSources(payload) {
+    citations.replaceChildren();
+    const byChunk = Object.fromEntries(payload.hits.map((hit) => [hit.chunk_id, hit]));
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.id = "sources-status";
+    p.textContent = payload.excerpts.length ? "Reading these excerpts…" : "Nothing in the knowledge base matched this question.";
+    citations.appendChild(p);
+    for (const excerpt of payload.excerpts) {
+      citations.appendChild(excerptCard(excerpt, excerpt.n, (byChunk[excerpt.chunk_id] || {}).text, "retrieved"));
+    }
+  }
+
   function showCitations(done) {
     citations.replaceChildren();
     const byChunk = Object.fromEntries(done.hits.map((hit) => [hit.chunk_id, hit]));
-    let shown = done.citations;
-    if (!shown.length) {
-      const p = document.createElement("p");
-      p.className = "muted";
-      if (done.status === "no_evidence" || !done.hits.length) {
-        p.textContent = "Nothing in the knowledge base matched this question.";
-        citations.appendChild(p);
-        return;
-      }
-      // The model cited nothing: show what retrieval found, labelled as such, so staff can check.
-      p.textContent = "The answer cites no excerpt. Retrieved, not cited:";
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.id = "sources-status";
+    if (!done.citations.length) {
+      p.textContent = {
+        no_evidence: "Nothing in the knowledge base matched this question.",
+        not_found: "The retrieved excerpts do not contain the answer, so nothing is cited.",
+      }[done.status] || "The answer cites no excerpt.";
       citations.appendChild(p);
-      shown = done.hits.slice(0, 3).map((hit, i) => ({ ...hit, n: "·" }));
+      return;
     }
-    for (const citation of shown) {
-      const hit = byChunk[citation.chunk_id] || {};
-      const details = document.createElement("details");
-      details.className = "citation";
-      details.open = true;
-      const summary = document.createElement("summary");
-      summary.textContent = "[" + citation.n + "] " + (citation.title || citation.document_key);
-      const meta = document.createElement("p");
-      meta.className = "muted";
-      meta.textContent = [citation.document_key, where(citation)].filter(Boolean).join(" · ");
-      const excerpt = document.createElement("blockquote");
-      excerpt.textContent = hit.text || "";
-      details.append(summary, meta, excerpt);
-      citations.appendChild(details);
+    p.textContent = done.status === "partial" ? "Cited excerpts (some sentences are not supported by them):" : "Cited excerpts:";
+    citations.appendChild(p);
+    for (const citation of done.citations) {
+      citations.appendChild(excerptCard(citation, citation.n, (byChunk[citation.chunk_id] || {}).text, "cited"));
     }
+  }
+
+  // The verified answer: one span a sentence; sentences no excerpt supports are marked as such.
+  function showClaims(text, done) {
+    if (!done.claims || !done.claims.length) {
+      text.textContent = done.answer;
+      return;
+    }
+    text.replaceChildren();
+    done.claims.forEach((claim, i) => {
+      const span = document.createElement("span");
+      span.className = "claim" + (claim.supported === false ? " unsupported" : "");
+      if (claim.supported === false) span.title = "No retrieved excerpt supports this sentence.";
+      const markers = claim.citations.map((n) => "[" + n + "]").join("");
+      span.textContent = claim.text + (markers ? " " + markers : "");
+      if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
+      text.appendChild(span);
+    });
+  }
+
+  function isRefusal(payload) {
+    return ["not_found", "no_evidence", "extractive"].includes(payload.status);
   }
 
   async function ask(event) {
@@ -87,14 +126,20 @@
           buffer = buffer.slice(cut + 2);
           const name = (raw.match(/^event: (.*)$/m) || [])[1];
           const payload = JSON.parse((raw.match(/^data: (.*)$/m) || [])[1] || "{}");
-          if (name === "token") {
+          if (name === "sources") {
+            showSources(payload);
+          } else if (name === "token") {
             text.textContent += payload.delta;
             answer.dataset.tokens = String(Number(answer.dataset.tokens || 0) + 1);
           } else if (name === "done") {
-            text.textContent = payload.answer;
+            if (isRefusal(payload)) text.textContent = payload.answer;
+            else showClaims(text, payload);
+            answer.dataset.status = payload.status;
             const meta = document.createElement("footer");
             meta.className = "meta";
-            meta.textContent = (payload.model || "extractive") + (payload.ttft_ms ? " · first token " + Math.round(payload.ttft_ms) + " ms" : "");
+            meta.textContent = (payload.model || "extractive") + " · " + payload.status.replace("_", " ") +
+              (payload.ttft_ms ? " · first token " + Math.round(payload.ttft_ms) + " ms" : "") +
+              (payload.reason ? " · " + payload.reason : "");
             answer.appendChild(meta);
             showCitations(payload);
             form.querySelector("input[name=session]").value = payload.session;

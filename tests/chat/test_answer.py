@@ -1,18 +1,17 @@
-"""Answers with the real packaged GGUF (Gemma 3 270M base): streaming, grounding, fallbacks, extractive mode."""
+"""Answers with the real packaged Qwen2.5-Coder 0.5B Instruct: streaming, verified citations, refusals, fallbacks."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
-from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
 
 from chat import services
-from chat.llm import get_gateway
 from chat.models import Assistant
+from ragsite.llm import get_gateway
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 
@@ -45,62 +44,93 @@ def _events(response) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
     return events
 
 
-def test_a_streamed_answer_arrives_in_several_events_and_ends_with_citations(handbook, key_a):
+def _client(key: str) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key_a}")
-    response = client.post(
-        "/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?", "stream": True}, format="json"
-    )
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")
+    return client
+
+
+def test_a_streamed_answer_sends_sources_then_tokens_then_a_verified_answer(handbook, key_a):
+    response = _client(key_a).post(
+        "/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?", "stream": True}, format="json",
+        HTTP_ACCEPT="text/event-stream",
+    )  # fmt: skip
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
     events = _events(response)
-    tokens = [data["delta"] for name, data in events if name == "token"]
-    assert len(tokens) >= 3
-    name, final = events[-1]
-    assert name == "done" and [n for n, _ in events].count("done") == 1
-    assert final["generated"] is True and final["model"] == "gemma-3-270m-q4_k_m.gguf"
+    names = [name for name, _ in events]
+    assert names[0] == "sources" and names[-1] == "done" and names.count("done") == 1
+    assert names.count("token") >= 3 and "error" not in names
+    sources = events[0][1]
+    assert sources["hits"][0]["document_key"] == "warranty.md"
+    assert sources["excerpts"][0]["n"] == 1 and sources["excerpts"][0]["document_key"] == "warranty.md"
+    final = events[-1][1]
+    assert final["generated"] is True and final["model"] == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
     assert final["status"] == "answered" and final["ttft_ms"] > 0
-    assert final["hits"][0]["document_key"] == "warranty.md"
-    assert isinstance(final["citations"], list)
-    # Every citation left in the answer points at an excerpt that was in the prompt.
-    for citation in final["citations"]:
-        assert f"[{citation['n']}]" in final["answer"] and citation["n"] <= len(final["hits"])
-    # The final answer is the streamed text, less any [n] marker that pointed at no excerpt.
-    strip = lambda text: " ".join(re.sub(r"\[[\d, ]+\]", "", text).replace(" .", ".").split())  # noqa: E731
-    assert strip(final["answer"]) == strip("".join(tokens))
+    assert re.search(r"\b(two|2)[ -]years?\b", final["answer"].lower())
+    # The citation is verified: it names the warranty document and its marker stands in the answer.
+    assert [c["document_key"] for c in final["citations"]] == ["warranty.md"]
+    assert f"[{final['citations'][0]['n']}]" in final["answer"]
+    assert final["claims"] and all(claim["supported"] is not False for claim in final["claims"])
+    assert final["timings"]["prompt_tokens"] > 0
 
 
-def test_the_json_answer_has_the_documented_shape(handbook, key_a):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key_a}")
-    response = client.post("/api/v1/tenants/acme/answer/", {"question": "Can I return a product?"}, format="json")
-    assert response.status_code == 200
-    body = response.json()
-    assert set(body) >= {"answer", "generated", "model", "citations", "hits"}
-    assert body["answer"].strip() and body["hits"][0]["document_key"] == "returns.md"
+def test_accept_event_stream_alone_streams_and_accept_json_answers_json(handbook, key_a):
+    client = _client(key_a)
+    streamed = client.post("/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?"},
+                           format="json", HTTP_ACCEPT="text/event-stream")  # fmt: skip
+    assert streamed.status_code == 200 and streamed["Content-Type"] == "text/event-stream"
+    assert [name for name, _ in _events(streamed)][-1] == "done"
+    plain = client.post("/api/v1/tenants/acme/answer/", {"question": "Within how many days are returns accepted?"},
+                        format="json", HTTP_ACCEPT="application/json")  # fmt: skip
+    assert plain.status_code == 200 and plain["Content-Type"] == "application/json"
+    body = plain.json()
+    assert set(body) >= {"answer", "generated", "model", "status", "citations", "claims", "hits", "timings"}
+    assert body["hits"][0]["document_key"] == "returns.md"
+    assert body["citations"] and body["citations"][0]["document_key"] == "returns.md"
+    bad = client.post("/api/v1/tenants/acme/answer/", {"question": ""}, format="json",
+                      HTTP_ACCEPT="text/event-stream")  # fmt: skip
+    assert bad.status_code == 400
 
 
-def test_a_question_the_corpus_cannot_answer_cites_nothing_and_is_flagged(handbook, tenant_a):
+def test_a_question_the_documents_do_not_answer_is_refused_without_citations(handbook, tenant_a):
     result = services.answer_question(
-        tenant=tenant_a, question="What is the capital of Mongolia?", options=services.AnswerSettings()
-    )
-    assert result.status == "no_evidence" and result.citations == []
-    assert result.generated is True  # the prompt still went to the model, with "No matching chunks were found."
+        tenant=tenant_a, question="What is the phone number of the support hotline in Mongolia?",
+        options=services.AnswerSettings(temperature=0.0),
+    )  # fmt: skip
+    assert result.hits  # retrieval found something (two small documents always match a little)
+    assert result.status == "not_found" and result.citations == []
+    assert result.answer == "The documents available to me do not contain the answer to this question."
 
 
-def test_the_fallback_chain_survives_a_corrupt_gguf(handbook, tenant_a, settings, tmp_path, caplog):
-    from ragsite.packaged_models import packaged_llm_path
-
-    corrupt = tmp_path / "broken.gguf"
-    corrupt.write_bytes(packaged_llm_path().read_bytes()[:1_000_000])  # a truncated, unloadable model
-    settings.RAG_LLM_MODEL_PATH = str(corrupt)
-    settings.RAG_LLM_FALLBACK_PATHS = [str(tmp_path / "missing.gguf"), str(packaged_llm_path())]
+def test_a_spanish_question_is_refused_in_spanish(handbook, tenant_a):
     result = services.answer_question(
-        tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings()
+        tenant=tenant_a, question="¿Cuál es el número de teléfono de la oficina de Mongolia?",
+        options=services.AnswerSettings(temperature=0.0),
+    )  # fmt: skip
+    assert result.status == "not_found" and result.citations == []
+    assert result.answer.startswith("Los documentos disponibles no contienen")
+
+
+def test_an_empty_knowledge_base_answers_no_evidence_without_calling_the_model(tenant_a):
+    result = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+                                      options=services.AnswerSettings())  # fmt: skip
+    assert result.status == "no_evidence" and result.citations == [] and result.generated is False
+    assert "does not contain anything" in result.answer
+
+
+def test_a_truncated_default_model_falls_back_to_the_small_one_and_says_so(handbook, tenant_a, settings, tmp_path):
+    from ragsite.packaged_models import QWEN_0_5B, QWEN_1_5B, part_paths
+
+    truncated = tmp_path / QWEN_1_5B.filename
+    truncated.write_bytes(part_paths(QWEN_1_5B)[0].read_bytes()[:8_000_000])  # the first 8 MB of the real 1.5B
+    settings.RAG_LLM_MODEL_PATH = str(truncated)
+    settings.RAG_LLM_FALLBACK_PATHS = [str(tmp_path / "missing.gguf"), str(QWEN_0_5B.target())]
+    result = services.answer_question(
+        tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings(temperature=0.0)
     )
-    assert result.generated and result.model == "gemma-3-270m-q4_k_m.gguf"
-    failures = get_gateway().failures
-    assert "broken.gguf" in failures[0] and "missing.gguf: no such file" in failures[1]
-    assert "failed to load" in caplog.text
+    assert result.generated and result.model == QWEN_0_5B.filename and result.status == "answered"
+    assert result.reason.startswith(f"Fell back to {QWEN_0_5B.filename}: ")
+    assert QWEN_1_5B.filename in result.reason and "missing.gguf: no such file" in result.reason
 
 
 def test_with_no_loadable_model_the_answer_is_extractive(handbook, tenant_a, settings, tmp_path):
@@ -113,6 +143,19 @@ def test_with_no_loadable_model_the_answer_is_extractive(handbook, tenant_a, set
     assert "no such file" in result.reason
     assert result.citations[0]["document_key"] == "warranty.md" and "[1]" in result.answer
     assert "two year warranty" in result.answer
+
+
+def test_closing_the_stream_stops_generation_and_frees_the_model(handbook, tenant_a):
+    from ragsite.llm import get_gateway
+
+    stream = services.stream_answer(tenant=tenant_a, question="How long is the warranty?",
+                                    options=services.AnswerSettings(max_tokens=200))  # fmt: skip
+    assert isinstance(next(stream), services.Sources)
+    assert isinstance(next(stream), str)  # the first token
+    stream.close()  # what the server does when the client disconnects
+    model = get_gateway().model()
+    assert model.lock.acquire(timeout=1)  # generation stopped and released the model at once
+    model.lock.release()
 
 
 def test_concurrent_generations_queue_on_one_model_instead_of_crashing():
@@ -134,7 +177,9 @@ def test_concurrent_generations_queue_on_one_model_instead_of_crashing():
     for thread in threads:
         thread.join()
     assert errors == [] and len(outputs) == 3
-    assert len(set(outputs)) == 1  # greedy decoding, serialised: three identical, uncorrupted answers
+    # Serialised, each one whole: three greedy answers that begin alike (reusing the cached prompt prefix
+    # evaluates it in other batch sizes, so the tails may differ in floating-point detail).
+    assert all(o.strip() for o in outputs) and len({" ".join(o.split()[:4]) for o in outputs}) == 1
 
 
 def test_an_assistant_bundles_persona_scope_and_sampling(handbook, tenant_a, key_a):
@@ -160,12 +205,6 @@ def test_answer_is_tenant_scoped(handbook, tenant_b):
     assert own.status_code == 200 and own.json()["hits"] == [] and own.json()["citations"] == []
 
 
-def test_the_packaged_model_file_is_the_assembled_gguf():
-    from ragsite.packaged_models import packaged_llm_path
-
-    assert Path(packaged_llm_path()).read_bytes()[:4] == b"GGUF"
-
-
 def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(handbook, tenant_a, tmp_path):
     from knowledge.models import ModelEntry
 
@@ -174,4 +213,4 @@ def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(
     options = services.AnswerSettings.from_assistant(assistant)
     assert options.model_paths[0] == str(tmp_path / "x.gguf")
     result = services.answer_question(tenant=tenant_a, question="warranty?", options=options)
-    assert result.generated and result.model == "gemma-3-270m-q4_k_m.gguf"  # the default chain took over
+    assert result.generated and result.model == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # the default chain took over

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -36,13 +37,26 @@ def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transa
     page = browser.new_page()
     _login(page, live_server.url, "sam", "/t/acme/chat/")
     page.wait_for_selector("#question")
+    # Record, in the page, the order in which the sources and the first token appear.
+    page.evaluate("""() => {
+      window.seen = [];
+      new MutationObserver(() => {
+        if (document.querySelector('#citations .citation') && !seen.includes('sources')) seen.push('sources');
+        const bubble = document.querySelector('.message.assistant');
+        if (bubble && Number(bubble.dataset.tokens || 0) > 0 && !seen.includes('token')) seen.push('token');
+      }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    }""")
     page.fill("#question", "How long is the warranty?")
     page.click("#ask button[type=submit]")
     answer = page.locator(".message.assistant").last
     page.wait_for_selector(".message.assistant .meta", timeout=60_000)  # the final event has arrived
+    assert page.evaluate("window.seen") == ["sources", "token"]  # the sources came before the first token
     assert int(answer.get_attribute("data-tokens") or 0) >= 2  # the text arrived token by token
-    assert answer.locator(".text").inner_text().strip()
+    assert answer.get_attribute("data-status") == "answered"
+    assert re.search(r"\b(two|2)[ -]years?\b", answer.locator(".text").inner_text().lower())
+    assert "[1]" in answer.locator(".claim").first.inner_text()  # the verified citation marker
     sources = page.locator("#citations")
+    assert "Cited excerpts:" in sources.inner_text()
     assert "two year warranty" in sources.inner_text()
     assert "warranty.md" in sources.inner_text()
     assert ChatMessage.objects.filter(role="user", text="How long is the warranty?").exists()

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from chat.prompting import NO_MATCH, PromptExcerpt, build_grounded_history
-from chat.services import cite
 from knowledge.retrieval import location_label
 
 
@@ -57,18 +56,3 @@ def test_location_labels_prefer_pages_then_lines():
     assert location_label(document_key="a.md", line_start=3, line_end=9, page=None, heading="Install") == (
         "a.md, lines 3-9, Install"
     )
-
-
-class _Hit:
-    def __init__(self, key: str) -> None:
-        from types import SimpleNamespace
-
-        document = SimpleNamespace(document_id=f"doc:{key}", display_key=key, title=key.title())
-        self.chunk = SimpleNamespace(chunk_id=f"chk:{key}", document=document, line_start=1, line_end=2, page=None)
-
-
-def test_citations_map_used_markers_and_drop_markers_that_point_nowhere():
-    hits = [_Hit("a.md"), _Hit("b.md")]
-    text, citations = cite("Warranty is two years [2][7]. Returns take 30 days [1, 9]. See [0].", hits)
-    assert text == "Warranty is two years [2]. Returns take 30 days [1]. See."
-    assert [(c["n"], c["document_key"]) for c in citations] == [(1, "a.md"), (2, "b.md")]

@@ -1,0 +1,120 @@
+"""Focus the retrieved excerpts on the sentences that bear on the question, before they reach the model.
+
+Prefill is what a support agent waits for (about 45 prompt tokens/s for a 1.5B model on a 2-core
+AVX2 machine), so the model is sent whole sentences (prose) or whole lines (code) chosen from the
+retrieved chunks, not 1,500 characters of each. Choosing sentences from *more* chunks within the
+same budget also puts the answer in front of the model more often than whole top-ranked chunks do:
+on the public evaluation's tuning half the expected phrase reached the prompt for more questions
+(docs/evaluation.md has the figures).
+
+A unit's relevance is its lexical overlap with the question (question terms weighted by their
+rarity among the candidate units) plus its embedding similarity to the question (a prior for the
+chunk's retrieval rank was measured and did not help). Units are taken best first, each with the
+unit after it for context, until the character budget is spent; chunks keep their retrieval order and "…" marks
+text left out. A chunk none of whose units was chosen is left out of the prompt. The full chunk
+stays the citation target: focusing only chooses what the model reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from knowledge.lexical import document_vector, query_vector
+
+SENTENCE_END_RE = re.compile(
+    r"(?<=[.!?;:])\s+(?=[\"'(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9`*])"  # a sentence end before a capital, digit or quote
+    r"|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)"  # a blank line, or a line break before a list item
+)
+GAP = " … "
+MAX_UNIT_CHARS = 360
+
+
+@dataclass(frozen=True)
+class FocusUnit:
+    text: str
+    index: int  # position in its chunk
+
+
+@dataclass
+class FocusedExcerpt:
+    position: int  # index of the chunk in the list given
+    text: str
+    units: list[str]  # the units kept, in order (the verifier checks claims against them)
+
+
+def split_units(text: str, *, code: bool) -> list[FocusUnit]:
+    """Sentences (prose) or lines (code), each at most MAX_UNIT_CHARS (longer ones are cut at spaces)."""
+    raw = text.splitlines() if code else SENTENCE_END_RE.split(text)
+    units: list[str] = []
+    for piece in raw:
+        piece = piece.rstrip() if code else " ".join(piece.split())
+        while len(piece) > MAX_UNIT_CHARS:
+            cut = piece.rfind(" ", 0, MAX_UNIT_CHARS)
+            cut = cut if cut > MAX_UNIT_CHARS // 2 else MAX_UNIT_CHARS
+            units.append(piece[:cut])
+            piece = piece[cut:] if code else piece[cut:].lstrip()
+        if piece.strip():
+            units.append(piece)
+    return [FocusUnit(text=u, index=i) for i, u in enumerate(units)]
+
+
+def relevance(question: str, units: Sequence[str], embed: Callable[[list[str]], np.ndarray] | None) -> np.ndarray:
+    """Lexical overlap (IDF over these units) plus embedding similarity of each unit to the question."""
+    question_terms = set(query_vector(question)[0])
+    unit_terms = [set(document_vector(u)[0]) for u in units]
+    frequency = {t: sum(1 for terms in unit_terms if t in terms) for t in question_terms}
+    idf = {t: math.log(1 + len(units) / (1 + frequency[t])) for t in question_terms}
+    best_possible = sum(idf.values()) or 1.0
+    lexical = np.array([sum(idf[t] for t in terms & question_terms) / best_possible for terms in unit_terms])
+    if embed is None:
+        return lexical
+    vectors = embed([question, *units])
+    return lexical + np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+
+
+def focus_excerpts(
+    question: str,
+    texts: Sequence[tuple[str, bool]],  # (chunk text, is code) in rank order
+    *,
+    budget_chars: int,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+) -> list[FocusedExcerpt]:
+    """The chunks that have a unit among the best for the question, each cut to its chosen units, in rank order."""
+    per_chunk = [split_units(text, code=code) for text, code in texts]
+    flat = [(c, u) for c, units in enumerate(per_chunk) for u in units]
+    if not flat:
+        return []
+    scores = relevance(question, [u.text for _, u in flat], embed)
+    keep: list[set[int]] = [set() for _ in texts]
+    used = 0
+    for position in np.argsort(-scores, kind="stable"):
+        c, unit = flat[position]
+        following = [unit.index + 1] if unit.index + 1 < len(per_chunk[c]) else []
+        for index in [unit.index, *following]:  # the unit, then what follows it for context
+            size = len(per_chunk[c][index].text) + 1
+            if index in keep[c] or (used and used + size > budget_chars):
+                continue
+            keep[c].add(index)
+            used += size
+        if used >= budget_chars:
+            break
+    focused = []
+    for c, units in enumerate(per_chunk):
+        if not keep[c]:
+            continue
+        kept = sorted(keep[c])
+        joiner = "\n" if texts[c][1] else " "
+        pieces = ["… "] if kept[0] > 0 else []
+        for previous, index in zip([None, *kept], kept, strict=False):
+            if previous is not None:
+                pieces.append(joiner if index == previous + 1 else GAP)
+            pieces.append(units[index].text)
+        if kept[-1] < len(units) - 1:
+            pieces.append(" …")
+        focused.append(FocusedExcerpt(position=c, text="".join(pieces).strip(), units=[units[i].text for i in kept]))
+    return focused

@@ -1,0 +1,317 @@
+"""Verified citations: every sentence of a generated answer is checked against the excerpts.
+
+A model's `[n]` markers are not trusted (small models rarely write them, and sometimes write
+wrong ones), and neither is its confidence (they answer unanswerable questions with invented
+facts). So after generation:
+
+1. the answer is split into sentences (list items count as sentences);
+2. a sentence is *supported* by an excerpt when the excerpt contains most of its content terms
+   (the lexical index's own tokenizer: stemmed, accent-folded, identifiers split) or one of the
+   excerpt's sentences says nearly the same thing (embedding similarity), **and** every specific
+   token it states — numbers, identifiers, settings, options — appears in that excerpt;
+3. markers pointing at excerpts that do not support their sentence are dropped; a sentence with
+   no marker gets the excerpt that supports it best, when one clearly does;
+4. sentences with nothing to check (no content terms: "Here is how:", or the question restated)
+   are neither supported nor not.
+
+The same module recognises an answer that says the excerpts do not contain the answer, and picks
+the language of a plain refusal.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from knowledge.lexical import document_vector, query_vector
+
+MARKER_RE = re.compile(r"\s*\[(\d+(?:\s*[,;-]\s*\d+)*)\]")
+# Sentence ends, line breaks before list items, and blank lines split an answer into claims.
+CLAIM_SPLIT_RE = re.compile(r"(?<=[.!?])(?:\s*\[[\d ,;-]+\])*\s+(?=[^\s\[])|\n+")
+NUMBER_RE = re.compile(r"(?<![\w.])\d[\d_.,:/]*\d(?![\w])|(?<![\w.])\d(?![\w.])")
+SPECIFIC_RE = re.compile(
+    r"`([^`]{1,80})`"
+    r"|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"
+    r"|\b([A-Za-z_][A-Za-z0-9]*(?:_|::|\.)[A-Za-z0-9_]+(?:(?:_|::|\.)[A-Za-z0-9_]+)*)\b"
+    r"|\b([A-Z][A-Z0-9_]{3,})\b"
+    r"|\b([a-z]+[A-Z][A-Za-z0-9]*)\b"
+)
+SPECIFIC_OR_NUMBER_RE = re.compile(SPECIFIC_RE.pattern + "|" + NUMBER_RE.pattern)
+RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question's restates it: nothing to check
+LEXICAL_SUPPORT = 0.6  # share of a sentence's content terms an excerpt must contain
+DENSE_SUPPORT = 0.75  # or: cosine similarity to one of the excerpt's sentences
+
+
+@dataclass
+class Claim:
+    text: str
+    citations: list[int] = field(default_factory=list)
+    supported: bool | None = None  # None: nothing to check
+
+    def as_dict(self) -> dict[str, object]:
+        return {"text": self.text, "citations": self.citations, "supported": self.supported}
+
+
+@dataclass
+class EvidenceText:
+    """What a claim may be checked against: the excerpt's full chunk and the sentences the model read."""
+
+    text: str
+    units: Sequence[str]
+
+
+def fold(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).casefold()
+    return re.sub(r"\s+", " ", text.replace("`", "").replace("*", ""))
+
+
+NUMBER_WORDS = (
+    "one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty sixty "
+    "hundred thousand million once twice "
+    "uno una dos tres cuatro cinco seis siete ocho nueve diez once doce quince veinte treinta cuarenta "
+    "cincuenta cien ciento mil millón"
+).split()
+NUMBER_VALUES = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "hundred": 100, "thousand": 1000, "uno": 1, "una": 1, "dos": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6,
+    "siete": 7, "ocho": 8, "nueve": 9, "diez": 10, "doce": 12, "quince": 15, "veinte": 20, "treinta": 30,
+    "cuarenta": 40, "cincuenta": 50, "cien": 100, "ciento": 100, "mil": 1000,
+}  # fmt: skip
+NUMBER_WORD_RE = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def specifics(sentence: str) -> list[str]:
+    """Tokens a sentence states that must be found verbatim: numbers (digits or words) and identifiers."""
+    found = [next(g for g in m.groups() if g) for m in SPECIFIC_RE.finditer(sentence)]
+    found += [m.group(0).rstrip(".,:") for m in NUMBER_RE.finditer(sentence)]
+    found += [m.group(0).lower() for m in NUMBER_WORD_RE.finditer(sentence)]
+    return [token for token in dict.fromkeys(found) if token]
+
+
+def _contains(body: str, token: str) -> bool:
+    wanted = fold(token)
+    if NUMBER_WORD_RE.fullmatch(token) or (token.isdigit() and len(token) <= 4):
+        # "two" and "2" are the same number; and a word, not a part of one ("one" is in "someone").
+        value = NUMBER_VALUES.get(wanted, int(wanted) if wanted.isdigit() else None)
+        forms = {wanted, str(value)} | {word for word, v in NUMBER_VALUES.items() if v == value}
+        return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w])", body) for form in forms)
+    return wanted in body or wanted.replace(" ", "") in body.replace(" ", "")
+
+
+def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) -> bool:
+    """Every specific the sentence adds (not already named by the question) is in the excerpt.
+
+    A number must stand in a sentence of the excerpt that shares content terms with the claim (two for a
+    one-digit number, one otherwise): a bare "1" somewhere in a long chunk does not support "he got 1 vote"."""
+    body = fold(evidence.text)
+    context = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", sentence))[0])
+    units: list[str] | None = None
+    for token in specifics(sentence):
+        if fold(token) in given:
+            continue
+        if not _contains(body, token):
+            return False
+        if (NUMBER_RE.fullmatch(token) or NUMBER_WORD_RE.fullmatch(token)) and context:
+            shared = min(len(context), 2 if len(token) == 1 else 1)
+            units = units if units is not None else [fold(u) for u in split_evidence(evidence.text)]
+            if not any(_contains(u, token) and len(context & set(query_vector(u)[0])) >= shared for u in units):
+                return False
+    return True
+
+
+def split_evidence(text: str) -> list[str]:
+    """The excerpt's sentences or lines, for co-occurrence checks (a long line is kept whole)."""
+    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text) if p.strip()]
+
+
+STRONG_IDENTIFIER_RE = re.compile(r"[_:.\-/]|\d")  # names with structure: snake_case, a.b, A::B, --opt, RS256
+
+
+def named_identifiers(question: str) -> list[str]:
+    """Identifiers a question names that its answer must be about: settings, options, qualified names, codes.
+
+    Plain capitalised words (JSON, GLPK, MIME) and bare numbers are not counted: documents spell them
+    in many ways, or use them for other things."""
+    found = [next(g for g in m.groups() if g) for m in SPECIFIC_RE.finditer(question)]
+    return [t for t in dict.fromkeys(found) if STRONG_IDENTIFIER_RE.search(t.strip("-")) and len(t) >= 3]
+
+
+def missing_identifiers(question: str, texts: Sequence[str]) -> list[str]:
+    """The question's named identifiers that none of the texts contains (a qualified name `a.b.c`
+    also counts as present when its own name `c` appears: code and docs often refer to members unqualified)."""
+    body = fold(" ".join(texts))
+    missing = []
+    for token in named_identifiers(question):
+        last = re.split(r"::|\.", token.strip("`()"))[-1]
+        if not _contains(body, token) and not (last != token and len(last) >= 3 and _contains(body, last)):
+            missing.append(token)
+    return missing
+
+
+META_CITATION_RE = re.compile(
+    r"^(?:(?:this|that|it|these|which)\s+(?:is|are|was|can be)\s+)?(?:as\s+)?(?:stated|mentioned|described|shown|"
+    r"explained|found|seen|noted|documented)\s+(?:in|by|on)\b[\s,and&y.]*$"
+    r"|^(?:see|source|sources|cf)\b[\s:,and&y.]*$"
+    r"|^(?:esto|como)\s+(?:se\s+)?(?:indica|menciona|describe|explica)n?\s+(?:en)?[\s,y.]*$",
+    re.IGNORECASE,
+)
+
+
+def split_claims(answer: str) -> list[tuple[str, list[int]]]:
+    """(sentence without markers, the [n] numbers it carried) for each sentence of the answer."""
+    claims = []
+    for piece in CLAIM_SPLIT_RE.split(answer):
+        if not piece or not piece.strip():
+            continue
+        numbers: list[int] = []
+        for match in MARKER_RE.finditer(piece):
+            for part in re.split(r"\s*[,;]\s*", match.group(1)):
+                if "-" in part:
+                    low, _, high = part.partition("-")
+                    if low.strip().isdigit() and high.strip().isdigit() and int(high) - int(low) < 10:
+                        numbers += list(range(int(low), int(high) + 1))
+                elif part.strip().isdigit():
+                    numbers.append(int(part))
+        text = MARKER_RE.sub("", piece).strip()
+        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        if claims and numbers and META_CITATION_RE.match(text):
+            # "This is stated in [1] and [2]." says where the previous sentence comes from: not a claim.
+            claims[-1] = (claims[-1][0], list(dict.fromkeys(claims[-1][1] + numbers)))
+        elif text:
+            claims.append((text, list(dict.fromkeys(numbers))))
+    return claims
+
+
+class Verifier:
+    def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
+                 embed: Callable[[list[str]], np.ndarray] | None = None) -> None:  # fmt: skip
+        self.evidence = evidence
+        self.given = {fold(token) for token in specifics(question)}  # what the question named is not a claim
+        self.question_terms = set(query_vector(question)[0])
+        self.embed = embed
+        self._terms = [set(document_vector(e.text)[0]) for e in evidence]
+        self._unit_vectors: list[np.ndarray | None] = [None] * len(evidence)
+
+    def _dense(self, sentence_vector: np.ndarray, n: int) -> float:
+        if self.embed is None or not self.evidence[n].units:
+            return 0.0
+        if self._unit_vectors[n] is None:
+            self._unit_vectors[n] = self.embed(list(self.evidence[n].units))
+        return float(np.max(self._unit_vectors[n] @ sentence_vector))
+
+    def support(self, sentence: str, sentence_vector: np.ndarray | None) -> list[float]:
+        """Per excerpt, how well it supports the sentence (0 when it lacks a specific the sentence states)."""
+        terms = set(query_vector(sentence)[0])
+        scores = []
+        for n, evidence in enumerate(self.evidence):
+            if not _states_specifics(sentence, evidence, self.given):
+                scores.append(0.0)
+                continue
+            lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
+            dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
+            scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
+        return scores  # >= 1.0 means supported
+
+    def _checkable(self, sentence: str) -> bool:
+        """A sentence with content of its own: two terms or more, not all of them the question's own words."""
+        terms = set(query_vector(sentence)[0])
+        if len(terms) < 2:
+            return False
+        new = terms - self.question_terms
+        return bool(specifics(sentence)) or len(new) > RESTATEMENT_SHARE * len(terms)
+
+    def check(self, answer: str) -> list[Claim]:
+        parts = split_claims(answer)
+        checkable = [i for i, (text, _) in enumerate(parts) if self._checkable(text)]
+        vectors = self.embed([parts[i][0] for i in checkable]) if (self.embed and checkable) else None
+        claims = []
+        for i, (text, numbers) in enumerate(parts):
+            if i not in checkable:
+                claims.append(Claim(text=text))
+                continue
+            vector = vectors[checkable.index(i)] if vectors is not None else None
+            scores = self.support(text, vector)
+            kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
+            if not kept and scores:
+                best = max(range(len(scores)), key=lambda k: (scores[k], -k))  # ties: the higher-ranked excerpt
+                if scores[best] >= 1.0:
+                    kept = [best + 1]
+            claims.append(Claim(text=text, citations=kept, supported=bool(kept)))
+        return claims
+
+
+def render(claims: Sequence[Claim]) -> str:
+    """The answer text again, each sentence followed by its verified markers."""
+    out = []
+    for claim in claims:
+        markers = "".join(f"[{n}]" for n in claim.citations)
+        text = claim.text
+        if markers and text[-1:] in ".!?:;":
+            text = f"{text[:-1]} {markers}{text[-1]}"
+        elif markers:
+            text = f"{text} {markers}"
+        out.append(text)
+    return "\n".join(out) if any(c.text.lstrip().startswith(("-", "*", "•")) for c in claims) else " ".join(out)
+
+
+# --- "the excerpts do not say" -----------------------------------------------------------
+_SOURCES = r"(excerpts?|documents?|documentation|docs|context|sources?|passages?|text|information provided)"
+_FUENTES = r"(fragmentos?|extractos?|documentos?|documentaci[oó]n|contexto|fuentes?|textos?)"
+NOT_FOUND_RE = re.compile(
+    "|".join(
+        [
+            _SOURCES + r"[^.\n]{0,60}?\b(do|does|did)\s*(not|n't)\s+(contain|include|mention|say|provide|cover|specify|"
+            r"describe|state|answer|explain|address|have)\b",
+            r"\bnot\s+(mentioned|covered|found|provided|specified|included|stated|described|available|present)\s+"
+            r"(in|within)\s+the\s+((provided|given|available|retrieved)\s+)?" + _SOURCES,
+            r"\b(no|not\s+any)\s+(information|mention|details)\s+(about|on|regarding|in)\b",
+            r"\b(cannot|can't|could\s+not|couldn't|unable\s+to)\s+(find|answer|determine|locate)\b",
+            r"\bthere\s+is\s+no\s+(information|mention)\b",
+            _FUENTES + r"[^.\n]{0,60}?\bno\s+(se\s+)?(contiene|incluye|menciona|dice|proporciona|especifica|describe|"
+            r"responde|explica|habla|trata|aparece)n?\b",
+            r"\bno\s+(se\s+)?(menciona|encuentra|especifica|proporciona|indica)n?\s+(en|dentro)\b",
+            r"\bno\s+(hay|tengo|existe)\s+(ninguna\s+)?(informaci[oó]n|datos|menci[oó]n|detalles)\b",
+            r"\bno\s+(puedo|es\s+posible)\s+(responder|encontrar|determinar)\b",
+        ]
+    ),
+    re.IGNORECASE,
+)
+
+
+def says_not_found(answer: str) -> bool:
+    """The model states the excerpts lack the answer (in its first sentences, or as the whole answer)."""
+    head = " ".join(text for text, _ in split_claims(answer)[:2])
+    return not answer.strip() or bool(NOT_FOUND_RE.search(head))
+
+
+SPANISH_HINTS = {
+    "qué", "que", "cómo", "como", "cuál", "cuáles", "cuándo", "dónde", "por", "para", "los", "las", "el", "la",
+    "del", "una", "un", "es", "se", "con", "en", "puedo", "hay", "debo", "sirve", "hace", "y", "o", "al",
+}  # fmt: skip
+ENGLISH_HINTS = {
+    "what", "how", "which", "when", "where", "why", "the", "is", "are", "do", "does", "can", "of", "to", "in",
+    "for", "a", "an", "and", "or", "with", "i", "you", "it", "my",
+}  # fmt: skip
+
+
+def language_of(text: str) -> str:
+    words = re.findall(r"[a-záéíóúñü¿¡]+", text.lower())
+    spanish = sum(w in SPANISH_HINTS for w in words) + 2 * text.count("¿")
+    english = sum(w in ENGLISH_HINTS for w in words)
+    return "es" if spanish > english else "en"
+
+
+REFUSALS = {
+    "en": "The documents available to me do not contain the answer to this question.",
+    "es": "Los documentos disponibles no contienen la respuesta a esta pregunta.",
+}
+NOTHING_RETRIEVED = {
+    "en": "The knowledge base does not contain anything that matches this question.",
+    "es": "La base de conocimiento no contiene nada que coincida con esta pregunta.",
+}

@@ -1,0 +1,78 @@
+"""The citation verifier and the excerpt focus, on real text with the real packaged embedder."""
+
+from __future__ import annotations
+
+from chat.focus import focus_excerpts, split_units
+from chat.verify import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
+from knowledge.embedders import get_embedder
+
+RETURNS = "Returns are accepted within thirty days of purchase. Refunds go back to the original card."
+WARRANTY = (
+    "Every product carries a two year warranty. Claims need the original receipt and the serial number. "
+    "Set WARRANTY_EMAIL to the address that receives claims; it defaults to claims@example.com."
+)
+
+
+def _verifier() -> Verifier:
+    evidence = [EvidenceText(text, [u.text for u in split_units(text, code=False)]) for text in (RETURNS, WARRANTY)]
+    return Verifier(evidence, embed=get_embedder().embed)
+
+
+def test_a_fabricated_marker_is_replaced_by_the_excerpt_that_supports_the_sentence():
+    claims = _verifier().check("Returns are accepted within thirty days [1]. The warranty lasts two years [1][7].")
+    assert [(c.citations, c.supported) for c in claims] == [([1], True), ([2], True)]
+    assert render(claims) == "Returns are accepted within thirty days [1]. The warranty lasts two years [2]."
+
+
+def test_an_invented_fact_keeps_no_citation_and_is_marked_unsupported():
+    claims = _verifier().check("Shipping to Mongolia is free on orders above 300 euros [2].")
+    assert claims[0].supported is False and claims[0].citations == []
+
+
+def test_a_sentence_with_a_number_or_setting_the_excerpt_lacks_is_not_supported_by_it():
+    verifier = _verifier()
+    assert verifier.check("The warranty lasts two years.")[0].citations == [2]
+    assert verifier.check("The warranty lasts five years and covers 12 claims.")[0].supported is False
+    assert verifier.check("Set WARRANTY_ADDRESS to receive claims.")[0].supported is False
+    assert verifier.check("Set `WARRANTY_EMAIL` to the address that receives claims.")[0].citations == [2]
+
+
+def test_an_uncited_sentence_gets_the_excerpt_that_supports_it():
+    claims = _verifier().check("Refunds are paid back to the original card.")
+    assert claims[0].citations == [1] and claims[0].supported
+
+
+def test_sentences_with_nothing_to_check_are_neither_supported_nor_not():
+    claims = _verifier().check("Here is how:\n- Returns are accepted within thirty days of purchase.")
+    assert claims[0].supported is None and claims[1].citations == [1]
+
+
+def test_claims_split_on_sentences_and_list_items_and_keep_their_markers():
+    parts = split_claims("First, do this [1]. Then that [2, 3].\n- An item [4-5]\n\nLast one.")
+    assert parts == [("First, do this.", [1]), ("Then that.", [2, 3]), ("- An item", [4, 5]), ("Last one.", [])]
+    found = specifics("Set MAX_COOKIE_SIZE to 4093 with app.config or --max-size, two times.")
+    assert sorted(found) == sorted(["--max-size", "MAX_COOKIE_SIZE", "app.config", "4093", "two"])
+
+
+def test_not_found_statements_and_the_question_language_are_recognised():
+    assert says_not_found("The excerpts do not contain the answer.")
+    assert says_not_found("Los fragmentos no contienen esa información.")
+    assert says_not_found("I cannot find this in the documents.")
+    assert not says_not_found("Returns are accepted within thirty days [1].")
+    assert language_of("¿Cómo se configura el proxy en aptitude?") == "es"
+    assert language_of("How do I configure the proxy?") == "en"
+
+
+def test_focus_keeps_the_sentences_that_bear_on_the_question_within_the_budget():
+    filler = " ".join(f"Section {i} describes the history of the company in some detail." for i in range(30))
+    text = f"{filler} The warranty lasts two years for every product. {filler}"
+    focused = focus_excerpts("How long does the warranty last?", [(text, False)], budget_chars=200,
+                             embed=get_embedder().embed)  # fmt: skip
+    assert "The warranty lasts two years for every product." in focused[0].text
+    assert len(focused[0].text) < 400 and focused[0].text.startswith("… ")
+
+
+def test_focus_gives_code_whole_lines():
+    code = "\n".join([f"def helper_{i}():\n    return {i}" for i in range(40)] + ["def send(request):\n    retry(3)"])
+    focused = focus_excerpts("What does send do?", [(code, True)], budget_chars=120, embed=get_embedder().embed)
+    assert "def send(request):" in focused[0].units and "    retry(3)" in focused[0].units
