@@ -154,20 +154,26 @@ def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
     return f"The documents available to me do not mention {listed}, so they do not contain the answer to this question."
 
 
-def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText]) -> tuple[str, str, list, list]:
-    """(status, answer text, citations, claims) for a generated draft."""
+def verified(
+    question: str, draft: str, sources: Sources, evidence: list[EvidenceText]
+) -> tuple[str, str, list, list, str]:
+    """(status, answer text, citations, claims, reason) for a generated draft.
+
+    The answer stands when a sentence of it that addresses the question (its first claim, or one sharing
+    a content term with the question) is supported by an excerpt; otherwise it is a plain refusal, whether
+    the model said so itself, wrote what the excerpts do not support, or only repeated excerpt text."""
     language = language_of(question)
-    if says_not_found(draft):
-        return "not_found", REFUSALS[language], [], []
-    claims = Verifier(evidence, question=question, embed=_embed).check(draft)
+    verifier = Verifier(evidence, question=question, embed=_embed)
+    claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
-    if not checked or not any(c.supported for c in checked):
-        # Nothing the model said is in the excerpts: an honest refusal, not an invented answer.
-        return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims]
+    if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
+        reason = ("The model said the excerpts do not contain the answer." if says_not_found(draft)
+                  else "No sentence of the model's draft is supported by the excerpts.")  # fmt: skip
+        return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims], reason
     used = sorted({n for c in claims for n in c.citations})
     citations = [citation_of(n, sources.excerpts[n - 1]) for n in used]
     status = "partial" if any(c.supported is False for c in claims) else "answered"
-    return status, render(claims), citations, [c.as_dict() for c in claims]
+    return status, render(claims), citations, [c.as_dict() for c in claims], ""
 
 
 def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
@@ -217,9 +223,10 @@ def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> 
             yield delta
     finally:
         tokens.close()  # the client went away: stop generating now
-    status, text, citations, claims = verified(question, "".join(pieces), sources, evidence)
+    status, text, citations, claims, reason = verified(question, "".join(pieces), sources, evidence)
     timings["threads"] = model.threads_now
-    yield Answer(text, True, model.name, status, citations, sources.hits, gateway.fallback_note(), ttft, elapsed(),
+    reason = " ".join(part for part in (gateway.fallback_note(), reason) if part)
+    yield Answer(text, True, model.name, status, citations, sources.hits, reason, ttft, elapsed(),
                  claims, {k: round(v, 1) for k, v in timings.items()})  # fmt: skip
 
 

@@ -218,21 +218,27 @@ class Verifier:
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
 
-    def _checkable(self, sentence: str) -> bool:
-        """A sentence with content of its own: two terms or more, not all of them the question's own words."""
+    def addresses_question(self, claim: Claim, first: bool) -> bool:
+        """The answer's first sentence, or one that shares a content term with the question (not an echo of
+        unrelated excerpt text)."""
+        return first or bool(set(query_vector(claim.text)[0]) & self.question_terms)
+
+    def _checkable(self, sentence: str, alone: bool = False) -> bool:
+        """A sentence with content of its own: two terms or more (one, when it names a specific or is the whole
+        answer), not all of them the question's own words."""
         terms = set(query_vector(sentence)[0])
-        if len(terms) < 2:
+        if len(terms) < 2 and not (terms and (alone or specifics(sentence))):
             return False
         new = terms - self.question_terms
         return bool(specifics(sentence)) or len(new) > RESTATEMENT_SHARE * len(terms)
 
     def check(self, answer: str) -> list[Claim]:
         parts = split_claims(answer)
-        checkable = [i for i, (text, _) in enumerate(parts) if self._checkable(text)]
+        checkable = [i for i, (text, _) in enumerate(parts) if self._checkable(text, alone=len(parts) == 1)]
         vectors = self.embed([parts[i][0] for i in checkable]) if (self.embed and checkable) else None
         claims = []
         for i, (text, numbers) in enumerate(parts):
-            if i not in checkable:
+            if i not in checkable or NOT_FOUND_RE.search(text):  # a statement about the excerpts, not a claim
                 claims.append(Claim(text=text))
                 continue
             vector = vectors[checkable.index(i)] if vectors is not None else None

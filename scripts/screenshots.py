@@ -22,7 +22,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="ragsite-shots-"))
-    env = {**os.environ, "RAG_DATA_DIR": str(data), "RAG_DEBUG": "true", "PORT": str(PORT)}
+    env = {**os.environ, "RAG_DATA_DIR": str(data), "RAG_DEBUG": "true", "PORT": str(PORT),
+           "RAG_MODELS_DIR": os.environ.get("RAG_MODELS_DIR", str(ROOT / "var" / "models"))}  # fmt: skip
     manage = [sys.executable, str(ROOT / "manage.py")]
     run = lambda *args: subprocess.run([*manage, *args], env=env, check=True, cwd=ROOT, capture_output=True)  # noqa: E731
     run("migrate", "-v0")
@@ -64,7 +65,7 @@ def main() -> None:
             page.fill("#id_password", "screenshots-pw-1")
             page.click("button[type=submit]")
             page.goto(f"{base}/t/demo/chat/")
-            page.fill("#question", "How do I load a folder of documents into a tenant?")
+            page.fill("#question", "Which variable switches the database to PostgreSQL?")
             page.click("#ask button[type=submit]")
             page.wait_for_selector(".message.assistant .meta", timeout=120_000)
             page.screenshot(path=str(OUT / "chat.png"))

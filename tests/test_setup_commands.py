@@ -32,7 +32,7 @@ def test_setup_demo_creates_a_tenant_and_an_admin_once_and_prints_working_creden
     # A new user can ask right away: ragsite's own docs/ are in the demo tenant, indexed.
     assert "documents of ragsite's docs/ in source src:demo:folder:ragsite-docs" in first.getvalue()
     hits = retrieve(tenant=demo, query="Which variable switches the database to PostgreSQL?", top_k=3)
-    assert hits and hits[0].chunk.document.display_key == "configuration.md"
+    assert "configuration.md" in [hit.chunk.document.display_key for hit in hits]
 
 
 def test_the_packaged_models_are_ready_without_any_download(settings, tmp_path):

@@ -58,6 +58,9 @@ def test_not_found_statements_and_the_question_language_are_recognised():
     assert says_not_found("The excerpts do not contain the answer.")
     assert says_not_found("Los fragmentos no contienen esa información.")
     assert says_not_found("I cannot find this in the documents.")
+    assert says_not_found("The phone number of the hotline is not mentioned in the provided excerpts.")
+    # Such a sentence is a statement about the excerpts, never a supported claim, even in their words.
+    assert _verifier().check("The warranty length is not mentioned in the provided excerpts.")[0].supported is None
     assert not says_not_found("Returns are accepted within thirty days [1].")
     assert language_of("¿Cómo se configura el proxy en aptitude?") == "es"
     assert language_of("How do I configure the proxy?") == "en"

@@ -1,0 +1,40 @@
+"""Split an answer_eval.py --out file into the tuning half and the held-out half of the public set.
+
+    python bench/eval_halves.py /tmp/answers.jsonl [../shared/eval/questions.jsonl]
+
+Answer-side changes (focus, prompt rules, verifier) were tuned only on questions with an odd number
+(F01, F03, …, C01, …); the even-numbered ones are held out. Prints, for each half, the same answer
+metrics as answer_eval.py, so a change can be kept only when it wins on the held-out half too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    results = [json.loads(line) for line in Path(sys.argv[1]).read_text().splitlines() if line.strip()]
+    questions_path = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent.parent / "shared/eval/questions.jsonl"
+    questions = {q["id"]: q for q in map(json.loads, questions_path.read_text().splitlines()) if q}
+    print("| half | n ans | cite_rel | false_abst | n unans | abstain |")
+    print("|---|---|---|---|---|---|")
+    for half, parity in (("tuning (odd ids)", 1), ("held out (even ids)", 0), ("all", None)):
+        rows = [r for r in results if parity is None or int(re.sub(r"\D", "", r["id"])) % 2 == parity]
+        answerable = [r for r in rows if r["answerable"]]
+        unanswerable = [r for r in rows if not r["answerable"]]
+        cite_rel = sum(bool(set(r.get("citation_keys", [])) & set(questions[r["id"]]["relevant_docs"]))
+                       for r in answerable)  # fmt: skip
+        false_abst = sum(bool(r.get("admits_missing")) for r in answerable)
+        abstain = sum(bool(r.get("admits_missing")) for r in unanswerable)
+        share = lambda k, n: f"{k / n:.3f}" if n else "-"  # noqa: E731
+        print(f"| {half} | {len(answerable)} | {share(cite_rel, len(answerable))} | "
+              f"{share(false_abst, len(answerable))} | {len(unanswerable)} | {share(abstain, len(unanswerable))} |")
+
+
+if __name__ == "__main__":
+    main()
