@@ -32,8 +32,10 @@ def main() -> None:
         false_abst = sum(bool(r.get("admits_missing")) for r in answerable)
         abstain = sum(bool(r.get("admits_missing")) for r in unanswerable)
         share = lambda k, n: f"{k / n:.3f}" if n else "-"  # noqa: E731
-        print(f"| {half} | {len(answerable)} | {share(cite_rel, len(answerable))} | "
-              f"{share(false_abst, len(answerable))} | {len(unanswerable)} | {share(abstain, len(unanswerable))} |")
+        print(
+            f"| {half} | {len(answerable)} | {share(cite_rel, len(answerable))} | "
+            f"{share(false_abst, len(answerable))} | {len(unanswerable)} | {share(abstain, len(unanswerable))} |"
+        )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 EXTRACTIVE_EXCERPT_CHARS = 400
 MAX_REPAIR_SEARCHES = 2
+REPAIR_TOP_K = 10  # hits of an identifier-only search that are checked for the identifier itself
 
 
 @dataclass
@@ -123,7 +124,7 @@ def prepare(*, tenant: Tenant, question: str, options: AnswerSettings) -> Source
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
     for name in missing[:MAX_REPAIR_SEARCHES]:
         known = {hit.chunk.chunk_id for hit in candidates}
-        found = retrieve(tenant=tenant, query=name, top_k=3, filters=options.filters)
+        found = retrieve(tenant=tenant, query=name, top_k=REPAIR_TOP_K, filters=options.filters, specific=True)
         new = [hit for hit in found if hit.chunk.chunk_id not in known]
         candidates += [hit for hit in new if not missing_identifiers(name, [hit.chunk.text])]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])

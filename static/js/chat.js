@@ -42,39 +42,35 @@
     return details;
   }
 
-  // As soon as retrieval is done: the excerpts the model is reading, numbered as it will cite them.
-  function showSources(payload) {
+  // The sources panel: a status line, then one card per excerpt, numbered as the answer cites them.
+  function showExcerpts(status, items, hits, label) {
     citations.replaceChildren();
-    const byChunk = Object.fromEntries(payload.hits.map((hit) => [hit.chunk_id, hit]));
+    const byChunk = Object.fromEntries(hits.map((hit) => [hit.chunk_id, hit]));
     const p = document.createElement("p");
     p.className = "muted";
     p.id = "sources-status";
-    p.textContent = payload.excerpts.length ? "Reading these excerpts…" : "Nothing in the knowledge base matched this question.";
+    p.textContent = status;
     citations.appendChild(p);
-    for (const excerpt of payload.excerpts) {
-      citations.appendChild(excerptCard(excerpt, excerpt.n, (byChunk[excerpt.chunk_id] || {}).text, "retrieved"));
+    for (const item of items) {
+      citations.appendChild(excerptCard(item, item.n, (byChunk[item.chunk_id] || {}).text, label));
     }
   }
 
+  // As soon as retrieval is done: the excerpts the model is reading.
+  function showSources(payload) {
+    const status = payload.excerpts.length ? "Reading these excerpts…" : "Nothing in the knowledge base matched this question.";
+    showExcerpts(status, payload.excerpts, payload.hits, "retrieved");
+  }
+
   function showCitations(done) {
-    citations.replaceChildren();
-    const byChunk = Object.fromEntries(done.hits.map((hit) => [hit.chunk_id, hit]));
-    const p = document.createElement("p");
-    p.className = "muted";
-    p.id = "sources-status";
+    let status = done.status === "partial" ? "Cited excerpts (some sentences are not supported by them):" : "Cited excerpts:";
     if (!done.citations.length) {
-      p.textContent = {
+      status = {
         no_evidence: "Nothing in the knowledge base matched this question.",
         not_found: "The retrieved excerpts do not contain the answer, so nothing is cited.",
       }[done.status] || "The answer cites no excerpt.";
-      citations.appendChild(p);
-      return;
     }
-    p.textContent = done.status === "partial" ? "Cited excerpts (some sentences are not supported by them):" : "Cited excerpts:";
-    citations.appendChild(p);
-    for (const citation of done.citations) {
-      citations.appendChild(excerptCard(citation, citation.n, (byChunk[citation.chunk_id] || {}).text, "cited"));
-    }
+    showExcerpts(status, done.citations, done.hits, "cited");
   }
 
   // The verified answer: one span a sentence; sentences no excerpt supports are marked as such.

@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from chat import services
 from chat.models import Assistant
+from knowledge.retrieval import retrieve
 from ragsite.llm import get_gateway
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
@@ -214,3 +215,24 @@ def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(
     assert options.model_paths[0] == str(tmp_path / "x.gguf")
     result = services.answer_question(tenant=tenant_a, question="warranty?", options=options)
     assert result.generated and result.model == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # the default chain took over
+
+
+def test_a_question_naming_an_identifier_no_document_contains_is_refused_before_the_model(handbook, tenant_a):
+    result = services.answer_question(tenant=tenant_a, question="What does WARRANTY_MAX_CLAIMS default to?",
+                                      options=services.AnswerSettings())  # fmt: skip
+    assert result.status == "not_found" and result.citations == [] and result.generated is False
+    assert "do not mention `WARRANTY_MAX_CLAIMS`" in result.answer and result.reason
+
+
+def test_an_identifier_the_first_hits_miss_is_searched_for_on_its_own(tenant_a, tmp_path, settings):
+    files = {f"notes-{i}.md": f"# Claims note {i}\n\nClaims about the warranty are handled by the team {i}.\n"
+             for i in range(6)}  # fmt: skip
+    files["settings.md"] = "# Settings\n\nSet CLAIMS_INBOX to the mailbox that receives new claims.\n"
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files)
+    settings.RAG_ANSWER_EXCERPTS = 2
+    question = "Which claims note says which team handles claims about the warranty, and is it CLAIMS_INBOX?"
+    first = retrieve(tenant=tenant_a, query=question, top_k=2)
+    assert "settings.md" not in [hit.chunk.document.display_key for hit in first]  # the question alone misses it
+    sources = services.prepare(tenant=tenant_a, question=question, options=services.AnswerSettings())
+    assert sources.missing == []
+    assert "settings.md" in [hit.chunk.document.display_key for hit in sources.excerpts]
