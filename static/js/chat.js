@@ -85,7 +85,8 @@
       span.className = "claim" + (claim.supported === false ? " unsupported" : "");
       if (claim.supported === false) span.title = "No retrieved excerpt supports this sentence.";
       const markers = claim.citations.map((n) => "[" + n + "]").join("");
-      span.textContent = claim.text + (markers ? " " + markers : "");
+      const end = markers && /[.!?:;]$/.test(claim.text) ? claim.text.slice(-1) : "";
+      span.textContent = markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text;
       if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
       text.appendChild(span);
     });
