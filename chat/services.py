@@ -132,6 +132,8 @@ def prepare(*, tenant: Tenant, question: str, options: AnswerSettings) -> Source
         question, [(hit.chunk.text, hit.chunk.mode == "code") for hit in candidates],
         budget_chars=settings.RAG_ANSWER_CONTEXT_CHARS, embed=_embed,
     )  # fmt: skip
+    shown = {hit.chunk.chunk_id for hit in hits}
+    hits = hits + [hit for hit in candidates if hit.chunk.chunk_id not in shown]  # what the repair search added
     return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing)
 
 

@@ -236,3 +236,4 @@ def test_an_identifier_the_first_hits_miss_is_searched_for_on_its_own(tenant_a, 
     sources = services.prepare(tenant=tenant_a, question=question, options=services.AnswerSettings())
     assert sources.missing == []
     assert "settings.md" in [hit.chunk.document.display_key for hit in sources.excerpts]
+    assert "settings.md" in [hit.chunk.document.display_key for hit in sources.hits]  # returned with the hits
