@@ -77,18 +77,25 @@ class PackagedMiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.identity.dims), dtype=np.float32)
-        out = []
+        # Batches of similar length (padding is wasted work), results returned in the caller's order. One
+        # tokenizer call pads everything to the longest text; each batch is then cut to its own longest.
+        encodings = self.tokenizer.encode_batch(texts)
+        all_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        all_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        lengths = all_mask.sum(axis=1)
+        order = np.argsort(lengths, kind="stable")
+        vectors = np.zeros((len(texts), self.identity.dims), dtype=np.float32)
         for start in range(0, len(texts), self.BATCH):
-            encodings = self.tokenizer.encode_batch(texts[start : start + self.BATCH])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            batch = order[start : start + self.BATCH]
+            width = int(lengths[batch].max())
+            ids, mask = all_ids[batch, :width], all_mask[batch, :width]
             with self._lock:
                 hidden = self.session.run(
                     None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
                 )[0]
             weights = mask[:, :, None].astype(np.float32)
-            out.append((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
-        return _normalise(np.concatenate(out))
+            vectors[batch] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise(vectors)
 
 
 class LlamaEmbedder:
