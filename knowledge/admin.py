@@ -119,8 +119,9 @@ class SourceAdmin(TenantScopedAdmin):
         return obj.documents.count()
 
     def get_readonly_fields(self, request: HttpRequest, obj: Source | None = None) -> list[str]:
-        # kind and name are part of the id; a rename would orphan every id below the source.
-        fixed = ["tenant", "kind", "label"] if obj is not None else []
+        # kind and name are part of the id; a rename would orphan every id below the source. The path is fixed
+        # too: a folder source reads what its creator was allowed to read (a new folder is a new source).
+        fixed = ["tenant", "kind", "label", "path"] if obj is not None else []
         return [*self.readonly_fields, *fixed]
 
 

@@ -305,11 +305,10 @@ class SourceSyncApi(TenantApiView):
             raise serializers.ValidationError(
                 {"source": ["Only folder sources can be re-synced; upload files instead."]}
             )
-        try:
-            services.folder_path_check(source.path)
+        try:  # the service checks the folder against the allowed roots
+            job = services.folder_sync_enqueue(tenant=self.tenant, source=source, mode=source.default_mode)
         except services.FolderNotAllowed as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
-        job = services.folder_sync_enqueue(tenant=self.tenant, source=source, mode=source.default_mode)
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -345,7 +344,10 @@ class JobRetryApi(TenantApiView):
         job = _job(self, job_id)
         if not job.is_finished:
             raise serializers.ValidationError({"job": ["The job is still running."]})
-        services.job_retry(tenant=self.tenant, job=job)
+        try:
+            services.job_retry(tenant=self.tenant, job=job)
+        except services.FolderNotAllowed as exc:
+            raise serializers.ValidationError({"path": [str(exc)]}) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -215,7 +215,10 @@ def sync_folder(
     critical: bool = False,
 ) -> IngestJob:  # fmt: skip
     """Bring a folder source up to date: add and update what changed, retire what disappeared."""
-    job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER)
+    job = job or IngestJob.objects.create(  # run in-process by the operator (CLI): a retry re-reads this root
+        tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
+        params={"path": str(Path(root).resolve()), "operator": True},
+    )  # fmt: skip
     _start(job)
     entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
     files = [e for e in entries if isinstance(e, WalkedFile)]

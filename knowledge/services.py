@@ -115,17 +115,23 @@ def documents_retire(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
 
 
 def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", tags: list[str] | None = None,
-                        options: dict | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
-    """Queue a background sync of a folder source; returns the IngestJob that reports on it."""
+                        options: dict | None = None, operator: bool = False):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Queue a background sync of a folder source; returns the IngestJob that reports on it.
+
+    The folder is checked here, where it is used: unless the operator's CLI queues it (`operator`), it must
+    lie inside RAG_ALLOWED_FOLDER_ROOTS (FolderNotAllowed otherwise). The job records the resolved path and
+    who queued it; the worker checks again before reading, and a retry reads that path, never the source's
+    current one."""
     from django_q.tasks import async_task
 
     from knowledge.models import IngestJob
 
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be synced here.")
+    path = str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
     job = IngestJob.objects.create(
         tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={"path": source.path, "mode": mode, "tags": tags or [], **(options or {})},
+        params={**(options or {}), "path": path, "operator": operator, "mode": mode, "tags": tags or []},
     )  # fmt: skip
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -138,9 +144,15 @@ def job_cancel(*, tenant: Tenant, job) -> None:  # type: ignore[no-untyped-def]
 
 
 def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
-    """Run a finished or failed job again; incremental sync makes the retry redo only what is missing."""
+    """Run a finished or failed job again; incremental sync makes the retry redo only what is missing.
+
+    A folder job reads the path it recorded, checked again now (FolderNotAllowed) unless the operator queued it."""
     from django_q.tasks import async_task
 
+    if job.tenant_id != tenant.pk:
+        raise PermissionError("Jobs of another tenant cannot be retried here.")
+    if job.kind == type(job).Kind.FOLDER:
+        job_folder(job)
     job.cancel_requested = False
     job.state = type(job).State.QUEUED
     job.save(update_fields=["cancel_requested", "state"])
@@ -172,6 +184,17 @@ def folder_path_check(path: str) -> Path:
     if not any(resolved == root or root in resolved.parents for root in roots):
         raise FolderNotAllowed(f"{path} is outside the folders this server allows.")
     return resolved
+
+
+def job_folder(job) -> Path:  # type: ignore[no-untyped-def]
+    """The folder a folder job may read: the one it recorded, inside the allowed roots unless the operator
+    queued it. Never the source's current path, which an admin may have changed since."""
+    params = job.params or {}
+    if not params.get("path"):
+        raise FolderNotAllowed("This job recorded no folder; sync the source again to read it.")
+    if params.get("operator"):
+        return Path(params["path"])
+    return folder_path_check(params["path"])
 
 
 def folder_source_create(*, tenant: Tenant, name: str, path: str) -> Source:

@@ -7,6 +7,7 @@ from pathlib import Path
 from knowledge import pipeline
 from knowledge.enrichment import EnrichmentRequest
 from knowledge.models import IngestJob
+from knowledge.services import FolderNotAllowed, job_folder
 
 
 def ingest_job_task(job_id: int) -> None:
@@ -25,10 +26,15 @@ def ingest_job_task(job_id: int) -> None:
                 skips=params.get("skips", []), errors=params.get("errors", []), **extra,
             )  # fmt: skip
         elif job.kind == IngestJob.Kind.FOLDER:
+            root = job_folder(job)  # checked again here, right before reading
             pipeline.sync_folder(
-                source=job.source, root=Path(params.get("path") or job.source.path), mode=params.get("mode", "auto"),
-                tags=params.get("tags", []), job=job, **extra,
+                source=job.source, root=root, mode=params.get("mode", "auto"), tags=params.get("tags", []), job=job,
+                **extra,
             )  # fmt: skip
+    except FolderNotAllowed as exc:  # a refusal with its reason, not a crash
+        job.state, job.message = IngestJob.State.FAILED, str(exc)
+        job.save(update_fields=["state", "message"])
+        return
     except pipeline.JobCancelled:
         return
     except Exception as exc:

@@ -120,8 +120,7 @@ def source_delete(request: TenantRequest, source_id: str) -> HttpResponse:
 @require_POST
 def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
     source = _source(request, source_id)
-    try:
-        services.folder_path_check(source.path)
+    try:  # the service checks the folder against the allowed roots
         job = services.folder_sync_enqueue(
             tenant=request.tenant, source=source, mode=source.default_mode, options=_ingest_options(request)
         )

@@ -268,7 +268,7 @@ def test_a_background_job_syncs_a_folder_and_can_be_retried(tenant_a, tree, djan
 
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
     with django_capture_on_commit_callbacks(execute=True):
-        job = folder_sync_enqueue(tenant=tenant_a, source=source, tags=["kb"])
+        job = folder_sync_enqueue(tenant=tenant_a, source=source, tags=["kb"], operator=True)
     job.refresh_from_db()
     assert (job.state, job.added, job.documents_done, job.documents_total) == (IngestJob.State.PARTIAL, 7, 9, 9)
     assert job.chunks_done == job.chunks_total > 0 and job.seconds is not None
@@ -284,7 +284,7 @@ def test_a_cancelled_job_stops_between_documents(tenant_a, tree):
 
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
     job = IngestJob.objects.create(
-        tenant=tenant_a, source=source, kind=IngestJob.Kind.FOLDER, params={"path": str(tree)}
+        tenant=tenant_a, source=source, kind=IngestJob.Kind.FOLDER, params={"path": str(tree), "operator": True}
     )
     job_cancel(tenant=tenant_a, job=job)
     ingest_job_task(job.pk)  # what the worker runs

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         tag_list = [t.strip() for t in tags.split(",") if t.strip()]
         if run_async:
-            job = folder_sync_enqueue(tenant=owner, source=folder, mode=mode, tags=tag_list)
+            job = folder_sync_enqueue(tenant=owner, source=folder, mode=mode, tags=tag_list, operator=True)
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
