@@ -91,6 +91,7 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type
 class AnswerApi(TenantApiView):
     """A grounded answer: JSON, or Server-Sent Events with `"stream": true` or `Accept: text/event-stream`."""
 
+    reads_with_post = True
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema_serializer(component_name="AnswerInput")

@@ -87,6 +87,8 @@ class HitSerializer(serializers.Serializer):
 
 
 class RetrieveApi(TenantApiView):
+    reads_with_post = True
+
     @extend_schema_serializer(component_name="RetrieveInput")
     class InputSerializer(serializers.Serializer):
         query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
@@ -113,6 +115,8 @@ class RetrieveApi(TenantApiView):
 
 
 class BootstrapApi(TenantApiView):
+    reads_with_post = True
+
     @extend_schema_serializer(component_name="BootstrapInput")
     class InputSerializer(serializers.Serializer):
         intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")

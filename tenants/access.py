@@ -57,13 +57,19 @@ class TenantApiView(APIView):
     """Base for every per-tenant endpoint: resolves `tenant_slug` to self.tenant or answers 404.
 
     A key for tenant A asking for tenant B's URL gets the same 404 as a tenant that does not exist.
-    Browser users with a session need a membership of the tenant.
+    Browser users with a session need a membership of the tenant, and roles hold as on the pages:
+    `staff` reads (GET, and the POST endpoints that only read: `reads_with_post`), `admin` also writes;
+    a staff member asking to write gets the same 404 as the admin-only pages give.
     """
 
     permission_classes = [HasTenantCredentials]
     tenant: Tenant
     membership: Membership | None = None
     admin_only = False
+    reads_with_post = False  # retrieve, bootstrap, answer: a POST body, but nothing is written
+
+    def writes(self, request: Request) -> bool:
+        return request.method not in permissions.SAFE_METHODS and not self.reads_with_post
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -78,7 +84,7 @@ class TenantApiView(APIView):
         if user is None or not user.is_authenticated:
             raise exceptions.NotAuthenticated()
         membership = Membership.objects.select_related("tenant").filter(tenant__slug=slug, user=user).first()
-        if membership is None or (self.admin_only and not membership.is_admin):
+        if membership is None or ((self.admin_only or self.writes(request)) and not membership.is_admin):
             raise exceptions.NotFound("Not found.")
         self.membership = membership
         return membership.tenant

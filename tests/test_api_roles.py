@@ -1,0 +1,88 @@
+"""Every per-tenant API route × {staff session, admin session}: staff read, only admins write.
+
+The routes are enumerated from the URL configuration, so a new route is covered the day it is added;
+a write is any unsafe method on a view that does not declare `reads_with_post`."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.permissions import SAFE_METHODS
+from rest_framework.test import APIClient
+
+from knowledge.models import Document, IngestJob, Source, Status
+from tenants.access import TenantApiView
+from tenants.models import Membership
+from tests.factories import CommittingClientMixin, make_folder_source, make_member
+
+
+class CommittingAPIClient(CommittingClientMixin, APIClient):
+    pass
+
+
+def _api_routes() -> list[tuple[str, type[TenantApiView]]]:
+    routes = []
+
+    def walk(patterns, prefix: str) -> None:  # type: ignore[no-untyped-def]
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "view_class", None)
+                if view is not None and issubclass(view, TenantApiView):
+                    routes.append((prefix + str(entry.pattern), view))
+
+    walk(get_resolver().url_patterns, "/")
+    return routes
+
+
+@pytest.fixture
+def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
+    document = Document.objects.get(source=source)
+    job = IngestJob.objects.filter(source=source).first()
+    return {"tenant_slug": "acme", "source_id": source.public_id, "job_id": job.public_id,
+            "document_id": document.public_id}  # fmt: skip
+
+
+def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]
+    import re
+
+    return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
+
+
+def _calls(view: type[TenantApiView]) -> list[str]:
+    return [m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)]
+
+
+def test_the_routes_are_found():
+    names = {view.__name__ for _, view in _api_routes()}
+    assert {"RetrieveApi", "AnswerApi", "SourceDetailApi", "JobRetryApi", "DocumentRetireApi"} <= names
+
+
+def test_staff_sessions_read_but_never_write_through_the_api(tenant_a, world):
+    staff = make_member(tenant_a, role=Membership.Role.STAFF, username="sam")
+    client = CommittingAPIClient()
+    client.force_login(staff)
+    for route, view in _api_routes():
+        url = _url(route, world)
+        for method in _calls(view):
+            response = getattr(client, method)(url, {}, format="json")
+            writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
+            if writes:
+                assert response.status_code == 404, (method, url, response.status_code)
+            else:
+                assert response.status_code != 404 and response.status_code < 500, (method, url, response.status_code)
+    # Nothing changed: the source is there, the document active, no job was queued by staff.
+    assert Source.objects.filter(public_id=world["source_id"]).exists()
+    assert Document.objects.get(public_id=world["document_id"]).status == Status.ACTIVE
+    assert IngestJob.objects.count() == 1
+
+
+def test_admin_sessions_may_write(tenant_a, world, admin_a):
+    client = CommittingAPIClient()
+    client.force_login(admin_a)
+    retire = client.post(f"/api/v1/tenants/acme/documents/{world['document_id']}/retire/", {}, format="json")
+    assert retire.status_code in (200, 202, 204)
+    delete = client.delete(f"/api/v1/tenants/acme/sources/{world['source_id']}/")
+    assert delete.status_code == 204 and not Source.objects.filter(public_id=world["source_id"]).exists()
