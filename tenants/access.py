@@ -79,6 +79,8 @@ class TenantApiView(APIView):
         if isinstance(request.auth, ApiKey):
             if request.auth.tenant.slug != slug:
                 raise exceptions.NotFound("Not found.")
+            if (self.admin_only or self.writes(request)) and request.auth.scope != ApiKey.Scope.WRITE:
+                raise exceptions.PermissionDenied("This API key is read-only; writing needs a key with scope write.")
             return request.auth.tenant
         user = request.user
         if user is None or not user.is_authenticated:

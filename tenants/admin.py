@@ -146,22 +146,23 @@ class MembershipAdmin(TenantScopedAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
-    list_display = ["prefix", "name", "tenant", "created_at", "last_used_at", "revoked_at"]
-    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter)]
+    list_display = ["prefix", "name", "scope", "tenant", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "scope"]
     search_fields = ["name", "prefix"]
-    fields = ["tenant", "name", "prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
+    fields = ["tenant", "name", "scope", "prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
     actions = ["revoke_keys"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return [*self.readonly_fields, "tenant"] if obj is not None else list(self.readonly_fields)
+        # A key's tenant and scope are fixed once issued: a narrower key is a new key.
+        return [*self.readonly_fields, "tenant", "scope"] if obj is not None else list(self.readonly_fields)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             return super().save_model(request, obj, form, change)
         if not request.user.is_superuser and not admin_tenants(request).filter(pk=obj.tenant_id).exists():
             raise PermissionDenied("You do not administer that tenant.")
-        issued, raw_key = api_key_issue(tenant=obj.tenant, name=obj.name, created_by=request.user)
+        issued, raw_key = api_key_issue(tenant=obj.tenant, name=obj.name, created_by=request.user, scope=obj.scope)
         obj.pk, obj.prefix, obj.key_hash = issued.pk, issued.prefix, issued.key_hash
         obj._state.adding = False
         messages.warning(request, f"New API key (shown only now, copy it): {raw_key}")

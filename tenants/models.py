@@ -79,7 +79,12 @@ class ApiKey(TenantOwned):
     authentication a single indexed lookup.
     """
 
+    class Scope(models.TextChoices):
+        READ = "read", "Read (retrieve, bootstrap, answer, list and read)"
+        WRITE = "write", "Read and write (also upload, sync, change, delete)"
+
     name = models.CharField(max_length=100, blank=True)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WRITE)
     prefix = models.CharField(max_length=16, db_index=True, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -38,8 +38,11 @@ def _hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def api_key_issue(*, tenant: Tenant, name: str = "", created_by: AbstractBaseUser | None = None) -> tuple[ApiKey, str]:
+def api_key_issue(*, tenant: Tenant, name: str = "", created_by: AbstractBaseUser | None = None,
+                  scope: str = ApiKey.Scope.WRITE) -> tuple[ApiKey, str]:  # fmt: skip
     """Create a key and return it with its clear text, which is never stored or shown again."""
+    if scope not in ApiKey.Scope.values:
+        raise ValueError(f"Unknown key scope {scope!r}: {', '.join(ApiKey.Scope.values)}.")
     raw_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
         tenant=tenant,
@@ -47,6 +50,7 @@ def api_key_issue(*, tenant: Tenant, name: str = "", created_by: AbstractBaseUse
         prefix=raw_key[: len(API_KEY_PREFIX) + 8],
         key_hash=_hash_key(raw_key),
         created_by=created_by,
+        scope=scope,
     )
     return api_key, raw_key
 

@@ -1,4 +1,5 @@
-"""Every per-tenant API route × {staff session, admin session}: staff read, only admins write.
+"""Every per-tenant API route × {staff session, admin session, read key, write key, other tenant's key,
+none}: staff and read keys read, only admins and write keys write, nobody else gets in.
 
 The routes are enumerated from the URL configuration, so a new route is covered the day it is added;
 a write is any unsafe method on a view that does not declare `reads_with_post`."""
@@ -12,7 +13,8 @@ from rest_framework.test import APIClient
 
 from knowledge.models import Document, IngestJob, Source, Status
 from tenants.access import TenantApiView
-from tenants.models import Membership
+from tenants.models import ApiKey, Membership
+from tenants.services import api_key_issue
 from tests.factories import CommittingClientMixin, make_folder_source, make_member
 
 
@@ -86,3 +88,36 @@ def test_admin_sessions_may_write(tenant_a, world, admin_a):
     assert retire.status_code in (200, 202, 204)
     delete = client.delete(f"/api/v1/tenants/acme/sources/{world['source_id']}/")
     assert delete.status_code == 204 and not Source.objects.filter(public_id=world["source_id"]).exists()
+
+
+def _key_client(tenant, scope: str) -> APIClient:  # type: ignore[no-untyped-def]
+    client = CommittingAPIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant, scope=scope)[1]}")
+    return client
+
+
+def test_read_keys_read_other_keys_and_no_key_get_nothing_write_keys_write(tenant_a, tenant_b, world):
+    read, other, anonymous = _key_client(tenant_a, "read"), _key_client(tenant_b, "write"), CommittingAPIClient()
+    for route, view in _api_routes():
+        url = _url(route, world)
+        for method in _calls(view):
+            writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
+            status = getattr(read, method)(url, {}, format="json").status_code
+            assert (status == 403) if writes else (status not in (401, 403, 404) and status < 500), (method, url)
+            assert getattr(other, method)(url, {}, format="json").status_code == 404, (method, url)
+            assert getattr(anonymous, method)(url, {}, format="json").status_code in (401, 403), (method, url)
+    assert Source.objects.filter(public_id=world["source_id"]).exists()  # nothing was written
+    write = _key_client(tenant_a, "write")
+    for route, view in _api_routes():  # last: these writes change the data
+        for method in _calls(view):
+            status = getattr(write, method)(_url(route, world), {}, format="json").status_code
+            assert status not in (401, 403) and status < 500, (method, route, status)
+
+
+def test_keys_default_to_write_and_the_cli_issues_read_keys(tenant_a, capsys):
+    from django.core.management import call_command
+
+    assert api_key_issue(tenant=tenant_a)[0].scope == ApiKey.Scope.WRITE  # existing keys were migrated to write
+    call_command("create_api_key", "acme", "--scope", "read", "--name", "bot")
+    assert ApiKey.objects.get(name="bot").scope == ApiKey.Scope.READ
+    assert "(read)" in capsys.readouterr().out

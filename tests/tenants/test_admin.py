@@ -152,11 +152,13 @@ def test_the_document_page_shows_its_version_history(client_a, documents):
 
 
 def test_a_key_created_in_the_admin_is_shown_once_and_works(client_a, tenant_a):
-    response = client_a.post(reverse("admin:tenants_apikey_add"), {"tenant": tenant_a.pk, "name": "dify"}, follow=True)
+    response = client_a.post(
+        reverse("admin:tenants_apikey_add"), {"tenant": tenant_a.pk, "name": "dify", "scope": "read"}, follow=True
+    )
     shown = [str(m) for m in response.context["messages"] if "shown only now" in str(m)]
     assert len(shown) == 1
     raw_key = shown[0].rsplit(" ", 1)[-1]
-    assert api_key_authenticate(raw_key).tenant == tenant_a
+    assert api_key_authenticate(raw_key).tenant == tenant_a and api_key_authenticate(raw_key).scope == "read"
     again = client_a.get(reverse("admin:tenants_apikey_change", args=[ApiKey.objects.get(name="dify").pk]))
     assert raw_key not in again.content.decode()
 
