@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import services
@@ -24,7 +24,7 @@ def _own_sessions(request: TenantRequest) -> QuerySet[ChatSession]:
 def chat_page(request: TenantRequest) -> HttpResponse:
     session = None
     if request.GET.get("session"):
-        session = get_object_or_404(_own_sessions(request), public_id=request.GET["session"])
+        session = _own_sessions(request).public_or_404(request.GET["session"])
     context = {
         "tenant": request.tenant,
         "sessions": _own_sessions(request)[:30],
@@ -53,7 +53,7 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
         return HttpResponseBadRequest("Questions are limited to 2,000 characters.")
     assistant = services.assistant_get(tenant=request.tenant, name=request.POST.get("assistant") or None)
     session_id = request.POST.get("session") or ""
-    session = get_object_or_404(_own_sessions(request), public_id=session_id) if session_id else None
+    session = _own_sessions(request).public_or_404(session_id) if session_id else None
     options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
     stream = services.stream_answer(tenant=request.tenant, question=question, options=options)
     tenant, user = request.tenant, request.user

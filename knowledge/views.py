@@ -143,7 +143,7 @@ def upload(request: TenantRequest) -> HttpResponse:
             return redirect("knowledge:upload", tenant.slug)
         files = request.FILES.getlist("files")
         source_id = request.POST.get("source") or ""
-        source = get_object_or_404(sources, public_id=source_id) if source_id else None
+        source = sources.public_or_404(source_id) if source_id else None
         if not files:
             messages.error(request, "Choose or drop at least one file.")
             return redirect("knowledge:upload", tenant.slug)

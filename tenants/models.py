@@ -38,6 +38,19 @@ class TenantQuerySet(models.QuerySet):
     def for_tenants(self, tenants: models.QuerySet[Tenant] | list[Tenant]) -> Self:
         return self.filter(tenant__in=tenants)
 
+    def public_or_404(self, public_id: object) -> models.Model:
+        """The row with this public id, or 404 — for malformed ids too (a query parameter is not trusted)."""
+        from django.http import Http404
+
+        try:
+            wanted = uuid.UUID(str(public_id))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise Http404("No such object.") from exc
+        row = self.filter(public_id=wanted).first()
+        if row is None:
+            raise Http404("No such object.")
+        return row
+
 
 class TenantOwned(models.Model):
     """Base for every tenant-owned row: the tenant is a column, so scoping never needs a join."""
