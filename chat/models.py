@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from tenants.models import TenantOwned
+
+
+def validate_string_list(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ValidationError('A list of names, e.g. ["manuals", "faq"].')
+
+
+def validate_model_path(value: str) -> None:
+    from ragsite.llm import model_path_allowed
+
+    if value and not model_path_allowed(value):
+        raise ValidationError("Only a .gguf under the models folder, or a model the operator configured.")
 
 
 class Assistant(TenantOwned):
@@ -22,14 +35,17 @@ class Assistant(TenantOwned):
         limit_choices_to={"kind": "chat"}, help_text="A chat model from the catalog; blank uses the default chain.",
     )  # fmt: skip
     model_path = models.CharField(
-        max_length=1000, blank=True, help_text="Or a chat GGUF path (used when no catalog model is chosen)."
-    )
+        max_length=1000, blank=True, validators=[validate_model_path],
+        help_text="Or a chat GGUF path under the models folder (used when no catalog model is chosen).",
+    )  # fmt: skip
     temperature = models.FloatField(default=0.2, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)])
     top_p = models.FloatField(default=0.9, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
     max_tokens = models.PositiveIntegerField(default=384, validators=[MinValueValidator(16), MaxValueValidator(4096)])
     top_k = models.PositiveIntegerField(default=6, validators=[MinValueValidator(1), MaxValueValidator(50)])
-    source_ids = models.JSONField(default=list, blank=True, help_text="Limit retrieval to these source ids.")
-    tags = models.JSONField(default=list, blank=True, help_text="Limit retrieval to documents with these tags.")
+    source_ids = models.JSONField(default=list, blank=True, validators=[validate_string_list],
+                                  help_text="Limit retrieval to these source ids.")  # fmt: skip
+    tags = models.JSONField(default=list, blank=True, validators=[validate_string_list],
+                            help_text="Limit retrieval to documents with these tags.")  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

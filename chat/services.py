@@ -25,7 +25,7 @@ from chat.verify import (
 )
 from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
-from ragsite.llm import LLMGateway, configured_paths, get_gateway
+from ragsite.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -50,13 +50,22 @@ class AnswerSettings:
                        filters: RetrieveFilters | None = None) -> AnswerSettings:  # fmt: skip
         if assistant is None:
             return cls(top_k=top_k or 6, filters=filters or RetrieveFilters(), max_tokens=settings.RAG_LLM_MAX_TOKENS)
-        scope = filters or RetrieveFilters(source_ids=assistant.source_ids or None, tags=assistant.tags or None)
+        scope = filters or RetrieveFilters(source_ids=_names(assistant.source_ids), tags=_names(assistant.tags))
         chosen = assistant.model.path if assistant.model_id else assistant.model_path
+        if not assistant.model_id and chosen and not model_path_allowed(chosen):  # checked where it is used
+            logger.warning("Assistant %s names a model path outside the allowed ones; using the default", assistant)
+            chosen = ""
         paths = [chosen, *configured_paths()] if chosen else None  # the default chain stays as fallback
         return cls(
             top_k=top_k or assistant.top_k, temperature=assistant.temperature, top_p=assistant.top_p,
             max_tokens=assistant.max_tokens, persona=assistant.persona, model_paths=paths, filters=scope,
         )  # fmt: skip
+
+
+def _names(value: object) -> list[str] | None:
+    """An assistant's scope list as stored (JSON): only its non-empty strings count."""
+    names = [v.strip() for v in value if isinstance(v, str) and v.strip()] if isinstance(value, list) else []
+    return names or None
 
 
 @dataclass

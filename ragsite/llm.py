@@ -245,6 +245,20 @@ def configured_paths() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def model_path_allowed(path: str) -> bool:
+    """A chat GGUF a tenant's assistant may name: a .gguf inside RAG_MODELS_DIR, or one the operator
+    configured (RAG_LLM_MODEL_PATH, RAG_LLM_FALLBACK_PATHS). Never an arbitrary file of the server."""
+    try:
+        resolved = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+    operator = {
+        Path(p).expanduser().resolve() for p in [settings.RAG_LLM_MODEL_PATH, *settings.RAG_LLM_FALLBACK_PATHS] if p
+    }
+    models_dir = Path(settings.RAG_MODELS_DIR).resolve()
+    return resolved in operator or (resolved.suffix == ".gguf" and models_dir in resolved.parents)
+
+
 _gateways: dict[tuple[str, ...], LLMGateway] = {}
 _gateways_lock = threading.Lock()
 

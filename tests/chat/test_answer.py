@@ -237,3 +237,20 @@ def test_an_identifier_the_first_hits_miss_is_searched_for_on_its_own(tenant_a, 
     assert sources.missing == []
     assert "settings.md" in [hit.chunk.document.display_key for hit in sources.excerpts]
     assert "settings.md" in [hit.chunk.document.display_key for hit in sources.hits]  # returned with the hits
+
+
+def test_an_assistant_cannot_name_a_server_file_or_malformed_scope(handbook, tenant_a, key_a, tmp_path):
+    from django.core.exceptions import ValidationError
+
+    bad = Assistant(tenant=tenant_a, name="sneaky", model_path="/etc/passwd", source_ids=5, tags=[1])
+    with pytest.raises(ValidationError) as error:
+        bad.full_clean()
+    assert {"model_path", "source_ids", "tags"} <= set(error.value.message_dict)
+    # Rows written around the form (older rows, bulk edits) are checked where they are used.
+    Assistant.objects.create(tenant=tenant_a, name="sneaky", model_path="/etc/passwd", source_ids=5, tags=[1],
+                             max_tokens=32)  # fmt: skip
+    options = services.AnswerSettings.from_assistant(Assistant.objects.get(name="sneaky"))
+    assert options.model_paths is None and options.filters.source_ids is None and options.filters.tags is None
+    response = _client(key_a).post("/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?",
+                                                                    "assistant": "sneaky"}, format="json")  # fmt: skip
+    assert response.status_code == 200 and response.json()["model"] == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
