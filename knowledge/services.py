@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -210,14 +211,35 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     from django_q.tasks import async_task
 
     from knowledge.models import IngestJob
-    from knowledge.uploads import UploadRejected, expand_upload
 
     source = source or source_default_get(tenant=tenant)
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot receive uploads here.")
     job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
-    keys, skips, errors = [], [], []
+    try:
+        keys, skips, errors = _store_uploads(folder, uploads)
+    except Exception as exc:  # never leave a job queued for ever, nor half its files on disk
+        shutil.rmtree(folder, ignore_errors=True)
+        job.state, job.message = IngestJob.State.FAILED, f"The upload could not be stored: {type(exc).__name__}."
+        job.save(update_fields=["state", "message"])
+        raise
+    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors,
+                  **(options or {})}  # fmt: skip
+    job.save(update_fields=["params"])
+    transaction.on_commit(
+        lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
+    )
+    return job
+
+
+def _store_uploads(folder: Path, uploads: list[tuple[str, bytes]]) -> tuple[list[str], list[dict], list[dict]]:
+    """Write each uploaded file (zip members expanded) under folder; refusals become skips or errors, per file."""
+    from knowledge.uploads import UploadRejected, expand_upload
+
+    keys: list[str] = []
+    skips: list[dict] = []
+    errors: list[dict] = []
     for name, data in uploads:
         try:
             expanded = expand_upload(name, data)
@@ -226,17 +248,34 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
             continue
         skips.extend({"key": s.key, "reason": s.reason} for s in expanded.skips)
         for key, content in expanded.files:
-            target = folder / key
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            problem = _upload_name_problem(key)
+            if problem is None:
+                try:
+                    target = folder / key
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(content)
+                except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                    problem = (
+                        "its path conflicts with another file of the same upload (a file and a folder of one name)"
+                    )
+                except OSError as exc:  # disk full, permissions: this file is lost, the others go on
+                    problem = f"it could not be stored ({exc.strerror or type(exc).__name__})"
+            if problem:
+                errors.append({"key": key[:1000], "error": f"Not ingested: {problem}.", "kind": "rejected"})
+                continue
             keys.append(key)
-    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors,
-                  **(options or {})}  # fmt: skip
-    job.save(update_fields=["params"])
-    transaction.on_commit(
-        lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
-    )
-    return job
+    return keys, skips, errors
+
+
+MAX_NAME_PART_BYTES = 255  # what Linux file systems allow per path component
+
+
+def _upload_name_problem(key: str) -> str | None:
+    """Why an uploaded file's name cannot be stored as given (None when it can)."""
+    for part in key.split("/"):
+        if len(part.encode("utf-8")) > MAX_NAME_PART_BYTES:
+            return f"a part of its name is longer than {MAX_NAME_PART_BYTES} bytes"
+    return None
 
 
 def source_set_tags(*, tenant: Tenant, source: Source, tags: list[str]) -> None:

@@ -93,3 +93,20 @@ def test_web_folders_must_be_inside_an_allowed_root(settings, tmp_path):
     settings.RAG_ALLOWED_FOLDER_ROOTS = []
     with pytest.raises(FolderNotAllowed, match="disabled"):
         folder_path_check(str(allowed / "docs"))
+
+
+def test_names_that_cannot_be_stored_are_reported_and_the_rest_of_the_upload_goes_on(
+    tenant_a, django_capture_on_commit_callbacks
+):
+    long_part = "x" * 300
+    archive = _zip({"docs.md": b"# Docs\n\nThe docs page.\n", "docs.md/inner.md": b"# Inner\n\nInner text.\n",
+                    f"{long_part}/a.md": b"# Deep\n\nDeep text.\n", "ok/fine.md": b"# Fine\n\nAll fine.\n"})  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        job = upload_enqueue(tenant=tenant_a, source=None, uploads=[("bundle.zip", archive)])
+    job.refresh_from_db()
+    assert job.state == IngestJob.State.PARTIAL  # finished, never stuck in queued
+    keys = set(Document.objects.for_tenant(tenant_a).values_list("document_key", flat=True))
+    assert keys == {"docs.md", "ok/fine.md"}
+    reasons = {e["key"]: e["error"] for e in job.errors}
+    assert "conflicts with another file" in reasons["docs.md/inner.md"]
+    assert "longer than 255 bytes" in reasons[f"{long_part}/a.md"]
