@@ -352,6 +352,8 @@ class JobRetryApi(TenantApiView):
             services.job_retry(tenant=self.tenant, job=job)
         except services.FolderNotAllowed as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
+        except services.UploadFilesGone as exc:
+            raise serializers.ValidationError({"job": [str(exc)]}) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 

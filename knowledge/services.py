@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -140,6 +141,14 @@ def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", t
     return job
 
 
+def upload_files_remove(job) -> None:  # type: ignore[no-untyped-def]
+    """Delete an upload job's raw files (their text is in the index by now, or the job is gone)."""
+    folder = (job.params or {}).get("dir")
+    uploads_root = (Path(settings.MEDIA_ROOT) / "uploads").resolve()
+    if folder and uploads_root in Path(folder).resolve().parents:  # only ever inside MEDIA_ROOT/uploads
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def job_cancel(*, tenant: Tenant, job) -> None:  # type: ignore[no-untyped-def]
     type(job).objects.for_tenant(tenant).filter(pk=job.pk).update(cancel_requested=True)
 
@@ -154,11 +163,17 @@ def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
         raise PermissionError("Jobs of another tenant cannot be retried here.")
     if job.kind == type(job).Kind.FOLDER:
         job_folder(job)
+    elif not Path((job.params or {}).get("dir") or "/nonexistent").is_dir():
+        raise UploadFilesGone("The uploaded files were removed once they were ingested; upload them again.")
     job.cancel_requested = False
     job.state = type(job).State.QUEUED
     job.save(update_fields=["cancel_requested", "state"])
     transaction.on_commit(lambda: async_task("knowledge.tasks.ingest_job_task", job.pk))
     return job
+
+
+class UploadFilesGone(ValueError):
+    """An upload job's raw files were removed after it ended: it cannot be run again."""
 
 
 class FolderNotAllowed(ValueError):
@@ -309,6 +324,8 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     store = get_store()
     for identity in identities:
         store.delete(identity, Scope(tenant=str(tenant.public_id), statuses=None, source_ids=[source.source_id]))
+    for job in source.jobs.filter(kind="upload"):  # the raw uploaded files go too: "cannot be undone" means it
+        upload_files_remove(job)
     source.delete()
 
 

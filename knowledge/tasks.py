@@ -7,7 +7,7 @@ from pathlib import Path
 from knowledge import pipeline
 from knowledge.enrichment import EnrichmentRequest
 from knowledge.models import IngestJob
-from knowledge.services import FolderNotAllowed, job_folder
+from knowledge.services import FolderNotAllowed, job_folder, upload_files_remove
 
 
 def ingest_job_task(job_id: int) -> None:
@@ -25,6 +25,7 @@ def ingest_job_task(job_id: int) -> None:
                 source=job.source, files=files, mode=params.get("mode", "auto"), tags=params.get("tags", []), job=job,
                 skips=params.get("skips", []), errors=params.get("errors", []), **extra,
             )  # fmt: skip
+            upload_files_remove(job)  # ingested: the raw files are not kept (a crash above keeps them for a retry)
         elif job.kind == IngestJob.Kind.FOLDER:
             root = job_folder(job)  # checked again here, right before reading
             pipeline.sync_folder(

@@ -110,3 +110,26 @@ def test_names_that_cannot_be_stored_are_reported_and_the_rest_of_the_upload_goe
     reasons = {e["key"]: e["error"] for e in job.errors}
     assert "conflicts with another file" in reasons["docs.md/inner.md"]
     assert "longer than 255 bytes" in reasons[f"{long_part}/a.md"]
+
+
+def test_raw_uploads_are_removed_once_ingested_and_with_their_source(tenant_a, django_capture_on_commit_callbacks):
+    from rest_framework.test import APIClient
+
+    from knowledge.services import source_create, source_delete
+    from tenants.services import api_key_issue
+
+    source = source_create(tenant=tenant_a, kind="upload", name="manuals")
+    with django_capture_on_commit_callbacks(execute=True):
+        job = upload_enqueue(tenant=tenant_a, source=source, uploads=[("a.md", b"# A\n\nAlpha text.\n")])
+    job.refresh_from_db()
+    folder = Path(job.params["dir"])
+    assert job.state == IngestJob.State.SUCCEEDED and not folder.exists()  # ingested: the raw file is gone
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
+    retry = client.post(f"/api/v1/tenants/acme/jobs/{job.public_id}/retry/")
+    assert retry.status_code == 400 and "upload them again" in retry.json()["job"][0]
+    # A job whose files are still there (it crashed before ingesting) loses them with its source.
+    kept = upload_enqueue(tenant=tenant_a, source=source, uploads=[("b.md", b"# B\n\nBeta text.\n")])  # not run
+    assert Path(kept.params["dir"]).is_dir()
+    source_delete(tenant=tenant_a, source=source)
+    assert not Path(kept.params["dir"]).exists()
