@@ -99,8 +99,10 @@ def test_names_that_cannot_be_stored_are_reported_and_the_rest_of_the_upload_goe
     tenant_a, django_capture_on_commit_callbacks
 ):
     long_part = "x" * 300
-    archive = _zip({"docs.md": b"# Docs\n\nThe docs page.\n", "docs.md/inner.md": b"# Inner\n\nInner text.\n",
-                    f"{long_part}/a.md": b"# Deep\n\nDeep text.\n", "ok/fine.md": b"# Fine\n\nAll fine.\n"})  # fmt: skip
+    archive = _zip({
+        "docs.md": b"# Docs\n\nThe docs page.\n", "docs.md/inner.md": b"# Inner\n\nInner text.\n",
+        f"{long_part}/a.md": b"# Deep\n\nDeep text.\n", "ok/fine.md": b"# Fine\n\nAll fine.\n",
+    })  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
         job = upload_enqueue(tenant=tenant_a, source=None, uploads=[("bundle.zip", archive)])
     job.refresh_from_db()
