@@ -118,6 +118,27 @@ class SourceAdmin(TenantScopedAdmin):
     def document_count(self, obj: Source) -> int:
         return obj.documents.count()
 
+    # Writes that touch indexed data go through the services: the vector store follows SQL.
+    def delete_model(self, request: HttpRequest, obj: Source) -> None:
+        services.source_delete(tenant=obj.tenant, source=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Source]) -> None:
+        for source in queryset.select_related("tenant"):
+            services.source_delete(tenant=source.tenant, source=source)
+
+    def get_deleted_objects(self, objs, request: HttpRequest):  # type: ignore[no-untyped-def]
+        # Documents and chunks cannot be deleted one by one (they are retired); with their source they go,
+        # through source_delete, so their own delete permission is not asked for here.
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        source = form.instance  # its tags are in every payload of its documents
+        services.documents_payload_sync(
+            tenant=source.tenant, document_pks=source.documents.values_list("pk", flat=True)
+        )
+
     def get_readonly_fields(self, request: HttpRequest, obj: Source | None = None) -> list[str]:
         # kind and name are part of the id; a rename would orphan every id below the source. The path is fixed
         # too: a folder source reads what its creator was allowed to read (a new folder is a new source).
@@ -155,6 +176,13 @@ class DocumentAdmin(CurationActionsMixin, TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False  # documents come from ingestion, never from a blank form
 
+    def has_delete_permission(self, request: HttpRequest, obj: Document | None = None) -> bool:
+        return False  # retire instead (kept in history; the vector store follows), or delete the source
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # critical, tags, title, mode: into the payloads
+        services.documents_payload_sync(tenant=form.instance.tenant, document_pks=[form.instance.pk])
+
     @admin.action(description="Retire selected documents")
     def retire(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
         count = sum(
@@ -179,6 +207,13 @@ class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
+        return False  # chunks belong to their document's version
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        services.documents_payload_sync(tenant=form.instance.tenant, document_pks=[form.instance.document_id])
 
 
 @admin.register(ModelEntry)

@@ -62,6 +62,12 @@ def _flag_for_sync(document_pks: Iterable[int]) -> None:
     transaction.on_commit(indexer.drain)
 
 
+def documents_payload_sync(*, tenant: Tenant, document_pks: Iterable[int]) -> None:
+    """Curation outside the services' own setters (the Django admin's change forms) changed these documents:
+    push their payloads (critical, tags, titles) to the vector store too."""
+    _flag_for_sync(Document.objects.for_tenant(tenant).filter(pk__in=list(document_pks)).values_list("pk", flat=True))
+
+
 def documents_set_critical(*, tenant: Tenant, documents: QuerySet[Document], critical: bool) -> int:
     scoped = documents.for_tenant(tenant)
     pks = list(scoped.values_list("pk", flat=True))

@@ -213,3 +213,25 @@ def test_the_model_catalog_registers_packaged_models_and_checks_loading(db, tmp_
     entry = catalog_check(ModelEntry.objects.create(name="broken", kind=ModelEntry.Kind.CHAT, path=str(broken)))
     assert entry.loads is False and entry.load_error
     assert "broken" not in [c.name for c in catalog_choices(ModelEntry.Kind.CHAT)]
+
+
+def _points(tenant, **scope) -> int:  # type: ignore[no-untyped-def]
+    return get_store().count(get_embedder().identity, Scope(tenant=str(tenant.public_id), statuses=None, **scope))
+
+
+def test_the_django_admin_goes_through_the_services_so_the_vector_store_follows(corpus, admin_client, tenant_a):
+    from django.urls import reverse
+
+    document = Document.objects.get(document_key="network.md")
+    assert _points(tenant_a, critical_only=True) == 0
+    change = reverse("admin:knowledge_document_change", args=[document.pk])
+    form = {"mode": document.mode, "title": document.title, "critical": "on",
+            "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}  # fmt: skip
+    response = admin_client.post(change, form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert _points(tenant_a, critical_only=True) == Chunk.objects.filter(document=document).count() > 0
+    # Documents are retired, not deleted, in the admin; deleting a source removes its points.
+    assert admin_client.get(reverse("admin:knowledge_document_delete", args=[document.pk])).status_code == 403
+    delete = reverse("admin:knowledge_source_delete", args=[corpus.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not Source.objects.filter(pk=corpus.pk).exists() and _points(tenant_a) == 0
