@@ -10,7 +10,8 @@ from django.http import HttpRequest
 
 from knowledge import ids, services
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, ModelEntry, Source, Tag
-from tenants.admin import TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
+from tenants.admin import TenantAdmin, TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
+from tenants.models import Tenant
 
 
 class TagListFilter(admin.SimpleListFilter):
@@ -105,6 +106,13 @@ class SourceAdminForm(forms.ModelForm):
         return data
 
 
+def rows_deleted_through_services(summary):  # type: ignore[no-untyped-def]
+    """Documents, chunks and jobs cannot be deleted one by one in the admin (they are retired, or read-only);
+    with their source or tenant they go, through the services, so their own delete permission is not needed."""
+    deleted, counts, _, protected = summary
+    return deleted, counts, set(), protected
+
+
 @admin.register(Source)
 class SourceAdmin(TenantScopedAdmin):
     form = SourceAdminForm
@@ -127,10 +135,7 @@ class SourceAdmin(TenantScopedAdmin):
             services.source_delete(tenant=source.tenant, source=source)
 
     def get_deleted_objects(self, objs, request: HttpRequest):  # type: ignore[no-untyped-def]
-        # Documents and chunks cannot be deleted one by one (they are retired); with their source they go,
-        # through source_delete, so their own delete permission is not asked for here.
-        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
-        return deleted, counts, set(), protected
+        return rows_deleted_through_services(super().get_deleted_objects(objs, request))
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
         super().save_related(request, form, formsets, change)
@@ -257,3 +262,21 @@ class IngestJobAdmin(TenantScopedAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: IngestJob | None = None) -> bool:
         return False  # jobs are records; retry and cancel go through the API or the curation pages
+
+
+# Deleting a tenant in the admin must reach its vectors and files, which only knowledge knows about (tenants
+# never imports knowledge): the Tenant admin is re-registered here with deletes through the service.
+class TenantWithKnowledgeAdmin(TenantAdmin):
+    def get_deleted_objects(self, objs, request: HttpRequest):  # type: ignore[no-untyped-def]
+        return rows_deleted_through_services(super().get_deleted_objects(objs, request))
+
+    def delete_model(self, request: HttpRequest, obj: Tenant) -> None:
+        services.tenant_delete(tenant=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
+        for tenant in queryset:
+            services.tenant_delete(tenant=tenant)
+
+
+admin.site.unregister(Tenant)
+admin.site.register(Tenant, TenantWithKnowledgeAdmin)

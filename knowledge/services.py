@@ -335,6 +335,23 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     source.delete()
 
 
+def tenant_delete(*, tenant: Tenant) -> None:
+    """Delete a tenant with everything it owns: its vectors and raw uploads first, then every SQL row."""
+    from knowledge.embedders import EmbedderIdentity
+    from knowledge.vectorstore import Scope, get_store
+
+    identities = {
+        EmbedderIdentity(p, m, d)
+        for p, m, d in DocumentVersion.objects.for_tenant(tenant).exclude(embedding_provider="")
+        .values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
+    }  # fmt: skip
+    for identity in identities:
+        get_store().delete(identity, Scope(tenant=str(tenant.public_id), statuses=None))
+    uploads = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id)
+    shutil.rmtree(uploads, ignore_errors=True)
+    tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
+
+
 def documents_restore(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
     """Bring retired documents back: their latest retired version becomes active again."""
     now = timezone.now()

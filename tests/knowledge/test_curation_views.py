@@ -235,3 +235,26 @@ def test_the_django_admin_goes_through_the_services_so_the_vector_store_follows(
     delete = reverse("admin:knowledge_source_delete", args=[corpus.pk])
     assert admin_client.post(delete, {"post": "yes"}).status_code == 302
     assert not Source.objects.filter(pk=corpus.pk).exists() and _points(tenant_a) == 0
+
+
+def test_deleting_a_tenant_in_the_admin_removes_its_vectors_and_uploads_and_spares_the_others(
+    corpus, tenant_a, tenant_b, tmp_path, django_capture_on_commit_callbacks
+):
+    from pathlib import Path
+
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    from knowledge.services import upload_enqueue
+    from tenants.models import Tenant
+
+    make_folder_source(tenant=tenant_b, root=tmp_path / "b", files={"b.md": "# B\n\nGlobex text.\n"})
+    kept = upload_enqueue(tenant=tenant_a, source=None, uploads=[("u.md", b"# U\n\nUploaded.\n")])  # not run yet
+    assert Path(kept.params["dir"]).is_dir() and _points(tenant_a) > 0
+    root = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
+    client = CommittingClient()
+    client.force_login(root)
+    response = client.post(reverse("admin:tenants_tenant_delete", args=[tenant_a.pk]), {"post": "yes"})
+    assert response.status_code == 302 and not Tenant.objects.filter(pk=tenant_a.pk).exists()
+    assert _points(tenant_a) == 0 and not Path(kept.params["dir"]).exists()
+    assert _points(tenant_b) > 0  # the other tenant is untouched
