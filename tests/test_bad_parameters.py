@@ -11,3 +11,13 @@ def test_malformed_ids_in_parameters_answer_404_not_500(tenant_a, admin_a, clien
     assert client.post("/t/acme/chat/ask/", {"question": "hi", "session": "x'--"}).status_code == 404
     upload = client.post("/t/acme/upload/", {"files": [SimpleUploadedFile("a.md", b"# A\n")], "source": "../../etc"})
     assert upload.status_code == 404
+
+
+def test_pages_and_api_answers_carry_security_and_no_store_headers(tenant_a, admin_a, client):  # type: ignore[no-untyped-def]
+    client.force_login(admin_a)
+    for url in ("/t/acme/sources/", "/api/v1/tenants/acme/"):
+        response = client.get(url)
+        assert response.status_code == 200
+        assert "script-src 'self'" in response["Content-Security-Policy"]
+        assert "camera=()" in response["Permissions-Policy"]
+        assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
