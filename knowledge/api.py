@@ -13,7 +13,7 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +24,7 @@ from knowledge.models import Document, IngestJob, Source, Status, Tag
 from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
 from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
+from ragsite.parsers import SafeJSONParser
 from tenants.access import TenantApiView
 
 MAX_QUERY_CHARS = 2000
@@ -84,6 +85,9 @@ class HitSerializer(serializers.Serializer):
             "version": chunk.document_version.version if chunk.document_version_id else None,
             "signals": hit.signals,
         }
+
+
+MAX_OFFSET = 10**9  # beyond any real table; larger offsets overflow the database's integer
 
 
 class RetrieveApi(TenantApiView):
@@ -420,7 +424,7 @@ class DocumentListApi(TenantApiView):
             )
         try:
             limit = min(max(int(params.get("limit", 100)), 1), 500)
-            offset = max(int(params.get("offset", 0)), 0)
+            offset = min(max(int(params.get("offset", 0)), 0), MAX_OFFSET)
         except ValueError as exc:
             raise serializers.ValidationError({"limit": ["limit and offset are integers."]}) from exc
         total = documents.count()
@@ -474,7 +478,7 @@ class DifyRetrievalApi(APIView):
 
     authentication_classes: list = []
     permission_classes: list = []
-    parser_classes = [JSONParser]
+    parser_classes = [SafeJSONParser]
 
     @extend_schema_serializer(component_name="DifyRetrievalInput")
     class InputSerializer(serializers.Serializer):
