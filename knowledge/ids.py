@@ -27,6 +27,8 @@ MAX_KEY_LENGTH = 1000
 _TENANT_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$")
 _WHITESPACE_RE = re.compile(r"\s+")
 _CONTROL_CHARS = {chr(c) for c in range(32)} | {"\x7f"}
+# Text-direction controls make a name display as another ("invoice\u202efdp.exe" reads "invoiceexe.pdf").
+BIDI_CONTROLS = set("\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class InvalidIdentifier(ValueError):
@@ -63,6 +65,8 @@ def normalise_document_key(key: str) -> str:
     text = unicodedata.normalize("NFC", key).strip().replace("\\", "/")
     if not text:
         raise InvalidIdentifier("A document key cannot be empty.")
+    if BIDI_CONTROLS & set(text):
+        raise InvalidIdentifier(f"A document key cannot contain text-direction control characters: {key!r}.")
     if text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
         raise InvalidIdentifier(f"A document key must be relative to its source, not {key!r}.")
     parts = [part for part in PurePosixPath(text).parts if part not in ("", ".")]

@@ -237,6 +237,10 @@ def sync_folder(
         except ids.InvalidIdentifier as exc:
             _record_failure(job, walked.key, str(exc))
             continue
+        if key in keep:  # "café" written composed and decomposed: one document key, two files
+            _record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
+                            f"(an NFC/NFD twin of {key}); rename one of them")  # fmt: skip
+            continue
         keep.add(key)
         if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
             job.unchanged += 1

@@ -270,6 +270,8 @@ def _store_uploads(folder: Path, uploads: list[tuple[str, bytes]]) -> tuple[list
         skips.extend({"key": s.key, "reason": s.reason} for s in expanded.skips)
         for key, content in expanded.files:
             problem = _upload_name_problem(key)
+            if problem is None and key in keys:
+                problem = "its name is the same as another file's of this upload once Unicode-normalised"
             if problem is None:
                 try:
                     target = folder / key

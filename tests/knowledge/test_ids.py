@@ -86,3 +86,12 @@ def test_control_characters_and_percent_are_escaped():
     key = ids.normalise_document_key("100%\tdone.md")
     assert key == "100%25%09done.md"
     assert ids.display_name(key) == "100%\tdone.md"
+
+
+def test_text_direction_controls_are_refused_in_document_keys():
+    import pytest as _pytest
+
+    from knowledge.ids import InvalidIdentifier, normalise_document_key
+
+    with _pytest.raises(InvalidIdentifier, match="text-direction"):
+        normalise_document_key("invoice\u202efdp.md")

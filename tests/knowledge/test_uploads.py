@@ -135,3 +135,22 @@ def test_raw_uploads_are_removed_once_ingested_and_with_their_source(tenant_a, d
     assert Path(kept.params["dir"]).is_dir()
     source_delete(tenant=tenant_a, source=source)
     assert not Path(kept.params["dir"]).exists()
+
+
+def test_a_bidi_name_is_refused_and_nfc_nfd_twins_do_not_silently_merge(tenant_a, tmp_path):
+    from knowledge import pipeline
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / "ok.md").write_text("# Ok\n\nFine.\n")
+    (root / "invoice\u202efdp.md").write_text("# Evil\n\nSpoofed name.\n")
+    (root / "caf\u00e9.md").write_text("# Composed\n\nThe composed one.\n")  # NFC
+    (root / "cafe\u0301.md").write_text("# Decomposed\n\nThe decomposed one.\n")  # NFD: the same name once normalised
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="kb", path=root)
+    job = pipeline.sync_folder(source=source, root=root)
+    keys = sorted(Document.objects.for_tenant(tenant_a).values_list("document_key", flat=True))
+    assert "ok.md" in keys and not any("\u202e" in k for k in keys)
+    reported = {e["key"] for e in job.errors} | {s["key"] for s in job.skips}
+    assert any("\u202e" in k for k in reported)  # the refusal has its reason, nothing silently dropped
+    assert keys.count("caf\u00e9.md") == 1 and any("twin" in (e.get("error") or "") or "twin" in (e.get("reason") or "")
+                                                   for e in [*job.errors, *job.skips])  # fmt: skip
