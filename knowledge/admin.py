@@ -106,6 +106,14 @@ class SourceAdminForm(forms.ModelForm):
         return data
 
 
+def drop_foreign_tags(request: HttpRequest, obj: Source | Document | Chunk) -> None:
+    """A row's tags must be its own tenant's (their names go into its payloads): others are removed."""
+    foreign = list(obj.tags.exclude(tenant_id=obj.tenant_id))
+    if foreign:
+        obj.tags.remove(*foreign)
+        messages.warning(request, f"Removed tags of another tenant: {', '.join(t.name for t in foreign)}.")
+
+
 def rows_deleted_through_services(summary):  # type: ignore[no-untyped-def]
     """Documents, chunks and jobs cannot be deleted one by one in the admin (they are retired, or read-only);
     with their source or tenant they go, through the services, so their own delete permission is not needed."""
@@ -140,6 +148,7 @@ class SourceAdmin(TenantScopedAdmin):
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         source = form.instance  # its tags are in every payload of its documents
+        drop_foreign_tags(request, source)
         services.documents_payload_sync(
             tenant=source.tenant, document_pks=source.documents.values_list("pk", flat=True)
         )
@@ -186,6 +195,7 @@ class DocumentAdmin(CurationActionsMixin, TenantScopedAdmin):
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
         super().save_related(request, form, formsets, change)  # critical, tags, title, mode: into the payloads
+        drop_foreign_tags(request, form.instance)
         services.documents_payload_sync(tenant=form.instance.tenant, document_pks=[form.instance.pk])
 
     @admin.action(description="Retire selected documents")
@@ -218,6 +228,7 @@ class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
         super().save_related(request, form, formsets, change)
+        drop_foreign_tags(request, form.instance)
         services.documents_payload_sync(tenant=form.instance.tenant, document_pks=[form.instance.document_id])
 
 

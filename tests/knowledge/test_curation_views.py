@@ -258,3 +258,20 @@ def test_deleting_a_tenant_in_the_admin_removes_its_vectors_and_uploads_and_spar
     assert response.status_code == 302 and not Tenant.objects.filter(pk=tenant_a.pk).exists()
     assert _points(tenant_a) == 0 and not Path(kept.params["dir"]).exists()
     assert _points(tenant_b) > 0  # the other tenant is untouched
+
+
+def test_a_superuser_cannot_attach_another_tenants_tag_in_the_admin(corpus, tenant_a, tenant_b):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    from knowledge.models import Tag
+
+    foreign = Tag.objects.create(tenant=tenant_b, name="globex-secret")
+    own = Tag.objects.create(tenant=tenant_a, name="manual")
+    document = Document.objects.get(document_key="network.md")
+    client = CommittingClient()
+    client.force_login(get_user_model().objects.create_superuser("root", password="pw-for-tests-123"))
+    form = {"mode": document.mode, "title": document.title, "tags": [foreign.pk, own.pk],
+            "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}  # fmt: skip
+    assert client.post(reverse("admin:knowledge_document_change", args=[document.pk]), form).status_code == 302
+    assert list(document.tags.values_list("name", flat=True)) == ["manual"]
