@@ -315,23 +315,26 @@ def document_set_tags(*, tenant: Tenant, document: Document, tags: list[str]) ->
     _flag_for_sync([document.pk])
 
 
-def source_delete(*, tenant: Tenant, source: Source) -> None:
-    """Delete a source, its documents, chunks and their vectors (vectors first: SQL is the truth)."""
+def _points_delete(*, tenant: Tenant, versions: QuerySet[DocumentVersion], source_ids: list[str] | None) -> None:
+    """Remove the tenant's points (of these sources, or all) from every collection these versions were embedded in."""
     from knowledge.embedders import EmbedderIdentity
     from knowledge.vectorstore import Scope, get_store
 
-    if source.tenant_id != tenant.pk:
-        raise PermissionError("Sources of another tenant cannot be deleted here.")
     identities = {
         EmbedderIdentity(p, m, d)
-        for p, m, d in DocumentVersion.objects.filter(document__source=source)
-        .exclude(embedding_provider="")
-        .values_list("embedding_provider", "embedding_model", "embedding_dims")
-        .distinct()
-    }
-    store = get_store()
+        for p, m, d in versions.exclude(embedding_provider="")
+        .values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
+    }  # fmt: skip
     for identity in identities:
-        store.delete(identity, Scope(tenant=str(tenant.public_id), statuses=None, source_ids=[source.source_id]))
+        get_store().delete(identity, Scope(tenant=str(tenant.public_id), statuses=None, source_ids=source_ids))
+
+
+def source_delete(*, tenant: Tenant, source: Source) -> None:
+    """Delete a source, its documents, chunks and their vectors (vectors first: SQL is the truth)."""
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be deleted here.")
+    versions = DocumentVersion.objects.for_tenant(tenant).filter(document__source=source)
+    _points_delete(tenant=tenant, versions=versions, source_ids=[source.source_id])
     for job in source.jobs.filter(kind="upload"):  # the raw uploaded files go too: "cannot be undone" means it
         upload_files_remove(job)
     source.delete()
@@ -339,16 +342,7 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
 
 def tenant_delete(*, tenant: Tenant) -> None:
     """Delete a tenant with everything it owns: its vectors and raw uploads first, then every SQL row."""
-    from knowledge.embedders import EmbedderIdentity
-    from knowledge.vectorstore import Scope, get_store
-
-    identities = {
-        EmbedderIdentity(p, m, d)
-        for p, m, d in DocumentVersion.objects.for_tenant(tenant).exclude(embedding_provider="")
-        .values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
-    }  # fmt: skip
-    for identity in identities:
-        get_store().delete(identity, Scope(tenant=str(tenant.public_id), statuses=None))
+    _points_delete(tenant=tenant, versions=DocumentVersion.objects.for_tenant(tenant), source_ids=None)
     uploads = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id)
     shutil.rmtree(uploads, ignore_errors=True)
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
