@@ -131,6 +131,13 @@ def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
     return m.Filter(must=must)
 
 
+def _tenant_idf(m: Any, scope: Scope, *, edge: bool) -> Any:
+    """Search params that compute the lexical leg's IDF over this tenant's chunks only, on either backend:
+    one tenant's vocabulary never shapes another's ranking (nor reveals what another tenant holds)."""
+    corpus = _conditions(m, Scope(tenant=scope.tenant, statuses=None), edge=edge)
+    return m.SearchParams(idf=m.IdfParams(corpus=corpus) if edge else m.IdfCorpusParams(corpus=corpus))
+
+
 def _empty_scope(scope: Scope) -> bool:
     return any(v is not None and len(v) == 0 for v in (scope.source_ids, scope.document_ids, scope.point_ids))
 
@@ -241,9 +248,7 @@ class EdgeStore:
             return []
         shard = self._shard(identity)
         flt = _conditions(m, scope, edge=True)
-        # IDF over this tenant's chunks only: one tenant's vocabulary never shapes another's ranking.
-        tenant_only = _conditions(m, Scope(tenant=scope.tenant, statuses=None), edge=True)
-        sparse_params = m.SearchParams(idf=m.IdfParams(corpus=tenant_only))
+        sparse_params = _tenant_idf(m, scope, edge=True)
         legs = []
         if dense is not None:
             legs.append(m.Prefetch(limit=prefetch, query=m.Query.Nearest(list(dense), using=DENSE), filter=flt))
@@ -279,8 +284,7 @@ class EdgeStore:
             return Legs([], [], [])
         shard = self._shard(identity)
         flt = _conditions(m, scope, edge=True)
-        tenant_only = _conditions(m, Scope(tenant=scope.tenant, statuses=None), edge=True)
-        sparse_params = m.SearchParams(idf=m.IdfParams(corpus=tenant_only))
+        sparse_params = _tenant_idf(m, scope, edge=True)
         dense_query = m.Query.Nearest(list(dense), using=DENSE)
         has_sparse = bool(sparse and sparse[0])
         requests = [m.QueryRequest(limit=prefetch, query=dense_query, filter=flt, with_payload=False)]
@@ -420,18 +424,19 @@ class ClientStore:
             return []
         self.ensure_collection(identity)
         flt = _conditions(m, scope, edge=False)
+        sparse_params = _tenant_idf(m, scope, edge=False)
         legs = []
         if dense is not None:
             legs.append(m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt))
         if sparse is not None and sparse[0]:
             vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
-            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt))
+            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt, params=sparse_params))
         if not legs:
             return []
         if len(legs) == 1:
             result = self.client.query_points(
                 identity.collection, query=legs[0].query, using=legs[0].using, query_filter=flt, limit=limit,
-                with_payload=True,
+                with_payload=True, search_params=sparse_params if dense is None else None,
             )  # fmt: skip
         else:
             result = self.client.query_points(
@@ -447,13 +452,15 @@ class ClientStore:
             return Legs([], [], [])
         self.ensure_collection(identity)
         flt = _conditions(m, scope, edge=False)
+        sparse_params = _tenant_idf(m, scope, edge=False)
         has_sparse = bool(sparse and sparse[0])
         requests = [m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=prefetch, with_payload=False)]
         legs = [m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt)]
         if has_sparse:
             vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
-            requests.append(m.QueryRequest(query=vector, using=SPARSE, filter=flt, limit=prefetch, with_payload=False))
-            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt))
+            requests.append(m.QueryRequest(query=vector, using=SPARSE, filter=flt, limit=prefetch, with_payload=False,
+                                           params=sparse_params))  # fmt: skip
+            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt, params=sparse_params))
             fused = m.QueryRequest(
                 prefetch=legs, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), filter=flt, limit=limit, with_payload=True
             )

@@ -144,3 +144,28 @@ def test_the_same_process_also_gets_store_busy_for_a_second_handle(tmp_path):
     with pytest.raises(StoreBusy):
         EdgeStore(tmp_path / "q").ensure_collection(IDENTITY)
     first.close()
+
+
+@pytest.mark.parametrize("leg", ["search", "hybrid"])
+def test_lexical_scores_use_this_tenants_statistics_only_on_both_backends(store, leg):  # type: ignore[no-untyped-def]
+    """Issue 10 #5: another tenant filling the collection with a word must not change how this tenant ranks it
+    (nor reveal, through the scores, that another tenant holds it)."""
+    def top_score() -> tuple[str, float]:
+        query = query_vector("invoice")
+        if leg == "search":
+            hits = store.search(IDENTITY, Scope(tenant="A"), dense=None, sparse=query, limit=3)
+            return hits[0].payload["document_id"], hits[0].score
+        legs = store.hybrid(IDENTITY, Scope(tenant="A"), dense=_unit(99), sparse=query, limit=3)
+        only_lexical = store.search(IDENTITY, Scope(tenant="A"), dense=None, sparse=query, limit=3)
+        assert legs.lexical[0] == only_lexical[0].id  # the hybrid call's lexical leg ranks the same way
+        return only_lexical[0].payload["document_id"], only_lexical[0].score
+
+    store.upsert(IDENTITY, [
+        _point(1, "A", "Invoice numbering and the invoice archive"),
+        *(_point(10 + n, "A", f"Unrelated travel policy paragraph {n}") for n in range(20)),
+    ])  # fmt: skip
+    before = top_score()
+    store.upsert(IDENTITY, [_point(100 + n, "B", f"invoice {n} for customer {n}") for n in range(200)])
+    after = top_score()
+    assert before[0] == after[0] == "doc1"
+    assert after[1] == pytest.approx(before[1], rel=1e-4)
