@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import ForeignKeyRawIdWidget
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import QuerySet
@@ -12,7 +14,7 @@ from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
 from tenants.models import ApiKey, Membership, Tenant
-from tenants.services import api_key_issue
+from tenants.services import api_key_issue, membership_add
 
 
 def admin_tenants(request: HttpRequest) -> QuerySet[Tenant]:
@@ -136,12 +138,34 @@ class TenantAdmin(TenantScopedAdmin):
         return request.user.is_superuser
 
 
+def enrollable_users(request: HttpRequest) -> QuerySet[Any]:
+    """Users a tenant admin may enrol or re-role: people already in one of the tenants they administer.
+
+    A tenant admin cannot browse the platform's accounts (a raw user id showed any username) nor pull a
+    stranger into their tenant; new people are enrolled by an operator (`manage.py add_member`, or a
+    superuser in this admin)."""
+    users = get_user_model().objects.filter(is_active=True)
+    if request.user.is_superuser:
+        return users
+    return users.filter(memberships__tenant__in=admin_tenants(request)).distinct()
+
+
 @admin.register(Membership)
 class MembershipAdmin(TenantScopedAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "role"]
     search_fields = ["user__username", "user__email"]
-    raw_id_fields = ["user"]
+
+    def formfield_for_foreignkey(self, db_field: models.ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user":
+            kwargs["queryset"] = enrollable_users(request)
+            if request.user.is_superuser:  # operators may have many accounts to pick from: a raw id
+                kwargs["widget"] = ForeignKeyRawIdWidget(db_field.remote_field, self.admin_site)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        membership_add(tenant=obj.tenant, user=obj.user, role=obj.role)  # an admin role also lets them into /admin/
 
 
 @admin.register(ApiKey)

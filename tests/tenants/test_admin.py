@@ -193,3 +193,38 @@ def test_ingestion_jobs_are_visible_read_only_and_tenant_scoped(client_a, tenant
     assert list(listing.context["cl"].result_list) == [own]
     assert client_a.get(reverse("admin:knowledge_ingestjob_change", args=[own.pk])).status_code == 200
     assert client_a.get(reverse("admin:knowledge_ingestjob_change", args=[foreign.pk])).status_code == 302
+
+
+def test_a_tenant_admin_can_enrol_only_people_already_in_their_tenants(client_a, tenant_a, tenant_b, admin_a):
+    """Issue 10 #8: a raw user id let a tenant admin see any account's username and pull anyone in."""
+    from tests.factories import make_user
+
+    colleague = make_member(tenant_a, username="colleague")
+    stranger = make_user(username="stranger-globex-cfo")
+    add_page = client_a.get(reverse("admin:tenants_membership_add")).content.decode()
+    assert "colleague" in add_page and "stranger-globex-cfo" not in add_page
+    response = client_a.post(reverse("admin:tenants_membership_add"),
+                             {"tenant": tenant_a.pk, "user": stranger.pk, "role": "admin"})  # fmt: skip
+    assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
+    assert not Membership.objects.filter(user=stranger).exists()
+
+    membership = Membership.objects.get(user=colleague)
+    response = client_a.post(reverse("admin:tenants_membership_change", args=[membership.pk]),
+                             {"tenant": tenant_a.pk, "user": colleague.pk, "role": "admin"})  # fmt: skip
+    assert response.status_code == 302
+    colleague.refresh_from_db()
+    assert Membership.objects.get(user=colleague).role == "admin" and colleague.is_staff  # can now reach /admin/
+
+
+def test_operators_enrol_new_people_with_add_member(tenant_a):
+    from django.core.management import CommandError, call_command
+
+    from tests.factories import make_user
+
+    user = make_user(username="newhire")
+    call_command("add_member", tenant_a.slug, "newhire", "--role", "staff")
+    assert Membership.objects.get(user=user, tenant=tenant_a).role == "staff"
+    with pytest.raises(CommandError, match="No user"):
+        call_command("add_member", tenant_a.slug, "nobody")
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("add_member", "no-such-tenant", "newhire")
