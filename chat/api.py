@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,8 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
-from knowledge.api import HitSerializer, ScopeSerializer, _filters, _run_retrieval
+from knowledge.api import HitSerializer, ScopeSerializer, StoreUnavailable, _filters, _run_retrieval
+from knowledge.retrieval import IndexMismatch
+from knowledge.vectorstore import StoreBusy
+from ragsite.errors import error_reference
 from tenants.access import TenantApiView
+
+logger = logging.getLogger(__name__)
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -80,8 +86,14 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type
                 yield sse("sources", sources_payload(item))
             else:
                 yield sse("token", {"delta": item})
-    except Exception as exc:  # the stream has started: report in-band, the status line is already sent
-        yield sse("error", {"detail": f"{type(exc).__name__}: {exc}"})
+    except IndexMismatch as exc:  # the operator's remedy ("manage.py reindex …"), not internals
+        yield sse("error", {"detail": str(exc)})
+    except StoreBusy:
+        yield sse("error", {"detail": StoreUnavailable.default_detail})
+    except Exception:  # the stream has started: report in-band, the status line is already sent
+        reference = error_reference()
+        logger.exception("Answer stream failed (ref %s)", reference)
+        yield sse("error", {"detail": "The answer failed; the error was logged.", "reference": reference})
     finally:
         close = getattr(stream, "close", None)
         if close is not None:

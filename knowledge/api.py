@@ -6,6 +6,7 @@ API key (or the session user's membership); another tenant's objects answer 404 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +27,8 @@ from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
 from ragsite.parsers import SafeJSONParser
 from tenants.access import TenantApiView
+
+logger = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 2000
 
@@ -465,6 +468,16 @@ class DocumentRetireApi(TenantApiView):
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------
+def _plain_errors(errors: Any, prefix: str = "") -> str:
+    """DRF's nested error dict as "field.sub: message; …" (not a Python repr of ErrorDetail objects)."""
+    if isinstance(errors, dict):
+        return "; ".join(_plain_errors(v, f"{prefix}{k}." if prefix or k != "non_field_errors" else "")
+                         for k, v in errors.items())  # fmt: skip
+    if isinstance(errors, list):
+        return "; ".join(_plain_errors(v, prefix) for v in errors)
+    return f"{prefix.rstrip('.')}: {errors}" if prefix else str(errors)
+
+
 def _dify_error(code: int, message: str, http_status: int) -> Response:
     return Response({"error_code": code, "error_msg": message}, status=http_status)
 
@@ -504,7 +517,7 @@ class DifyRetrievalApi(APIView):
         tenant = api_key.tenant
         incoming = self.InputSerializer(data=request.data)
         if not incoming.is_valid():
-            return _dify_error(400, f"Invalid request: {incoming.errors}", 400)
+            return _dify_error(400, f"Invalid request: {_plain_errors(incoming.errors)}", 400)
         data = incoming.validated_data
         knowledge_id = data["knowledge_id"].strip()
         source = Source.objects.for_tenant(tenant).filter(source_id=knowledge_id).first()
@@ -523,8 +536,9 @@ class DifyRetrievalApi(APIView):
             hits = retrieve(
                 tenant=tenant, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
             )
-        except (IndexMismatch, StoreBusy) as exc:
-            return _dify_error(500, str(exc) or "The vector store is unavailable.", 503)
+        except (IndexMismatch, StoreBusy):
+            logger.exception("Dify retrieval could not search")
+            return _dify_error(500, "The knowledge index is unavailable; retry shortly.", 503)
         best = 2.0 / (60 + 1) + settings.RAG_CRITICAL_BOOST
         threshold = data["retrieval_setting"]["score_threshold"]
         records = []

@@ -244,7 +244,7 @@ def extract_pdf(data: bytes, *, key: str) -> Extracted:
     except (FileNotDecryptedError, DependencyError) as exc:
         raise ExtractionError(f"The PDF is encrypted and cannot be read ({exc}).") from exc
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
-        raise ExtractionError(f"The PDF is damaged or not a PDF ({type(exc).__name__}: {exc}).") from exc
+        raise ExtractionError(f"The PDF is damaged or not a PDF ({exc}).") from exc
     if not pages:
         raise ExtractionError("The PDF has no pages.")
 

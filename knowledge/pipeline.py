@@ -24,6 +24,7 @@ from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from knowledge.vectorstore import point_id
 from knowledge.walker import Skip, WalkedFile, walk
+from ragsite.errors import error_reference
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -286,12 +287,17 @@ def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, 
     except NeedsOCR as exc:
         _record_failure(job, key, str(exc), kind="needs_ocr")
         return
-    except (ExtractionError, ids.InvalidIdentifier, OSError, ValueError) as exc:
+    except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
         _record_failure(job, key, str(exc))
         return
-    except Exception as exc:  # one bad document never stops the batch
-        logger.exception("Ingesting %s failed", key)
-        _record_failure(job, key, f"unexpected error: {type(exc).__name__}: {exc}")
+    except OSError as exc:  # the reason, not the server's path
+        logger.warning("Reading %s failed: %s", key, exc)
+        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})")
+        return
+    except Exception:  # one bad document never stops the batch
+        reference = error_reference()
+        logger.exception("Ingesting %s failed (ref %s)", key, reference)
+        _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})")
         return
     if outcome.result == "unchanged":
         job.unchanged += 1

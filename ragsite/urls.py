@@ -20,3 +20,8 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
 ]
+
+handler400 = "ragsite.errors.bad_request"
+handler403 = "ragsite.errors.permission_denied"
+handler404 = "ragsite.errors.page_not_found"
+handler500 = "ragsite.errors.server_error"

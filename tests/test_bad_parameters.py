@@ -37,3 +37,47 @@ def test_huge_offsets_and_deeply_nested_json_answer_4xx_not_500(tenant_a):
                       ("/api/v1/tenants/acme/dify/retrieval", f"Bearer {raw_key}")):  # fmt: skip
         response = client.generic("POST", url, nested, content_type="application/json", HTTP_AUTHORIZATION=auth)
         assert 400 <= response.status_code < 500, (url, response.status_code)
+
+
+def _key_client(tenant):  # type: ignore[no-untyped-def]
+    from rest_framework.test import APIClient
+
+    from tenants.services import api_key_issue
+
+    client = APIClient(raise_request_exception=False)
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant)[1]}")
+    return client
+
+
+def test_api_errors_are_json_with_generic_messages_never_html_or_exception_text(tenant_a, monkeypatch, caplog):
+    """Issue 10 #11: unknown API URLs answered Django's HTML page; a failure leaked its exception text."""
+    client = _key_client(tenant_a)
+    missing = client.get("/api/v1/tenants/acme/no-such-endpoint/")
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
+    assert missing.json() == {"detail": "Not found."}
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]  # a bug deep inside (fault injection)
+        raise RuntimeError("secret detail /srv/ragsite/var/secret_key")
+
+    monkeypatch.setattr("knowledge.api.retrieve", broken)
+    failed = client.post("/api/v1/tenants/acme/retrieve/", {"query": "x"}, format="json")
+    assert failed.status_code == 500 and failed["Content-Type"] == "application/json"
+    assert "secret" not in failed.content.decode() and "RuntimeError" not in failed.content.decode()
+    monkeypatch.setattr("chat.services.language_of", broken)  # fails after the stream has started
+    streamed = client.post("/api/v1/tenants/acme/answer/", {"question": "x", "stream": True}, format="json")
+    body = b"".join(streamed.streaming_content).decode()
+    assert "event: error" in body and "secret" not in body and "RuntimeError" not in body
+    assert "secret detail" in caplog.text  # the details are in the log, under the reference the client got
+
+
+def test_dify_validation_errors_read_as_words_not_a_python_repr(tenant_a):
+    from tenants.services import api_key_issue
+
+    from rest_framework.test import APIClient
+
+    raw_key = api_key_issue(tenant=tenant_a)[1]
+    response = APIClient().post("/api/v1/tenants/acme/dify/retrieval", {"knowledge_id": "x", "query": "q"},
+                           format="json", HTTP_AUTHORIZATION=f"Bearer {raw_key}")  # fmt: skip
+    assert response.status_code == 400
+    message = response.json()["error_msg"]
+    assert "retrieval_setting" in message and "ErrorDetail" not in message and "{" not in message
