@@ -27,10 +27,13 @@ from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
 from ragsite.parsers import SafeJSONParser
 from tenants.access import TenantApiView
+from tenants.authentication import BearerApiKeyAuthentication
+from tenants.models import ApiKey
 
 logger = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 2000
+QUOTA_RETRY_SECONDS = 60  # Retry-After when a tenant's queued uploads are at their limit
 
 
 class StoreUnavailable(exceptions.APIException):
@@ -304,7 +307,10 @@ class SourceUploadApi(TenantApiView):
             raise serializers.ValidationError({"mode": [f"Use one of {', '.join(MODES)}."]})
         tags = [t.strip() for t in str(request.data.get("tags", "")).split(",") if t.strip()]
         uploads = [(f.name, f.read()) for f in files]
-        job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, mode=mode, tags=tags)
+        try:
+            job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, mode=mode, tags=tags)
+        except services.UploadQuotaExceeded as exc:
+            raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -489,7 +495,7 @@ class DifyRetrievalApi(APIView):
     failed, 2001 knowledge base does not exist. Scores are normalised to 0..1 (1 = first in both legs).
     """
 
-    authentication_classes: list = []
+    authentication_classes = [BearerApiKeyAuthentication]  # so the per-key rate limit applies here too
     permission_classes: list = []
     parser_classes = [SafeJSONParser]
 
@@ -506,13 +512,11 @@ class DifyRetrievalApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={200: dict})
     def post(self, request: Request, tenant_slug: str) -> Response:
-        from tenants.services import api_key_authenticate
-
         scheme, _, raw_key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-        if scheme != "Bearer" or not raw_key.strip():
+        if scheme.lower() != "bearer" or not raw_key.strip():
             return _dify_error(1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.", 403)
-        api_key = api_key_authenticate(raw_key.strip())
-        if api_key is None or api_key.tenant.slug != tenant_slug:
+        api_key = request.auth
+        if not isinstance(api_key, ApiKey) or api_key.tenant.slug != tenant_slug:
             return _dify_error(1002, "Authorization failed.", 403)
         tenant = api_key.tenant
         incoming = self.InputSerializer(data=request.data)

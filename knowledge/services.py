@@ -236,17 +236,24 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     source = source or source_default_get(tenant=tenant)
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot receive uploads here.")
+    budget = settings.RAG_TENANT_QUEUED_BYTES - queued_upload_bytes(tenant=tenant)
+    if budget < sum(len(data) for _, data in uploads):
+        raise UploadQuotaExceeded(
+            f"This tenant already has {max(0, settings.RAG_TENANT_QUEUED_BYTES - budget) // 2**20} MiB of uploads "
+            f"waiting to be indexed (the limit is {settings.RAG_TENANT_QUEUED_BYTES // 2**20} MiB); "
+            "retry when the running jobs have finished."
+        )
     job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
     try:
-        keys, skips, errors = _store_uploads(folder, uploads)
+        keys, skips, errors, stored = _store_uploads(folder, uploads, budget)
     except Exception as exc:  # never leave a job queued for ever, nor half its files on disk
         shutil.rmtree(folder, ignore_errors=True)
         job.state, job.message = IngestJob.State.FAILED, f"The upload could not be stored: {type(exc).__name__}."
         job.save(update_fields=["state", "message"])
         raise
     job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors,
-                  **(options or {})}  # fmt: skip
+                  "bytes": stored, **(options or {})}  # fmt: skip
     job.save(update_fields=["params"])
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -254,13 +261,33 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     return job
 
 
-def _store_uploads(folder: Path, uploads: list[tuple[str, bytes]]) -> tuple[list[str], list[dict], list[dict]]:
-    """Write each uploaded file (zip members expanded) under folder; refusals become skips or errors, per file."""
+class UploadQuotaExceeded(Exception):
+    """The tenant's uploads already waiting for the workers reach RAG_TENANT_QUEUED_BYTES."""
+
+
+def queued_upload_bytes(*, tenant: Tenant) -> int:
+    """Bytes of this tenant's stored uploads whose jobs have not run yet (their files are removed when they end)."""
+    from knowledge.models import IngestJob
+
+    waiting = IngestJob.objects.for_tenant(tenant).filter(
+        kind=IngestJob.Kind.UPLOAD, state__in=[IngestJob.State.QUEUED, IngestJob.State.RUNNING]
+    )
+    return sum(int((params or {}).get("bytes") or 0) for params in waiting.values_list("params", flat=True))
+
+
+def _store_uploads(
+    folder: Path, uploads: list[tuple[str, bytes]], budget: int
+) -> tuple[list[str], list[dict], list[dict], int]:
+    """Write each uploaded file (zip members expanded) under folder; refusals become skips or errors, per file.
+
+    Files that would take the tenant past its queued-bytes budget are refused by name (an archive can
+    expand to far more than was sent); returns the keys, skips, errors and the bytes stored."""
     from knowledge.uploads import UploadRejected, expand_upload
 
     keys: list[str] = []
     skips: list[dict] = []
     errors: list[dict] = []
+    stored = 0
     for name, data in uploads:
         try:
             expanded = expand_upload(name, data)
@@ -272,6 +299,8 @@ def _store_uploads(folder: Path, uploads: list[tuple[str, bytes]]) -> tuple[list
             problem = _upload_name_problem(key)
             if problem is None and key in keys:
                 problem = "its name is the same as another file's of this upload once Unicode-normalised"
+            if problem is None and stored + len(content) > budget:
+                problem = "the tenant's uploads waiting to be indexed would exceed their limit; upload it again later"
             if problem is None:
                 try:
                     target = folder / key
@@ -287,7 +316,8 @@ def _store_uploads(folder: Path, uploads: list[tuple[str, bytes]]) -> tuple[list
                 errors.append({"key": key[:1000], "error": f"Not ingested: {problem}.", "kind": "rejected"})
                 continue
             keys.append(key)
-    return keys, skips, errors
+            stored += len(content)
+    return keys, skips, errors, stored
 
 
 MAX_NAME_PART_BYTES = 255  # what Linux file systems allow per path component

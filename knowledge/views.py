@@ -157,7 +157,7 @@ def upload(request: TenantRequest) -> HttpResponse:
                 tenant=tenant, source=source, uploads=[(f.name, f.read()) for f in files],
                 tags=_tags(request.POST.get("tags", "")), options=options,
             )  # fmt: skip
-        except (UploadRejected, ValueError) as exc:
+        except (UploadRejected, services.UploadQuotaExceeded, ValueError) as exc:
             messages.error(request, str(exc))
             return redirect("knowledge:upload", tenant.slug)
         return redirect("knowledge:job-detail", tenant.slug, job.public_id)

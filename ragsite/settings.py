@@ -209,6 +209,16 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+# Throttle counters (API rate, wrong-key guesses) live in the cache: shared by every web process on Redis,
+# per process in memory on the embedded default (which runs one web process).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+# Wrong API keys from one client address: after this many in the window, that address gets 429 until it ends.
+RAG_API_KEY_FAILURE_LIMIT = env_int("RAG_API_KEY_FAILURE_LIMIT", default=20, minimum=1)
+RAG_API_KEY_FAILURE_WINDOW_S = env_int("RAG_API_KEY_FAILURE_WINDOW_S", default=600, minimum=1)
 
 # --- Retrieval stack ------------------------------------------------------------------------
 QDRANT_URL = env_str("QDRANT_URL")
@@ -248,6 +258,9 @@ RAG_MAX_UPLOAD_BYTES = env_int("RAG_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024,
 # A whole upload request (several files) is refused from its Content-Length before anything is read.
 RAG_MAX_REQUEST_BYTES = env_int("RAG_MAX_REQUEST_BYTES", default=200 * 1024 * 1024, minimum=1)
 RAG_MAX_UNZIPPED_BYTES = env_int("RAG_MAX_UNZIPPED_BYTES", default=500 * 1024 * 1024, minimum=1)
+# Uploaded bytes one tenant may have waiting for the (shared) ingestion workers at once: a tenant that
+# queues more is told to retry when its jobs have run (429), so one tenant cannot fill the queue or the disk.
+RAG_TENANT_QUEUED_BYTES = env_int("RAG_TENANT_QUEUED_BYTES", default=1024 * 1024 * 1024, minimum=1)
 RAG_ALLOWED_FOLDER_ROOTS = [Path(p).resolve() for p in env_list("RAG_ALLOWED_FOLDER_ROOTS", default=[])]
 
 LOGGING = {

@@ -1,28 +1,74 @@
-"""DRF authentication by API key. Kept apart from views: DRF imports it while loading APIView."""
+"""DRF authentication by API key. Kept apart from views: DRF imports it while loading APIView.
+
+Wrong keys are counted per client address; past RAG_API_KEY_FAILURE_LIMIT in the window, that
+address is answered 429 (with Retry-After) before any key is looked up, and each wrong key is logged."""
 
 from __future__ import annotations
 
+import logging
+import time
+
+from django.conf import settings
+from django.core.cache import cache
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
 
 from tenants.models import ApiKey
 from tenants.services import api_key_authenticate
+
+logger = logging.getLogger(__name__)
+
+
+def _guess_counter(request: Request) -> str:
+    return f"ragsite:key-failures:{BaseThrottle().get_ident(request)}"
+
+
+def key_guessing_check(request: Request) -> None:
+    """429 for an address that sent too many wrong keys lately (checked before the key is)."""
+    started = cache.get(_guess_counter(request) + ":since")
+    if started is None or (cache.get(_guess_counter(request)) or 0) < settings.RAG_API_KEY_FAILURE_LIMIT:
+        return
+    wait = max(1, int(started + settings.RAG_API_KEY_FAILURE_WINDOW_S - time.time()))
+    raise exceptions.Throttled(wait=wait, detail="Too many wrong API keys from this address; retry later.")
+
+
+def key_failure_record(request: Request, raw_key: str) -> None:
+    counter, window = _guess_counter(request), settings.RAG_API_KEY_FAILURE_WINDOW_S
+    if cache.add(counter, 0, window):
+        cache.set(counter + ":since", time.time(), window)
+    failures = cache.incr(counter)
+    logger.warning("Wrong or revoked API key from %s (prefix %r, %d in this window)",
+                   BaseThrottle().get_ident(request), raw_key[:8], failures)  # fmt: skip
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Api-Key <key>`; the request's auth is the ApiKey, which names the tenant."""
 
     keyword = "Api-Key"
+    raise_on_failure = True
 
     def authenticate(self, request: Request) -> tuple[None, ApiKey] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         scheme, _, raw_key = header.partition(" ")
-        if scheme.lower() != self.keyword.lower():
+        if scheme.lower() != self.keyword.lower() or not raw_key.strip():
             return None
+        key_guessing_check(request)
         api_key = api_key_authenticate(raw_key.strip())
         if api_key is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+            key_failure_record(request, raw_key.strip())
+            if self.raise_on_failure:
+                raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+            return None
         return (None, api_key)
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class BearerApiKeyAuthentication(ApiKeyAuthentication):
+    """`Authorization: Bearer <key>` (Dify's External Knowledge API). A wrong key leaves the request
+    unauthenticated, so the view can answer in Dify's own error shape; guessing is throttled the same."""
+
+    keyword = "Bearer"
+    raise_on_failure = False

@@ -29,6 +29,16 @@ def client_a(client: Client, admin_a) -> Client:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
+def fresh_cache():  # type: ignore[no-untyped-def]
+    """Throttle counters (API rate, wrong-key guesses) start from zero in every test."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A fresh embedded Qdrant Edge store per test, in a temp dir."""
     from knowledge.vectorstore import get_store, reset_store

@@ -284,7 +284,8 @@ def test_another_tenants_key_gets_404_on_every_route_and_changes_nothing(corpus_
     assert Source.objects.filter(pk=source.pk).exists()
 
 
-def test_no_key_a_wrong_key_and_a_revoked_key_are_refused_everywhere(globex_objects, tenant_b):
+def test_no_key_a_wrong_key_and_a_revoked_key_are_refused_everywhere(globex_objects, tenant_b, settings):
+    settings.RAG_API_KEY_FAILURE_LIMIT = 10_000  # every route, twice: far more than guessing is allowed
     source, document, job = globex_objects
     api_key, revoked = api_key_issue(tenant=tenant_b)
     api_key.revoke()
@@ -374,3 +375,37 @@ def test_an_oversized_upload_request_is_refused_before_it_is_read(corpus_a, key_
     )
     assert response.status_code == 413 and "at most" in response.json()["detail"]
     assert not IngestJob.objects.filter(kind="upload").exists()
+
+
+def test_guessing_api_keys_is_throttled_and_logged_on_every_endpoint(tenant_a, settings, caplog):
+    """After RAG_API_KEY_FAILURE_LIMIT wrong keys from one address, that address gets 429 with Retry-After,
+    even with a right key, until the window ends; Dify's Bearer endpoint counts the same guesses."""
+    settings.RAG_API_KEY_FAILURE_LIMIT = 5
+    good = api_key_issue(tenant=tenant_a)[1]
+    for n in range(3):
+        assert api(f"rag_guess-{n}").get("/api/v1/tenants/acme/").status_code == 401
+    for n in range(2):
+        assert dify(f"rag_guess-bearer-{n}", "acme", DIFY_BODY).json()["error_code"] == 1002
+    locked = api(good).get("/api/v1/tenants/acme/")
+    assert locked.status_code == 429 and int(locked["Retry-After"]) > 0
+    assert dify(good, "acme", DIFY_BODY).status_code == 429
+    assert "Wrong or revoked API key" in caplog.text and "rag_gues" in caplog.text
+
+    from django.core.cache import cache
+
+    cache.clear()  # the window has passed
+    assert api(good).get("/api/v1/tenants/acme/").status_code == 200
+
+
+def test_the_dify_endpoint_is_rate_limited_per_key_like_the_rest(tenant_a):
+    from rest_framework.settings import api_settings
+
+    from tenants.throttling import ApiKeyRateThrottle
+
+    ApiKeyRateThrottle.THROTTLE_RATES = {**api_settings.DEFAULT_THROTTLE_RATES, "api_key": "3/min"}
+    try:
+        good = api_key_issue(tenant=tenant_a)[1]
+        codes = [dify(good, "acme", {**DIFY_BODY, "knowledge_id": "no-such-kb"}).status_code for _ in range(4)]
+        assert codes == [404, 404, 404, 429]
+    finally:
+        ApiKeyRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES

@@ -154,3 +154,40 @@ def test_a_bidi_name_is_refused_and_nfc_nfd_twins_do_not_silently_merge(tenant_a
     assert any("\u202e" in k for k in reported)  # the refusal has its reason, nothing silently dropped
     assert keys.count("caf\u00e9.md") == 1 and any("twin" in (e.get("error") or "") or "twin" in (e.get("reason") or "")
                                                    for e in [*job.errors, *job.skips])  # fmt: skip
+
+
+def test_a_tenant_cannot_queue_more_upload_bytes_than_its_quota(tenant_a, tenant_b, settings):
+    """Issue 10 #12: one request could queue ~2 GiB for the single shared worker."""
+    from rest_framework.test import APIClient
+
+    from tenants.services import api_key_issue
+
+    settings.RAG_TENANT_QUEUED_BYTES = 3000
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
+
+    from knowledge.services import source_default_get
+
+    url = f"/api/v1/tenants/acme/sources/{source_default_get(tenant=tenant_a).public_id}/upload/"
+
+    def upload(name: str, data: bytes):  # type: ignore[no-untyped-def]
+        return client.post(url, {"files": _named(name, data)}, format="multipart")
+
+    first = upload("a.md", b"# A\n" + b"a" * 1996)
+    assert first.status_code == 202  # queued, not run yet: its 2,000 bytes count against the quota
+    # An archive that expands past the quota: members beyond it are refused by name, the rest is kept.
+    partly = upload("more.zip", _zip({"b.md": b"# B\n" + b"b" * 496, "c.md": b"# C\n" + b"c" * 996}))
+    assert partly.status_code == 202
+    job = IngestJob.objects.get(public_id=partly.json()["id"])
+    assert job.params["files"] == ["b.md"] and "c.md" in [e["key"] for e in job.params["errors"]]
+    refused = upload("d.md", b"# D\n" + b"d" * 600)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert "waiting to be indexed" in refused.json()["detail"]
+    assert IngestJob.objects.filter(tenant=tenant_a).count() == 2  # the refused upload left no job behind
+    assert upload_enqueue(tenant=tenant_b, source=None, uploads=[("e.md", b"# E\n" + b"e" * 2000)])  # B's own quota
+
+
+def _named(name: str, data: bytes):  # type: ignore[no-untyped-def]
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, data)
