@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from chat.models import ChatMessage, ChatSession
-from tests.factories import make_folder_source, make_member
+from tests.factories import make_document, make_folder_source, make_member
 
 
 @pytest.fixture
@@ -72,13 +72,13 @@ def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, t
     assert ChatMessage.objects.for_tenant(tenant_a).count() == 2
 
 
-def test_a_failed_answer_reports_the_error_in_the_stream_and_saves_nothing(tenant_a, monkeypatch):
-    from knowledge.retrieval import IndexMismatch
+def test_a_failed_answer_reports_the_error_in_the_stream_and_saves_nothing(tenant_a):
+    """A real mismatch: the tenant's active version was embedded by another model than the configured one."""
+    from knowledge.models import DocumentVersion
 
-    def broken_retrieve(**kwargs):  # type: ignore[no-untyped-def]
-        raise IndexMismatch("The index was built with another embedder. Run: manage.py reindex acme")
-
-    monkeypatch.setattr("chat.services.retrieve", broken_retrieve)
+    document = make_document(tenant=tenant_a, key="old.md", text="Embedded long ago by another model.")
+    DocumentVersion.objects.filter(document=document).update(embedding_provider="openai", embedding_model="old-embed",
+                                                             embedding_dims=1536)  # fmt: skip
     client = Client()
     client.force_login(make_member(tenant_a))
     body = b"".join(client.post("/t/acme/chat/ask/", {"question": "anything?"}).streaming_content).decode()
