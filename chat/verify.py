@@ -39,11 +39,13 @@ SPECIFIC_RE = re.compile(
     r"|\b([A-Za-z_][A-Za-z0-9]*(?:_|::|\.)[A-Za-z0-9_]+(?:(?:_|::|\.)[A-Za-z0-9_]+)*)\b"
     r"|\b([A-Z][A-Z0-9_]{3,})\b"
     r"|\b([a-z]+[A-Z][A-Za-z0-9]*)\b"
+    r"|(?<![\w~$@%#?])([~$@%#][A-Za-z_][\w-]*)"  # sigils: search terms (~n), variables ($HOME), @decorators
+    r"|(?:(?<=\s)|^)(\?[a-z][\w-]*)"  # query terms such as ?name (after a space: not a sentence's end)
 )
 SPECIFIC_OR_NUMBER_RE = re.compile(SPECIFIC_RE.pattern + "|" + NUMBER_RE.pattern)
 RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question's restates it: nothing to check
-LEXICAL_SUPPORT = 0.6  # share of a sentence's content terms an excerpt must contain
-DENSE_SUPPORT = 0.75  # or: cosine similarity to one of the excerpt's sentences
+LEXICAL_SUPPORT = 0.5  # share of a sentence's content terms an excerpt must contain
+DENSE_SUPPORT = 0.65  # or: cosine similarity to one of the excerpt's sentences
 
 
 @dataclass
@@ -94,40 +96,90 @@ def specifics(sentence: str) -> list[str]:
     return [token for token in dict.fromkeys(found) if token]
 
 
-def _contains(body: str, token: str) -> bool:
+NUMBER_IN_TEXT_RE = re.compile(r"(?<![\w.])(\d[\d_,.]*\d|\d)(\s?[km]\b)?(?![\w])", re.IGNORECASE)
+NUMBER_WINDOW = 160  # characters either side of a number in which the claim's own terms must appear
+
+
+def number_value(text: str) -> float | None:
+    """The value a numeral writes: "30,000", "30_000", "30k" and "30000" are one number; "4.4" stays 4.4.
+
+    A comma followed by exactly three digits separates thousands; any other comma is a decimal point."""
+    match = NUMBER_IN_TEXT_RE.fullmatch(text.strip())
+    if not match:
+        return None
+    digits, suffix = match.group(1).replace("_", ""), (match.group(2) or "").strip().lower()
+    digits = re.sub(r",(?=\d{3}(?!\d))", "", digits).replace(",", ".")
+    if digits.count(".") > 1:
+        return None  # a version or an address ("1.2.3"): compared as text
+    try:
+        value = float(digits)
+    except ValueError:
+        return None
+    return value * {"k": 1e3, "m": 1e6}.get(suffix, 1)
+
+
+def _number_positions(body: str, token: str) -> list[int]:
+    """Where the body writes the same number as `token` (digits in any grouping, or as a word)."""
     wanted = fold(token)
-    if NUMBER_WORD_RE.fullmatch(token) or (token.isdigit() and len(token) <= 4):
-        # "two" and "2" are the same number; and a word, not a part of one ("one" is in "someone").
-        value = NUMBER_VALUES.get(wanted, int(wanted) if wanted.isdigit() else None)
-        forms = {wanted, str(value)} | {word for word, v in NUMBER_VALUES.items() if v == value}
-        return any(re.search(rf"(?<![\w.]){re.escape(form)}(?![\w])", body) for form in forms)
-    return wanted in body or wanted.replace(" ", "") in body.replace(" ", "")
+    if NUMBER_WORD_RE.fullmatch(wanted):
+        value: float | None = float(NUMBER_VALUES.get(wanted, -1))
+    else:
+        value = number_value(wanted)
+    positions = []
+    if value is None:  # "1.2.3", "10:30": the very characters
+        positions = [m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(wanted)}(?![\w])", body)]
+    else:
+        positions = [m.start() for m in NUMBER_IN_TEXT_RE.finditer(body) if number_value(m.group(0)) == value]
+        words = [word for word, v in NUMBER_VALUES.items() if v == value]
+        positions += [m.start() for word in words for m in re.finditer(rf"\b{word}\b", body)]
+    return positions
+
+
+def _is_number(token: str) -> bool:
+    return bool(NUMBER_RE.fullmatch(token) or NUMBER_WORD_RE.fullmatch(token))
+
+
+STRUCTURED_NAME_RE = re.compile(r"[A-Za-z_][\w.:]*(?:_|\.|::)[\w.:]*|[a-z]+[A-Z]\w*")
+
+
+def _contains(body: str, token: str) -> bool:
+    if _is_number(token):
+        # "two" and "2", "30k" and "30,000" are the same number; and a word, not a part of one ("one" in "someone").
+        return bool(_number_positions(body, token))
+    wanted = fold(token)
+    if wanted in body or wanted.replace(" ", "") in body.replace(" ", ""):
+        return True
+    if "=" in wanted:  # `part_isolating=False` and "part_isolating = False" / "set part_isolating to False"
+        return all(_contains(body, side.strip()) for side in wanted.split("=") if side.strip())
+    bare = wanted.removesuffix("()")
+    # `get_app_dir()` for a documented get_app_dir; a plain word (`now()`) still needs its parentheses.
+    return bare != wanted and bool(STRUCTURED_NAME_RE.fullmatch(token.removesuffix("()"))) and bare in body
 
 
 def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) -> bool:
     """Every specific the sentence adds (not already named by the question) is in the excerpt.
 
-    A number must stand in a sentence of the excerpt that shares content terms with the claim (two for a
-    one-digit number, one otherwise): a bare "1" somewhere in a long chunk does not support "he got 1 vote"."""
+    A number must stand near terms of the claim (two for a one-digit number, one otherwise), within a
+    window of characters rather than a line, so that a value wrapped onto its own line still has its
+    sentence: a bare "1" somewhere in a long chunk does not support "he got 1 vote"."""
     body = fold(evidence.text)
     context = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", sentence))[0])
-    units: list[str] | None = None
     for token in specifics(sentence):
         if fold(token) in given:
             continue
-        if not _contains(body, token):
+        if not _is_number(token):
+            if not _contains(body, token):
+                return False
+            continue
+        positions = _number_positions(body, token)
+        if not positions:
             return False
-        if (NUMBER_RE.fullmatch(token) or NUMBER_WORD_RE.fullmatch(token)) and context:
+        if context:
             shared = min(len(context), 2 if len(token) == 1 else 1)
-            units = units if units is not None else [fold(u) for u in split_evidence(evidence.text)]
-            if not any(_contains(u, token) and len(context & set(query_vector(u)[0])) >= shared for u in units):
+            windows = (body[max(0, at - NUMBER_WINDOW) : at + NUMBER_WINDOW] for at in positions)
+            if not any(len(context & set(query_vector(w)[0])) >= shared for w in windows):
                 return False
     return True
-
-
-def split_evidence(text: str) -> list[str]:
-    """The excerpt's sentences or lines, for co-occurrence checks (a long line is kept whole)."""
-    return [p for p in re.split(r"(?<=[.!?])\s+|\n+", text) if p.strip()]
 
 
 STRONG_IDENTIFIER_RE = re.compile(r"[_:.\-/]|\d")  # names with structure: snake_case, a.b, A::B, --opt, RS256
@@ -179,7 +231,7 @@ def split_claims(answer: str) -> list[tuple[str, list[int]]]:
                 elif part.strip().isdigit():
                     numbers.append(int(part))
         text = MARKER_RE.sub("", piece).strip()
-        text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+        text = re.sub(r"\s+([.,;:!?])(?=\s|$)", r"\1", text)  # "word ." → "word."; not "búsqueda ?name"
         if claims and numbers and META_CITATION_RE.match(text):
             # "This is stated in [1] and [2]." says where the previous sentence comes from: not a claim.
             claims[-1] = (claims[-1][0], list(dict.fromkeys(claims[-1][1] + numbers)))

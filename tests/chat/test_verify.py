@@ -79,3 +79,36 @@ def test_focus_gives_code_whole_lines():
     code = "\n".join([f"def helper_{i}():\n    return {i}" for i in range(40)] + ["def send(request):\n    retry(3)"])
     focused = focus_excerpts("What does send do?", [(code, True)], budget_chars=120, embed=get_embedder().embed)
     assert "def send(request):" in focused[0].units and "    retry(3)" in focused[0].units
+
+
+COOKIES = (
+    ".. py:data:: MAX_COOKIE_SIZE\n\n    Warn if cookie headers are larger than this many bytes. Defaults to\n"
+    "    ``4093``. Larger cookies may be silently ignored by browsers. Set to\n    ``0`` to disable the warning.\n"
+)
+STRESS = "Stress tests only (30k iterations, ~52min):\n    pytest -m stress tests/test_stream_lifecycle.py\n"
+ROUTING = "A converter that matches slashes must set ``part_isolating = False`` so that routes keep matching."
+SEARCH = "Término ?name (forma abreviada ~n): selecciona los paquetes cuyo nombre coincide."
+
+
+def _check(text: str, claim: str, question: str = ""):  # type: ignore[no-untyped-def]
+    evidence = [EvidenceText(text, [u.text for u in split_units(text, code=False)])]
+    return Verifier(evidence, question=question, embed=get_embedder().embed).check(claim)
+
+
+def test_numbers_are_found_however_they_are_written_and_wrapped():
+    """A value on its own wrapped line still has its sentence; 30k, 30,000 and 30_000 are one number."""
+    question = "What does MAX_COOKIE_SIZE default to, and how do you switch its warning off?"
+    claims = _check(COOKIES, "It defaults to 4093 bytes. Set it to 0 to disable the warning.", question)
+    assert [c.supported for c in claims] == [True, True]
+    assert _check(STRESS, "The stress tests run 30,000 iterations.")[0].supported
+    assert _check(STRESS, "The stress tests run 40,000 iterations.")[0].supported is False
+    assert _check(COOKIES, "It defaults to 4096 bytes.", question)[0].supported is False
+
+
+def test_code_and_query_syntax_count_as_specifics_that_must_be_in_the_excerpt():
+    assert _check(ROUTING, "The converter needs `part_isolating=False`.")[0].supported
+    assert _check(ROUTING, "The converter needs `part_isolating=True`.")[0].supported is False
+    question = "¿Cuál es la forma abreviada del término de búsqueda ?name en aptitude?"
+    assert specifics("La forma abreviada de ?name es ~n.") == ["?name", "~n"]
+    assert _check(SEARCH, "La forma abreviada del término ?name es ~n.", question)[0].supported
+    assert _check(SEARCH, "La forma abreviada del término ?name es ~p.", question)[0].supported is False
