@@ -46,8 +46,8 @@ def main() -> None:
 
     from chat.models import Assistant
     from chat.services import AnswerSettings, focused_prompt, prepare
-    from ragsite.llm import STOP, load_model, pick_threads
-    from ragsite.packaged_models import packaged_llm_path
+    from inference.llm import STOP, load_model, pick_threads
+    from inference.packaged import packaged_llm_path
     from tenants.services import api_key_issue, tenant_create
 
     model_path = args.model or str(packaged_llm_path())

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
-from knowledge.api import HitSerializer, ScopeSerializer, StoreUnavailable, _filters, _run_retrieval
+from knowledge.api import HitSerializer, ScopeSerializer, StoreUnavailable, run_retrieval, scope_filters
 from knowledge.retrieval import IndexMismatch
 from knowledge.vectorstore import StoreBusy
 from ragsite.errors import error_reference
@@ -122,19 +122,17 @@ class AnswerApi(TenantApiView):
         assistant = services.assistant_get(tenant=self.tenant, name=data.get("assistant"))
         if data.get("assistant") and assistant is None:
             raise serializers.ValidationError({"assistant": ["No assistant with that name."]})
-        filters = _filters(data["scope"]) if "scope" in data else None
+        filters = scope_filters(data["scope"]) if "scope" in data else None
         options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
         if data["stream"] or request.accepted_renderer.format == "sse":
             stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
-            first = _run_retrieval(next, stream)  # the Sources: retrieval errors become 409/503 before streaming
+            first = run_retrieval(next, stream)  # the Sources: retrieval errors become 409/503 before streaming
 
             def events() -> Iterator[str]:
                 yield from stream_events(_chain(first, stream))
 
             return sse_response(events())
-        result = _run_retrieval(
-            services.answer_question, tenant=self.tenant, question=data["question"], options=options
-        )
+        result = run_retrieval(services.answer_question, tenant=self.tenant, question=data["question"], options=options)
         return Response(answer_payload(result))
 
 

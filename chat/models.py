@@ -16,7 +16,7 @@ def validate_string_list(value: object) -> None:
 
 
 def validate_model_path(value: str) -> None:
-    from ragsite.llm import model_path_allowed
+    from inference.llm import model_path_allowed
 
     if value and not model_path_allowed(value):
         raise ValidationError("Only a .gguf under the models folder, or a model the operator configured.")
@@ -31,7 +31,7 @@ class Assistant(TenantOwned):
     description = models.CharField(max_length=200, blank=True)
     persona = models.TextField(blank=True, help_text="Added to the system rules, e.g. tone and audience.")
     model = models.ForeignKey(
-        "knowledge.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "inference.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         limit_choices_to={"kind": "chat"}, help_text="A chat model from the catalog; blank uses the default chain.",
     )  # fmt: skip
     model_path = models.CharField(

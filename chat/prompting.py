@@ -3,7 +3,7 @@
 A pure function: it knows nothing of embeddings or models. Excerpts are numbered [1]…[n] and
 labelled with where they come from; the rules come first; exactly one user turn, the question last.
 The system turn is the same for every question of an assistant, so the model's KV state for it is
-computed once and reused (see ragsite/llm.py); everything that varies comes after it.
+computed once and reused (see inference/llm.py); everything that varies comes after it.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from chat.verify import (
     render,
     says_not_found,
 )
+from inference.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
 from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
-from ragsite.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge import ids, services
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, ModelEntry, Source, Tag
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Tag
+from knowledge.services import FolderNotAllowed, folder_path_check
 from tenants.admin import TenantAdmin, TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
 from tenants.models import Tenant
 
@@ -103,6 +104,12 @@ class SourceAdminForm(forms.ModelForm):
             self.instance.name = ids.parse_source_id(self.instance.source_id).source_name
             if Source.objects.filter(source_id=self.instance.source_id).exists():
                 raise forms.ValidationError(f"A source with the id {self.instance.source_id} already exists.")
+        if self.instance.pk is None and kind == Source.Kind.FOLDER:
+            # Checked again wherever the folder is read (sync, retry, the worker); here for a clear answer now.
+            try:
+                data["path"] = str(folder_path_check(data.get("path") or ""))
+            except FolderNotAllowed as exc:
+                self.add_error("path", str(exc))
         return data
 
 
@@ -230,35 +237,6 @@ class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
         super().save_related(request, form, formsets, change)
         drop_foreign_tags(request, form.instance)
         services.documents_payload_sync(tenant=form.instance.tenant, document_pks=[form.instance.document_id])
-
-
-@admin.register(ModelEntry)
-class ModelEntryAdmin(admin.ModelAdmin):
-    """The platform-wide model catalog (superusers): register GGUFs, see whether they load."""
-
-    list_display = ["name", "kind", "path", "size_bytes", "context_length", "loads", "packaged", "checked_at"]
-    list_filter = ["kind", "loads", "packaged"]
-    readonly_fields = ["size_bytes", "context_length", "loads", "load_error", "packaged", "checked_at"]
-    actions = ["check_models"]
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[no-untyped-def]
-        from knowledge.catalog import catalog_register_packaged
-
-        catalog_register_packaged()
-        return super().changelist_view(request, extra_context)
-
-    def save_model(self, request: HttpRequest, obj: ModelEntry, form: forms.ModelForm, change: bool) -> None:
-        from knowledge.catalog import catalog_check
-
-        super().save_model(request, obj, form, change)
-        catalog_check(obj)
-
-    @admin.action(description="Check that the selected models load")
-    def check_models(self, request: HttpRequest, queryset: QuerySet[ModelEntry]) -> None:
-        from knowledge.catalog import catalog_check
-
-        results = [catalog_check(entry) for entry in queryset]
-        self.message_user(request, f"{sum(1 for r in results if r.loads)} of {len(results)} load.")
 
 
 @admin.register(IngestJob)

@@ -46,7 +46,7 @@ class IndexNeedsRebuild(exceptions.APIException):
     default_detail = "The index was built with another embedder."
 
 
-def _run_retrieval(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+def run_retrieval(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     try:
         return fn(*args, **kwargs)
     except IndexMismatch as exc:
@@ -60,7 +60,7 @@ class ScopeSerializer(serializers.Serializer):
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
 
 
-def _filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
+def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
     scope = scope or {}
     return RetrieveFilters(
         source_ids=scope.get("source_ids"),
@@ -114,10 +114,10 @@ class RetrieveApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        filters = _filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
+        filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
         if data["include_superseded"]:
             filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-        hits = _run_retrieval(
+        hits = run_retrieval(
             retrieve, tenant=self.tenant, query=data["query"], top_k=data["top_k"], filters=filters,
             specific=data["specific"],
         )  # fmt: skip
@@ -137,7 +137,8 @@ class BootstrapApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        pack = _run_retrieval(bootstrap, tenant=self.tenant, intent=data["intent"], filters=_filters(data.get("scope")))
+        filters = scope_filters(data.get("scope"))
+        pack = run_retrieval(bootstrap, tenant=self.tenant, intent=data["intent"], filters=filters)
         return Response(pack)
 
 

@@ -59,7 +59,7 @@ class PackagedMiniLM:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        from ragsite.packaged_models import packaged_embedder_files
+        from inference.packaged import packaged_embedder_files
 
         model_path, tokenizer_path = packaged_embedder_files()
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))

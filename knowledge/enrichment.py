@@ -67,7 +67,7 @@ def clean(output: dict[str, Any]) -> dict[str, object]:
 
 def enrich(*, request: EnrichmentRequest, title: str, text: str, timeout_s: float = 120.0) -> dict[str, object]:
     """Run the model; returns the enrichment record (status ok or failed, never raises)."""
-    from ragsite.llm import ModelLoadError, get_gateway
+    from inference.llm import ModelLoadError, get_gateway
 
     record: dict[str, object] = {"model": request.model_name, "directives": request.directives}
     started = time.perf_counter()

@@ -6,8 +6,6 @@ Every call takes the tenant from the caller; a scope can only narrow within that
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -15,7 +13,8 @@ from django.conf import settings
 from knowledge.embedders import get_embedder
 from knowledge.lexical import query_vector
 from knowledge.models import Chunk, DocumentVersion, Status
-from knowledge.vectorstore import RRF_K, Scope, get_store
+from knowledge.specific import specific_rounds
+from knowledge.vectorstore import Scope, get_store
 from tenants.models import Tenant
 
 MODES = ("auto", "documental", "code")
@@ -139,8 +138,6 @@ def retrieve(
     base_scope.tenant = str(tenant.public_id)
     limit = max(top_k * 3, CANDIDATES)
     if specific:
-        from knowledge.specific import specific_rounds
-
         ranked, dense_rank, lexical_rank, similarity, rerank = specific_rounds(
             tenant, query, base_scope, limit, _one_round
         )
@@ -185,33 +182,3 @@ def retrieve_single_leg(*, tenant: Tenant, query: str, top_k: int, leg: str, fil
         hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
     chunks = _hydrate(tenant, [(h.id, h.score, h.payload) for h in hits])
     return [RetrievedChunk(chunks[h.id], h.score) for h in hits if h.id in chunks]
-
-
-def rrf_merge(rankings: list[tuple[list[str], float]]) -> dict[str, float]:
-    """Reciprocal Rank Fusion of several rankings, each with a weight: Σ w / (k + rank)."""
-    scores: dict[str, float] = defaultdict(float)
-    for ranking, weight in rankings:
-        for rank, point in enumerate(ranking, 1):
-            scores[point] += weight / (RRF_K + rank)
-    return scores
-
-
-IDENTIFIER_RE = re.compile(
-    r"`([^`]{2,80})`"  # anything in backticks
-    r"|(?<![\w-])(--?[a-z][a-z0-9]*(?:-[a-z0-9]+)*)"  # command-line options: --exclude-patterns
-    r"|\b([A-Za-z][A-Za-z0-9]*(?:_|::|\.)[A-Za-z0-9]+(?:(?:_|::|\.|-)[A-Za-z0-9]+)*)\b"  # snake_case, a.b, A::B-C
-    r"|\b(_[A-Za-z0-9_]+)\b"  # _private_names
-    r"|\b([A-Z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+)\b"  # X-Api-Key, Content-Type (not "built-in")
-    r"|\b([a-z]+[A-Z][A-Za-z0-9]*)\b"  # camelCase
-    r"|\b([A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b"  # PascalCase with an inner capital
-    r"|\b([A-Z][A-Z0-9_]{3,})\b"  # CONSTANT_NAMES
-)
-
-
-def identifiers(query: str) -> list[str]:
-    found = []
-    for match in IDENTIFIER_RE.finditer(query):
-        token = next(group for group in match.groups() if group)
-        if token not in found:
-            found.append(token)
-    return found

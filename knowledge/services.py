@@ -399,7 +399,7 @@ def documents_restore(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
 
 def ingest_options(*, enrich_model: str = "", directives: str = "", critical: bool = False) -> dict:
     """Job parameters for interactive ingest: no model named means basic (mechanical) ingestion."""
-    from knowledge.models import ModelEntry
+    from inference.models import ModelEntry
 
     params: dict = {"critical": critical}
     if enrich_model:

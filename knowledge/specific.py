@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from knowledge.models import Chunk
-from knowledge.retrieval import RRF_K, identifiers, rrf_merge
-from knowledge.vectorstore import Scope
+from knowledge.ranking import identifiers, rrf_merge
+from knowledge.vectorstore import RRF_K, Scope
 from tenants.models import Tenant
 
 CODE_INTENT = re.compile(

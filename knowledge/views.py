@@ -17,10 +17,11 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from inference.catalog import catalog_choices
+from inference.models import ModelEntry
 from knowledge import ids, services
 from knowledge.bootstrap import bootstrap
-from knowledge.catalog import catalog_choices
-from knowledge.models import Chunk, Document, IngestJob, ModelEntry, Source, Status, Tag
+from knowledge.models import Chunk, Document, IngestJob, Source, Status, Tag
 from knowledge.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.uploads import UploadRejected, request_too_large
 from knowledge.vectorstore import StoreBusy

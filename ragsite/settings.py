@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "django_q",
     "axes",  # login throttling
     "tenants",
+    "inference",
     "knowledge",
     "chat",
 ]

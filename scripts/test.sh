@@ -12,4 +12,8 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "Browser tests need Debian's chromium: sudo apt-get install chromium chromium-driver" >&2
   fi
 fi
+# Style and layering first: they take seconds and fail before the suite does.
+"$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
+"$VENV/bin/lint-imports"
 exec "$VENV/bin/python" -m pytest "$@"

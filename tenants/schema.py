@@ -16,3 +16,15 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             "name": "Authorization",
             "description": "`Api-Key <key>` — a key belongs to exactly one tenant.",
         }
+
+
+class BearerApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.authentication.BearerApiKeyAuthentication"
+    name = "BearerApiKey"
+
+    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "Dify's External Knowledge API: `Bearer <key>`, the same tenant API keys.",
+        }

@@ -55,8 +55,8 @@ def fresh_chat_models(settings, tmp_path_factory):  # type: ignore[no-untyped-de
     """The real packaged Qwen2.5-Coder 0.5B Instruct answers in tests (the 1.5B default is too slow for CI).
 
     Models are assembled once per test session; chains are per process, so each test gets fresh gateways."""
-    from ragsite.llm import reset_gateways
-    from ragsite.packaged_models import QWEN_0_5B, assemble_gguf
+    from inference.llm import reset_gateways
+    from inference.packaged import QWEN_0_5B, assemble_gguf
 
     settings.RAG_MODELS_DIR = tmp_path_factory.getbasetemp() / "models"
     settings.RAG_LLM_MODEL_PATH = str(assemble_gguf(QWEN_0_5B))

@@ -71,9 +71,9 @@ def test_api_errors_are_json_with_generic_messages_never_html_or_exception_text(
 
 
 def test_dify_validation_errors_read_as_words_not_a_python_repr(tenant_a):
-    from tenants.services import api_key_issue
-
     from rest_framework.test import APIClient
+
+    from tenants.services import api_key_issue
 
     raw_key = api_key_issue(tenant=tenant_a)[1]
     response = APIClient().post("/api/v1/tenants/acme/dify/retrieval", {"knowledge_id": "x", "query": "q"},

@@ -6,14 +6,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from knowledge.retrieval import retrieve
-from ragsite.packaged_models import (
+from inference.packaged import (
     PACKAGED_CHAT_CHAIN,
     PackagedModelError,
     assemble_gguf,
     packaged_embedder_files,
     prepare_packaged_models,
 )
+from knowledge.retrieval import retrieve
 from tenants.models import Membership
 
 

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from chat import services
 from chat.models import Assistant
+from inference.llm import get_gateway
 from knowledge.retrieval import retrieve
-from ragsite.llm import get_gateway
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 
@@ -120,7 +120,7 @@ def test_an_empty_knowledge_base_answers_no_evidence_without_calling_the_model(t
 
 
 def test_a_truncated_default_model_falls_back_to_the_small_one_and_says_so(handbook, tenant_a, settings, tmp_path):
-    from ragsite.packaged_models import QWEN_0_5B, QWEN_1_5B, part_paths
+    from inference.packaged import QWEN_0_5B, QWEN_1_5B, part_paths
 
     truncated = tmp_path / QWEN_1_5B.filename
     truncated.write_bytes(part_paths(QWEN_1_5B)[0].read_bytes()[:8_000_000])  # the first 8 MB of the real 1.5B
@@ -147,7 +147,7 @@ def test_with_no_loadable_model_the_answer_is_extractive(handbook, tenant_a, set
 
 
 def test_closing_the_stream_stops_generation_and_frees_the_model(handbook, tenant_a):
-    from ragsite.llm import get_gateway
+    from inference.llm import get_gateway
 
     stream = services.stream_answer(tenant=tenant_a, question="How long is the warranty?",
                                     options=services.AnswerSettings(max_tokens=200))  # fmt: skip
@@ -207,7 +207,7 @@ def test_answer_is_tenant_scoped(handbook, tenant_b):
 
 
 def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(handbook, tenant_a, tmp_path):
-    from knowledge.models import ModelEntry
+    from inference.models import ModelEntry
 
     broken = ModelEntry.objects.create(name="broken-chat", kind=ModelEntry.Kind.CHAT, path=str(tmp_path / "x.gguf"))
     assistant = Assistant.objects.create(tenant=tenant_a, name="catalog-bot", model=broken, max_tokens=16)

@@ -132,7 +132,8 @@ def test_a_caller_can_force_the_mode():
 
 
 def test_a_long_document_is_cut_near_the_target_and_never_above_the_maximum():
-    paragraphs = [f"Paragraph {n}: " + "the router keeps its settings after a reboot. " * (2 + n % 9) for n in range(80)]
+    sentence = "the router keeps its settings after a reboot. "
+    paragraphs = [f"Paragraph {n}: " + sentence * (2 + n % 9) for n in range(80)]
     chunks = chunk_documental("\n\n".join(paragraphs), source_type="text")
     sizes = [len(c.text) for c in chunks]
     assert max(sizes) <= MAX_CHARS

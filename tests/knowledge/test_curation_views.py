@@ -154,7 +154,7 @@ def test_deleting_a_source_asks_first_then_removes_its_vectors(corpus, admin_cli
 def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_client):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from knowledge.catalog import catalog_register_packaged
+    from inference.catalog import catalog_register_packaged
 
     catalog_register_packaged()
     sheet = b"# Widget 3000\n\nThe Widget 3000 costs 49 euros and has a three year warranty.\n"
@@ -182,7 +182,7 @@ def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_clie
 def test_a_failing_enrichment_model_keeps_the_plain_chunks(tenant_a, admin_client, tmp_path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from knowledge.models import ModelEntry
+    from inference.models import ModelEntry
 
     ModelEntry.objects.create(name="broken", kind=ModelEntry.Kind.ENRICHMENT, path=str(tmp_path / "gone.gguf"))
     admin_client.post(
@@ -199,8 +199,8 @@ def test_a_failing_enrichment_model_keeps_the_plain_chunks(tenant_a, admin_clien
 
 @pytest.mark.slow
 def test_the_model_catalog_registers_packaged_models_and_checks_loading(db, tmp_path):
-    from knowledge.catalog import catalog_check, catalog_choices
-    from knowledge.models import ModelEntry
+    from inference.catalog import catalog_check, catalog_choices
+    from inference.models import ModelEntry
 
     choices = catalog_choices(ModelEntry.Kind.ENRICHMENT)
     assert [c.name for c in choices] == [

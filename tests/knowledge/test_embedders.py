@@ -93,7 +93,7 @@ def test_an_unreachable_endpoint_raises_a_clear_error():
 
 @pytest.mark.slow
 def test_a_gguf_embedder_through_llama_cpp_needs_and_gets_mean_pooling(settings, tmp_path):
-    from ragsite.packaged_models import packaged_gemma_path
+    from inference.packaged import packaged_gemma_path
 
     embedder = LlamaEmbedder(model_path=str(packaged_gemma_path()), threads=1)
     vectors = embedder.embed(["The cat sat on the mat.", "A cat was sitting on a mat.", "Quarterly tax filing."])

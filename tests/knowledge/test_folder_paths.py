@@ -78,3 +78,19 @@ def test_the_admin_cannot_change_a_source_path(tenant_a, folders, admin_a):  # t
     model_admin = django_admin.site._registry[Source]
     request = type("R", (), {"user": admin_a})()
     assert "path" in model_admin.get_readonly_fields(request, source)
+
+
+def test_a_folder_source_added_in_the_admin_must_lie_inside_an_allowed_root(tenant_a, folders, admin_a, client):
+    from django.urls import reverse
+
+    allowed, secret = folders
+    client.force_login(admin_a)
+    url = reverse("admin:knowledge_source_add")
+    refused = client.post(url, {"tenant": tenant_a.pk, "kind": "folder", "label": "secrets", "path": str(secret),
+                                "default_mode": "auto"})  # fmt: skip
+    assert refused.status_code == 200 and "outside the folders this server allows" in refused.content.decode()
+    assert not Source.objects.filter(label="secrets").exists()
+    added = client.post(url, {"tenant": tenant_a.pk, "kind": "folder", "label": "kb", "path": str(allowed / "."),
+                              "default_mode": "auto"})  # fmt: skip
+    assert added.status_code == 302
+    assert Source.objects.get(label="kb").path == str(allowed.resolve())

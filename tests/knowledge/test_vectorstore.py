@@ -150,6 +150,7 @@ def test_the_same_process_also_gets_store_busy_for_a_second_handle(tmp_path):
 def test_lexical_scores_use_this_tenants_statistics_only_on_both_backends(store, leg):  # type: ignore[no-untyped-def]
     """Issue 10 #5: another tenant filling the collection with a word must not change how this tenant ranks it
     (nor reveal, through the scores, that another tenant holds it)."""
+
     def top_score() -> tuple[str, float]:
         query = query_vector("invoice")
         if leg == "search":

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ragsite.packaged_models import prepare_packaged_models
+from inference.packaged import prepare_packaged_models
 
 
 class Command(BaseCommand):

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from django.utils import timezone
 
-from knowledge.models import ModelEntry
+from inference.models import ModelEntry
 
 
 def catalog_register_packaged() -> None:
     """Register the instruct models that ship as packages, for chat and enrichment (idempotent).
 
     Paths are where `prepare_models` assembles them; an entry whose file is missing shows so on check."""
-    from ragsite.packaged_models import PACKAGED_CHAT_CHAIN
+    from inference.packaged import PACKAGED_CHAT_CHAIN
 
     ModelEntry.objects.filter(packaged=True, name__startswith="gemma-3-270m").delete()  # a base model, retired
     for model in PACKAGED_CHAT_CHAIN:

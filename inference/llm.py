@@ -231,7 +231,7 @@ class LLMGateway:
 
 def configured_paths() -> list[str]:
     """RAG_LLM_MODEL_PATH, then RAG_LLM_FALLBACK_PATHS, then (unless a path is set) the packaged chain."""
-    from ragsite.packaged_models import PACKAGED_CHAT_CHAIN, PackagedModelError, assemble_gguf
+    from inference.packaged import PACKAGED_CHAT_CHAIN, PackagedModelError, assemble_gguf
 
     paths = [settings.RAG_LLM_MODEL_PATH] if settings.RAG_LLM_MODEL_PATH else []
     paths += [p for p in settings.RAG_LLM_FALLBACK_PATHS if p]
