@@ -25,7 +25,7 @@ from chat.verify import (
 )
 from inference.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
 from knowledge.embedders import get_embedder
-from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.retrieval import RetrievedChunk, RetrieveFilters, location_label, page_of, retrieve
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -93,8 +93,10 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)  # where the time to first token went
 
 
-def citation_of(n: int, hit: RetrievedChunk) -> dict[str, Any]:
+def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, Any]:
+    """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages)."""
     chunk = hit.chunk
+    page = page_of(chunk, cited_text) if cited_text else hit.location_page
     return {
         "n": n,
         "chunk_id": chunk.chunk_id,
@@ -103,8 +105,14 @@ def citation_of(n: int, hit: RetrievedChunk) -> dict[str, Any]:
         "title": chunk.document.title,
         "line_start": chunk.line_start,
         "line_end": chunk.line_end,
-        "page": chunk.page,
-        "label": hit.label,
+        "page": page,
+        "label": location_label(
+            document_key=chunk.document.display_key,
+            line_start=chunk.line_start,
+            line_end=chunk.line_end,
+            page=page,
+            heading=chunk.heading,
+        ),
     }
 
 
@@ -183,7 +191,8 @@ def verified(
                   else "No sentence of the model's draft is supported by the excerpts.")  # fmt: skip
         return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims], reason
     used = sorted({n for c in claims for n in c.citations})
-    citations = [citation_of(n, sources.excerpts[n - 1]) for n in used]
+    cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
+    citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
     status = "partial" if any(c.supported is False for c in claims) else "answered"
     return status, render(claims), citations, [c.as_dict() for c in claims], ""
 

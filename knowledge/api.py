@@ -85,7 +85,9 @@ class HitSerializer(serializers.Serializer):
             "mode": chunk.mode,
             "line_start": chunk.line_start,
             "line_end": chunk.line_end,
-            "page": chunk.page,
+            "page": hit.location_page,
+            "page_start": chunk.page,
+            "page_end": chunk.page_end or chunk.page,
             "tags": hit.tags,
             "critical": bool(chunk.critical or document.critical),
             "version": chunk.document_version.version if chunk.document_version_id else None,
@@ -565,7 +567,7 @@ class DifyRetrievalApi(APIView):
                         "heading": chunk.heading,
                         "line_start": chunk.line_start,
                         "line_end": chunk.line_end,
-                        "page": chunk.page,
+                        "page": hit.location_page,
                     },
                 }
             )

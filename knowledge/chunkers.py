@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 TARGET_CHARS = 1500
@@ -25,8 +25,10 @@ class ChunkDraft:
     line_end: int
     heading: str = ""
     char_start: int = 0
-    page: int | None = None
+    page: int | None = None  # the page its first character is on
     page_label: str = ""
+    page_end: int | None = None  # the page its last character is on
+    page_spans: list = field(default_factory=list)  # [[offset in text, page, label], …] where each page begins
 
 
 @dataclass
@@ -335,10 +337,20 @@ def _attach_leading_comments(lines: list[str], blocks: list[_Block]) -> list[_Bl
 
 
 def assign_pages(drafts: list[ChunkDraft], page_offsets: list[tuple[int, int, str]]) -> None:
-    """Give each chunk the page its first character is on; page_offsets = [(offset, number, label)]."""
+    """Give each chunk the pages it covers; page_offsets = [(offset, number, label)] in the extracted text.
+
+    A chunk records the page of its first character, of its last, and where inside its text each further
+    page begins, so a hit or a citation can name the page its matching text actually sits on."""
     if not page_offsets:
         return
     starts = [offset for offset, _, _ in page_offsets]
     for draft in drafts:
         position = max(0, bisect.bisect_right(starts, draft.char_start) - 1)
         draft.page, draft.page_label = page_offsets[position][1], page_offsets[position][2]
+        end = draft.char_start + len(draft.text)
+        spans = [[0, draft.page, draft.page_label]]
+        for offset, number, label in page_offsets[position + 1 :]:
+            if offset >= end:
+                break
+            spans.append([offset - draft.char_start, number, label])
+        draft.page_end, draft.page_spans = spans[-1][1], spans if len(spans) > 1 else []

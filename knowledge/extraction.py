@@ -26,6 +26,10 @@ class ExtractionError(Exception):
     """The document cannot be read; the message says why, in plain words."""
 
 
+class EmptyDocument(ExtractionError):
+    """The file holds no text at all (only whitespace): skipped with the reason "empty", not a failure."""
+
+
 class NeedsOCR(ExtractionError):
     """A PDF without extractable text (scanned): it needs OCR, which this stack does not have."""
 

@@ -142,8 +142,15 @@ class Chunk(TenantOwned):
     text = models.TextField()
     line_start = models.PositiveIntegerField(null=True, blank=True)
     line_end = models.PositiveIntegerField(null=True, blank=True)
-    page = models.PositiveIntegerField(null=True, blank=True)
+    page = models.PositiveIntegerField(null=True, blank=True, help_text="The page the chunk starts on.")
     page_label = models.CharField(max_length=50, blank=True)
+    page_end = models.PositiveIntegerField(null=True, blank=True, help_text="The page the chunk ends on.")
+    page_spans = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="[[offset in text, page, label], …] where each page begins (multi-page chunks).",
+    )
     content_hash = models.CharField(max_length=64)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     tags = models.ManyToManyField(Tag, blank=True, related_name="chunks")
@@ -163,6 +170,7 @@ class Chunk(TenantOwned):
         constraints = [
             models.UniqueConstraint(fields=["document_version", "index"], name="chunk_unique_index"),
         ]
+        indexes = [models.Index(fields=["tenant", "content_hash"], name="chunk_tenant_text")]  # vector reuse
         ordering = ["document_id", "document_version_id", "index"]
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_docum
 from knowledge.classify import classify
 from knowledge.embedders import Embedder, get_embedder
 from knowledge.enrichment import EnrichmentRequest, enrich
-from knowledge.extraction import ExtractionError, NeedsOCR, extract
+from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from knowledge.vectorstore import point_id
@@ -101,6 +101,8 @@ def ingest_bytes(
     drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
     assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
     if not drafts:
+        if not extracted.text.strip():
+            raise EmptyDocument("empty")
         raise ExtractionError("The document has no text to index.")
 
     embedder = embedder or get_embedder()
@@ -110,7 +112,8 @@ def ingest_bytes(
         enriched = enrich(request=enrichment, title=title, text=extracted.text)
         if enriched.get("status") == "ok" and enriched.get("summary"):
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
-    vectors = embedder.embed([embedding_text(title, d.heading, d.text) for d in drafts])
+    vectors = embed_reusing(tenant, embedder, [embedding_text(title, d.heading, d.text) for d in drafts],
+                            [d.text for d in drafts])  # fmt: skip
     display_key = ids.display_name(normalised_key)
 
     with transaction.atomic():
@@ -158,6 +161,8 @@ def ingest_bytes(
                     line_end=draft.line_end,
                     page=draft.page,
                     page_label=draft.page_label[:50],
+                    page_end=draft.page_end,
+                    page_spans=draft.page_spans,
                     content_hash=hashlib.sha256(draft.text.encode()).hexdigest(),
                     status=Status.PENDING,
                     embedding_provider=embedder.identity.provider,
@@ -173,6 +178,26 @@ def ingest_bytes(
     if on_chunks:
         on_chunks(len(drafts))
     return Outcome(key, result, chunks=len(drafts))
+
+
+def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: list[str]) -> list:
+    """Vectors for the embedder inputs, taking any this tenant already has for the very same input and embedder
+    from SQL (an edit re-embeds only the chunks it changed; boilerplate shared by documents is embedded once)."""
+    identity = embedder.identity
+    hashes = {hashlib.sha256(text.encode()).hexdigest() for text in texts}
+    known: dict[str, bytes] = {}
+    candidates = (
+        Chunk.objects.for_tenant(tenant)
+        .filter(content_hash__in=hashes, embedding_provider=identity.provider, embedding_model=identity.model,
+                embedding_dims=identity.dims, dense__isnull=False)
+        .select_related("document_version")
+        .only("text", "heading", "dense", "document_version__title")
+    )  # fmt: skip
+    for chunk in candidates.iterator():
+        known.setdefault(embedding_text(chunk.document_version.title, chunk.heading, chunk.text), bytes(chunk.dense))
+    missing = list(dict.fromkeys(text for text in inputs if text not in known))
+    fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
+    return [fresh[text] if text in fresh else np.frombuffer(known[text], dtype=np.float32) for text in inputs]
 
 
 def _summary_text(title: str, enriched: dict) -> str:
@@ -245,9 +270,9 @@ def sync_folder(
         keep.add(key)
         if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
             job.unchanged += 1
-        else:
-            _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder, None,
-                        enrichment, critical)  # fmt: skip
+        elif _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder, None,
+                         enrichment, critical) is False:  # fmt: skip
+            keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
         job.documents_done = number + 1
         if number % 20 == 0 or number + 1 == len(files):
             _checkpoint(job, progress)
@@ -284,6 +309,10 @@ def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, 
             source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, mode=mode, tags=tags,
             job=job, embedder=embedder, enrichment=enrichment, critical=critical,
         )  # fmt: skip
+    except EmptyDocument:
+        job.skipped += 1
+        job.skips = [*job.skips, {"key": key, "reason": "empty"}]
+        return False
     except NeedsOCR as exc:
         _record_failure(job, key, str(exc), kind="needs_ocr")
         return

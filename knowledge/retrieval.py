@@ -38,6 +38,22 @@ def location_label(*, document_key: str, line_start: int | None, line_end: int |
     return ", ".join(where)
 
 
+def page_of(chunk: Chunk, text: str) -> int | None:
+    """The page of a chunk on which `text` (a query, a claim) sits: for a chunk that spans pages, the page
+    whose part of the chunk shares the most terms with it (ties: the earlier page); else the chunk's page."""
+    spans = chunk.page_spans or []
+    if len(spans) < 2:
+        return chunk.page
+    wanted = set(query_vector(text)[0])
+    bounds = [*(int(s[0]) for s in spans[1:]), len(chunk.text)]
+    best, best_shared = spans[0][1], 0
+    for (start, number, _), end in zip(spans, bounds, strict=True):
+        shared = len(wanted & set(query_vector(chunk.text[int(start) : end])[0]))
+        if shared > best_shared:
+            best, best_shared = number, shared
+    return best
+
+
 @dataclass
 class RetrievedChunk:
     chunk: Chunk
@@ -47,6 +63,11 @@ class RetrievedChunk:
     boost: float = 0.0
     tags: list[str] = field(default_factory=list)
     similarity: float | None = None  # cosine similarity of the dense leg, when it found the chunk
+    page: int | None = None  # the page the matching text is on (a chunk may span pages); None: the chunk's
+
+    @property
+    def location_page(self) -> int | None:
+        return self.page if self.page is not None else self.chunk.page
 
     @property
     def text(self) -> str:
@@ -57,7 +78,7 @@ class RetrievedChunk:
         chunk = self.chunk
         return location_label(
             document_key=chunk.document.display_key, line_start=chunk.line_start, line_end=chunk.line_end,
-            page=chunk.page, heading=chunk.heading,
+            page=self.location_page, heading=chunk.heading,
         )  # fmt: skip
 
     @property
@@ -166,7 +187,10 @@ def retrieve(
             )  # fmt: skip
         )
     results.sort(key=lambda r: r.score, reverse=True)
-    return results[:top_k]
+    results = results[:top_k]
+    for result in results:
+        result.page = page_of(result.chunk, query)
+    return results
 
 
 def retrieve_single_leg(*, tenant: Tenant, query: str, top_k: int, leg: str, filters: RetrieveFilters | None = None):  # type: ignore[no-untyped-def]

@@ -161,7 +161,7 @@ def content_skip_reason(name: str, data: bytes, *, max_bytes: int) -> str | None
     if len(data) > max_bytes:
         return f"larger than the {max_bytes // 1024} KiB limit ({len(data) // 1024} KiB)"
     if not data:
-        return "empty file"
+        return "empty"
     if Path(name).suffix.lower() in BINARY_OK_SUFFIXES:
         return None
     return _text_reason(data)
@@ -180,7 +180,7 @@ def _file_skip_reason(
     if size > max_bytes:
         return f"larger than the {max_bytes // 1024} KiB limit ({size // 1024} KiB)"
     if size == 0:
-        return "empty file"
+        return "empty"
     if path.suffix.lower() in BINARY_OK_SUFFIXES:
         return None
     return sniff_text(path, size)

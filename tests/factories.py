@@ -90,3 +90,29 @@ class CommittingClientMixin:
 
         with TestCase.captureOnCommitCallbacks(execute=True):
             return super().request(**kwargs)  # type: ignore[misc]
+
+
+def make_pdf(pages: list[list[str]]) -> bytes:
+    """A real PDF (Helvetica text, one line per string) with the given pages, written by hand: no PDF library
+    in the runtime writes text, and a fixture file would hide what the test depends on."""
+    objects: list[bytes] = []
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(len(pages)))
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for lines in pages:
+        escaped = [line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in lines]
+        body = "BT /F1 12 Tf 72 720 Td 16 TL " + " ".join(f"({line}) '" for line in escaped) + " ET"
+        content_number = len(objects) + 2
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_number} 0 R "
+                       f"/Resources << /Font << /F1 3 0 R >> >> >>".encode())  # fmt: skip
+        objects.append(f"<< /Length {len(body)} >>\nstream\n{body}\nendstream".encode())
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + obj + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)

@@ -67,7 +67,7 @@ def test_retrieve_returns_located_hits_with_signals(corpus_a, key_a):
     assert hit["document_key"] == "install.md" and hit["source_id"] == "src:acme:folder:handbook"
     assert set(hit) == {
         "chunk_id", "document_id", "source_id", "document_key", "title", "heading", "text", "score", "mode",
-        "line_start", "line_end", "page", "tags", "critical", "version", "signals",
+        "line_start", "line_end", "page", "page_start", "page_end", "tags", "critical", "version", "signals",
     }  # fmt: skip
     assert hit["chunk_id"].startswith("chk:doc:src:acme:folder:handbook:install.md:documental:")
     assert hit["signals"]["lexical_rank"] == 1 and set(hit["signals"]) == {"dense_rank", "lexical_rank", "boost"}

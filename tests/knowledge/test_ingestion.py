@@ -332,3 +332,113 @@ def test_maintenance_commands_explain_when_another_process_owns_the_store(tenant
     job.refresh_from_db()
     assert job.state == IngestJob.State.PARTIAL  # finished; the two broken PDFs of the tree still fail
     assert Document.objects.get(document_key="docs/new.md").status == Status.ACTIVE
+
+
+def test_empty_and_blank_files_are_skipped_as_empty_never_failed(tenant_a, tmp_path):
+    """Issue 11: `dependency_links.txt` (one newline) was a failure that turned the whole job partial."""
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "README.md").write_text("# Package\n\nInstall it with pip.\n")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "dependency_links.txt").write_text("\n")
+    (root / "blank.md").write_text("   \n\n\t\n")
+    job = sync(tenant_a, root, name="pkg")
+    assert job.state == IngestJob.State.SUCCEEDED and job.failed == 0 and job.errors == []
+    assert {s["key"]: s["reason"] for s in job.skips} == {
+        "empty.txt": "empty", "dependency_links.txt": "empty", "blank.md": "empty",
+    }  # fmt: skip
+    assert [d.display_key for d in Document.objects.for_tenant(tenant_a)] == ["README.md"]
+
+    (root / "blank.md").write_text("# Notes\n\nNow with text.\n")
+    assert sync(tenant_a, root, name="pkg").added == 1
+    (root / "blank.md").write_text("\n")  # emptied again: skipped, and its old version is retired
+    again = sync(tenant_a, root, name="pkg")
+    assert again.retired == 1 and again.state == IngestJob.State.SUCCEEDED
+    assert not Document.objects.for_tenant(tenant_a).filter(document_key="blank.md", status=Status.ACTIVE).exists()
+
+
+def test_a_chunk_spanning_pages_names_the_page_its_matching_text_is_on(tenant_a, tmp_path):
+    """Issue 11: a 3-page PDF whose fact is on page 2 came back as one chunk with `page: 1`."""
+    from rest_framework.test import APIClient
+
+    from chat.services import citation_of
+    from tenants.services import api_key_issue
+    from tests.factories import make_pdf
+
+    root = tmp_path / "manuals"
+    root.mkdir()
+    (root / "router.pdf").write_bytes(make_pdf([
+        ["Router manual", "The router has four network ports and one power socket."],
+        ["Resetting", "Hold the reset button for ten seconds to restore the factory settings."],
+        ["Support", "Call the helpdesk on weekdays between nine and five."],
+    ]))  # fmt: skip
+    sync(tenant_a, root, name="manuals")
+    chunk = Chunk.objects.get(document__document_key="router.pdf")  # short pages: one chunk holds all three
+    assert (chunk.page, chunk.page_end) == (1, 3)
+
+    hit = retrieve(tenant=tenant_a, query="How long do I hold the reset button?", top_k=3)[0]
+    assert hit.chunk == chunk and hit.page == 2 and "page 2" in hit.label
+    assert retrieve(tenant=tenant_a, query="When can I call the helpdesk?", top_k=3)[0].page == 3
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
+    body = client.post("/api/v1/tenants/acme/retrieve/", {"query": "reset button factory settings"}, format="json")
+    first = body.json()["hits"][0]
+    assert (first["page"], first["page_start"], first["page_end"]) == (2, 1, 3)
+    # A citation names the page the cited sentence's support is on, not the chunk's first page.
+    assert citation_of(1, hit, "Hold the reset button for ten seconds.")["page"] == 2
+    assert citation_of(1, hit, "The router has four network ports.")["page"] == 1
+
+
+class CountingEmbedder:
+    """The real packaged embedder, counting what it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner, self.texts = get_embedder(), []
+
+    @property
+    def identity(self):  # type: ignore[no-untyped-def]
+        return self.inner.identity
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(tenant_a, tenant_b, tmp_path,
+                                                                               monkeypatch):  # fmt: skip
+    """Issue 11: editing one paragraph of a long document re-embedded every chunk; shared boilerplate too."""
+    root = tmp_path / "handbook"
+    root.mkdir()
+    sections = [f"## Section {n}\n\n" + f"Policy {n} covers the topic number {n} in detail. " * 25 for n in range(8)]
+    (root / "long.md").write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
+    embedder = CountingEmbedder()
+    monkeypatch.setattr(pipeline, "get_embedder", lambda: embedder)
+    pipeline.sync_folder(source=source, root=root)
+    first = len(embedder.texts)
+    total = Document.objects.get(document_key="long.md").chunks.count()
+    assert first == total >= 6
+
+    embedder.texts.clear()
+    sections[3] = sections[3].replace("Policy 3 covers", "Policy 3 now covers")
+    (root / "long.md").write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
+    job = pipeline.sync_folder(source=source, root=root)
+    assert job.updated == 1 and 1 <= len(embedder.texts) <= 2  # only the edited paragraph's chunk(s)
+    hits = retrieve(tenant=tenant_a, query="Policy 3 now covers the topic", top_k=3)
+    assert "Policy 3 now covers" in hits[0].chunk.text and hits[0].chunk.document_version.version == 2
+    reused = Chunk.objects.get(document_version__version=2, text__contains="Policy 6 covers")
+    original = Chunk.objects.get(document_version__version=1, text__contains="Policy 6 covers")
+    assert bytes(reused.dense) == bytes(original.dense)
+
+    # Boilerplate in another document of the tenant is embedded once; another tenant never borrows vectors.
+    embedder.texts.clear()
+    (root / "copy.md").write_text((root / "long.md").read_text())
+    pipeline.sync_folder(source=source, root=root)
+    assert embedder.texts == []
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "long.md").write_text((root / "long.md").read_text())
+    other_source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="handbook", path=other)
+    pipeline.sync_folder(source=other_source, root=other)
+    assert len(embedder.texts) == total
