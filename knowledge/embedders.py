@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -56,6 +57,7 @@ class PackagedMiniLM:
     BATCH = 8  # measured: best throughput on 2 cores, and the ORT arena stays near 0.5 GB
 
     def __init__(self, *, threads: int = 1) -> None:
+        self.threads = threads
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -173,14 +175,41 @@ class OpenAIEmbedder:
         return _normalise(np.array(vectors, dtype=np.float32))
 
 
+BATCH_NICENESS = 10  # how much lower than the web server a bulk-ingesting process runs
+_batch_process = False
+
+
+def become_batch_process() -> None:
+    """This process embeds in bulk (`manage.py ingest`/`reindex`, a django-q worker): with RAG_EMBED_THREADS=0
+    it embeds on every core, at a lower CPU priority so the web process (queries, answers) stays responsive."""
+    global _batch_process
+    if _batch_process:
+        return
+    _batch_process = True
+    try:
+        os.nice(BATCH_NICENESS)
+    except OSError:  # not permitted here: full priority, still every core
+        pass
+    getattr(get_embedder, "cache_clear", lambda: None)()  # one built before now has the web thread count
+
+
+def embed_threads(configured: int) -> int:
+    """RAG_EMBED_THREADS, or with 0 ("auto"): every core in a batch process, one in the web process (a query is
+    one short text; the cores are for the chat model)."""
+    if configured > 0:
+        return configured
+    return (os.cpu_count() or 1) if _batch_process else 1
+
+
 def build_embedder() -> Embedder:
     kind = settings.RAG_EMBEDDER
     if kind == "packaged":
-        return PackagedMiniLM(threads=settings.RAG_EMBED_THREADS)
+        return PackagedMiniLM(threads=embed_threads(settings.RAG_EMBED_THREADS))
     if kind == "llama":
         if not settings.RAG_EMBEDDING_MODEL_PATH:
             raise ImproperlyConfigured("RAG_EMBEDDER=llama needs RAG_EMBEDDING_MODEL_PATH (a GGUF file).")
-        return LlamaEmbedder(model_path=settings.RAG_EMBEDDING_MODEL_PATH, threads=settings.RAG_EMBED_THREADS)
+        return LlamaEmbedder(model_path=settings.RAG_EMBEDDING_MODEL_PATH,
+                             threads=embed_threads(settings.RAG_EMBED_THREADS))  # fmt: skip
     if kind == "openai":
         if not settings.RAG_EMBEDDING_URL or not settings.RAG_EMBEDDING_MODEL:
             raise ImproperlyConfigured("RAG_EMBEDDER=openai needs RAG_EMBEDDING_URL and RAG_EMBEDDING_MODEL.")

@@ -239,7 +239,7 @@ RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
 # llama.cpp threads spin on barriers: with the cores shared, 1 thread keeps its speed, 2 collapse.
 # 0 = auto: every core when the rest of the machine is idle at the start of a generation, else fewer.
 RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=0, minimum=0)
-RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=1, minimum=1)
+RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=0, minimum=0)  # 0: every core in batch processes
 RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from knowledge import ids, pipeline
+from knowledge.embedders import become_batch_process
 from knowledge.models import IngestJob
 from knowledge.services import folder_sync_enqueue
 from tenants.models import Tenant
@@ -26,6 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
                **options: Any) -> None:  # fmt: skip
+        become_batch_process()  # every core for embedding, below the web server's priority
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from knowledge import indexer, pipeline
-from knowledge.embedders import get_embedder
+from knowledge.embedders import become_batch_process, get_embedder
 from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Tenant
@@ -19,6 +19,7 @@ class Command(StoreCommand):
         parser.add_argument("tenant")
 
     def run(self, *args: Any, tenant: str, **options: Any) -> None:
+        become_batch_process()  # every core for embedding, below the web server's priority
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
