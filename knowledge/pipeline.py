@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -60,11 +61,81 @@ def _drafts(text: str, *, mode: str, source_type: str) -> list[ChunkDraft]:
     return chunk_documental(text, source_type=source_type)
 
 
+def prepare_text(source: Source, key: str, data: bytes, mode: str):  # type: ignore[no-untyped-def]
+    """(mode, source type, extracted text, chunk drafts) of a document's bytes; raises ExtractionError/NeedsOCR."""
+    head = data[:200].decode("utf-8", errors="ignore")
+    forced = mode if mode != "auto" else (source.default_mode or "auto")
+    doc_mode, source_type = classify(key, head, forced=forced)
+    if key.lower().endswith(".pdf"):
+        source_type = "pdf"
+    extracted = extract(data, key=key, source_type=source_type)
+    drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
+    assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
+    return doc_mode, source_type, extracted, drafts
+
+
+class Lookahead:
+    """Embeds the chunks of the next few files of a sync in one batch.
+
+    Embedding each small document on its own costs about 12% of the embedder's throughput (measured:
+    380 chunks of 60 documents, 36.2 chunks/s one document at a time against 40.9 all at once). So
+    before a document is ingested, the next files are read and chunked, and their chunks are embedded
+    together, at least BATCH_CHUNKS at a time. The extracted text is kept, so nothing is extracted twice.
+    `embed` then answers from what was embedded ahead and embeds only what it has not seen. Nothing
+    is written here: a file that fails is prepared again by ingest_bytes, which reports it."""
+
+    BATCH_CHUNKS = 256
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder, self.identity = embedder, embedder.identity
+        self.vectors: dict[str, Any] = {}
+        self.prepared: dict[tuple[str, str], tuple] = {}
+
+    def take(self, key: str, digest: str) -> tuple | None:
+        return self.prepared.pop((key, digest), None)
+
+    def forget(self, key: str) -> None:
+        """The file was handled (or found unchanged): drop what was prepared for it."""
+        for entry in [e for e in self.prepared if e[0] == key]:
+            del self.prepared[entry]
+
+    def fill(self, tenant: Tenant, source: Source, upcoming: list[tuple[str, Path]], mode: str) -> None:
+        """Prepare files from `upcoming` until BATCH_CHUNKS chunks wait to be embedded, then embed them."""
+        if self.prepared:
+            return
+        inputs: list[str] = []
+        texts: list[str] = []
+        for key, path in upcoming:
+            try:
+                data = path.read_bytes()
+                prepared = prepare_text(source, key, data, mode)
+            except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
+                continue
+            self.prepared[(key, hashlib.sha256(data).hexdigest())] = prepared
+            title = prepared[2].title[:500]
+            inputs += [embedding_text(title, d.heading, d.text) for d in prepared[3]]
+            texts += [d.text for d in prepared[3]]
+            if len(inputs) >= self.BATCH_CHUNKS:
+                break
+        known = _known_vectors(tenant, self.identity, texts)
+        missing = list(dict.fromkeys(i for i in inputs if i not in known and i not in self.vectors))
+        if missing:
+            self.vectors.update(zip(missing, self.embedder.embed(missing), strict=True))
+
+    def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
+        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
+        vectors = [self.vectors[t] if t in self.vectors else fresh[t] for t in texts]
+        for text in texts:
+            self.vectors.pop(text, None)  # used: the next batch starts empty
+        return vectors
+
+
 def ingest_bytes(
     *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
     mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None, embedder: Embedder | None = None,
     on_chunks: Callable[[int], None] | None = None, enrichment: EnrichmentRequest | None = None,
-    critical: bool = False,
+    critical: bool = False, lookahead: Lookahead | None = None,
 ) -> Outcome:  # fmt: skip
     """Ingest one document's bytes as a new pending version, unless its content is unchanged."""
     tenant = source.tenant
@@ -92,14 +163,8 @@ def ingest_bytes(
                 DocumentVersion.objects.filter(pk=current.pk).update(mtime=mtime)
             return Outcome(key, "unchanged")
 
-    head = data[:200].decode("utf-8", errors="ignore")
-    forced = mode if mode != "auto" else (source.default_mode or "auto")
-    doc_mode, source_type = classify(key, head, forced=forced)
-    if key.lower().endswith(".pdf"):
-        source_type = "pdf"
-    extracted = extract(data, key=key, source_type=source_type)  # raises ExtractionError / NeedsOCR
-    drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
-    assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
+    prepared = lookahead.take(key, digest) if lookahead is not None else None
+    doc_mode, source_type, extracted, drafts = prepared or prepare_text(source, key, data, mode)
     if not drafts:
         if not extracted.text.strip():
             raise EmptyDocument("empty")
@@ -180,10 +245,8 @@ def ingest_bytes(
     return Outcome(key, result, chunks=len(drafts))
 
 
-def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: list[str]) -> list:
-    """Vectors for the embedder inputs, taking any this tenant already has for the very same input and embedder
-    from SQL (an edit re-embeds only the chunks it changed; boilerplate shared by documents is embedded once)."""
-    identity = embedder.identity
+def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    """Embedder input → stored vector, for this tenant's chunks whose text is one of `texts` (same embedder)."""
     hashes = {hashlib.sha256(text.encode()).hexdigest() for text in texts}
     known: dict[str, bytes] = {}
     candidates = (
@@ -195,6 +258,13 @@ def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: 
     )  # fmt: skip
     for chunk in candidates.iterator():
         known.setdefault(embedding_text(chunk.document_version.title, chunk.heading, chunk.text), bytes(chunk.dense))
+    return known
+
+
+def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: list[str]) -> list:
+    """Vectors for the embedder inputs, taking any this tenant already has for the very same input and embedder
+    from SQL (an edit re-embeds only the chunks it changed; boilerplate shared by documents is embedded once)."""
+    known = _known_vectors(tenant, embedder.identity, texts)
     missing = list(dict.fromkeys(text for text in inputs if text not in known))
     fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
     return [fresh[text] if text in fresh else np.frombuffer(known[text], dtype=np.float32) for text in inputs]
@@ -257,6 +327,7 @@ def sync_folder(
     keep: set[str] = set()
     tags = list(tags)
     embedder = get_embedder()
+    lookahead = Lookahead(embedder) if enrichment is None else None  # enrichment adds a chunk per document
     for number, walked in enumerate(files):
         try:
             key = ids.normalise_document_key(walked.key)
@@ -270,9 +341,14 @@ def sync_folder(
         keep.add(key)
         if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
             job.unchanged += 1
-        elif _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, embedder, None,
-                         enrichment, critical) is False:  # fmt: skip
-            keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
+        else:
+            if lookahead is not None:
+                lookahead.fill(source.tenant, source, _changed_ahead(files, number, known), mode)
+            if _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, lookahead or embedder,
+                           None, enrichment, critical, lookahead) is False:  # fmt: skip
+                keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
+            if lookahead is not None:
+                lookahead.forget(walked.key)
         job.documents_done = number + 1
         if number % 20 == 0 or number + 1 == len(files):
             _checkpoint(job, progress)
@@ -301,13 +377,27 @@ def ingest_files(
     return _finish(job, None)
 
 
-def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False):  # type: ignore[no-untyped-def]  # noqa: E501
+def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tuple[str, Path]]:
+    """The files from `number` on whose size or mtime changed (the others are not read at all)."""
+    ahead = []
+    for walked in files[number : number + 4 * Lookahead.BATCH_CHUNKS]:
+        try:
+            key = ids.normalise_document_key(walked.key)
+        except ids.InvalidIdentifier:
+            continue
+        if known.get(key) != (walked.size, walked.mtime):
+            ahead.append((walked.key, walked.path))
+    return ahead
+
+
+def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False,  # type: ignore[no-untyped-def]  # noqa: E501
+                lookahead=None):  # fmt: skip
     try:
         if data is None:
             data = path.read_bytes()
         outcome = ingest_bytes(
             source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, mode=mode, tags=tags,
-            job=job, embedder=embedder, enrichment=enrichment, critical=critical,
+            job=job, embedder=embedder, enrichment=enrichment, critical=critical, lookahead=lookahead,
         )  # fmt: skip
     except EmptyDocument:
         job.skipped += 1
