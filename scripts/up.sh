@@ -20,6 +20,8 @@ PORT="${PORT:-8000}"
 "$VENV/bin/python" manage.py collectstatic --noinput -v0
 "$VENV/bin/python" manage.py prepare_models
 "$VENV/bin/python" manage.py setup_demo
+# After an upgrade that changed the embedder, re-embed what needs it (a no-op otherwise).
+"$VENV/bin/python" manage.py reindex --all
 
 "$VENV/bin/python" manage.py qcluster &
 WORKER=$!

@@ -115,10 +115,28 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
     other = OpenAIEmbedder(url=embedding_server, model="test-embed")
     monkeypatch.setattr(embedders, "get_embedder", lambda: other)
     monkeypatch.setattr("knowledge.retrieval.get_embedder", lambda: other)
-    monkeypatch.setattr("knowledge.management.commands.reindex.get_embedder", lambda: other)
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
         retrieve(tenant=tenant_a, query="refunds", top_k=3)
     call_command("reindex", "acme")
     assert "1 of 1 active version(s) need openai/test-embed" in capsys.readouterr().out
     hits = retrieve(tenant=tenant_a, query="refunds paid", top_k=3)
     assert hits and hits[0].chunk.embedding_model == "test-embed"
+
+
+def test_reindex_all_brings_every_tenants_index_up_to_date_after_an_upgrade(tenant_a, tenant_b, tmp_path, capsys):
+    """up.sh runs `reindex --all`: an index built by an earlier embedder (here: one named differently) is
+    re-embedded instead of refusing retrieval until an operator notices."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# Refunds\n\nRefunds are paid within five days.\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    from knowledge.models import DocumentVersion
+
+    DocumentVersion.objects.filter(tenant=tenant_a).update(embedding_model="all-MiniLM-L6-v2-int8")  # before +windows
+    with pytest.raises(IndexMismatch):
+        retrieve(tenant=tenant_a, query="refunds", top_k=3)
+    call_command("reindex", "--all")
+    out = capsys.readouterr().out
+    assert "acme: 1 of 1 active version(s) need" in out and "globex: 0 of 0" in out
+    assert retrieve(tenant=tenant_a, query="refunds paid", top_k=3)[0].chunk.text.endswith("five days.")

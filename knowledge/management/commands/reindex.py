@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from knowledge import indexer, pipeline
-from knowledge.embedders import become_batch_process, get_embedder
+from knowledge import embedders, indexer, pipeline
+from knowledge.embedders import become_batch_process
 from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Tenant
@@ -16,14 +16,22 @@ class Command(StoreCommand):
     help = "Re-embed a tenant's live documents with the configured embedder (after changing it), visibly."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("tenant")
+        parser.add_argument("tenant", nargs="?", help="tenant slug (or --all)")
+        parser.add_argument("--all", action="store_true", help="every tenant whose index needs it (up.sh runs this)")
 
-    def run(self, *args: Any, tenant: str, **options: Any) -> None:
+    def run(self, *args: Any, tenant: str | None, all: bool, **options: Any) -> None:  # noqa: A002
         become_batch_process()  # every core for embedding, below the web server's priority
-        owner = Tenant.objects.filter(slug=tenant).first()
+        if all:
+            for owner in Tenant.objects.order_by("slug"):
+                self.reindex(owner)
+            return
+        owner = Tenant.objects.filter(slug=tenant).first() if tenant else None
         if owner is None:
-            raise CommandError(f"No tenant with slug {tenant!r}.")
-        embedder = get_embedder()
+            raise CommandError(f"No tenant with slug {tenant!r}." if tenant else "Name a tenant, or pass --all.")
+        self.reindex(owner)
+
+    def reindex(self, owner: Tenant) -> None:
+        embedder = embedders.get_embedder()  # looked up now: tests and callers may swap the embedder
         identity = embedder.identity
         versions = list(
             DocumentVersion.objects.for_tenant(owner).filter(status=Status.ACTIVE).select_related("document")
