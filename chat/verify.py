@@ -335,6 +335,10 @@ NOT_FOUND_RE = re.compile(
             r"responde|explica|habla|trata|aparece)n?\b",
             r"\bno\s+(se\s+)?(menciona|encuentra|especifica|proporciona|indica)n?\s+(en|dentro)\b",
             r"\bno\s+(hay|tengo|existe)\s+(ninguna\s+)?(informaci[oó]n|datos|menci[oó]n|detalles)\b",
+            r"\bno\s+se\s+(proporciona|menciona|especifica|indica|da|ofrece|incluye|encuentra)n?\s+(ninguna\s+)?"
+            r"(informaci[oó]n|datos|detalles|menci[oó]n)\b",
+            r"\bno\s+(information|details|data|mention)\s+(is|are|was|were)\s+(provided|given|available|included|"
+            r"found|made)\b",
             r"\bno\s+(puedo|es\s+posible)\s+(responder|encontrar|determinar)\b",
         ]
     ),

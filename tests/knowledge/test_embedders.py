@@ -133,10 +133,24 @@ def test_reindex_all_brings_every_tenants_index_up_to_date_after_an_upgrade(tena
     pipeline.sync_folder(source=source, root=root)
     from knowledge.models import DocumentVersion
 
-    DocumentVersion.objects.filter(tenant=tenant_a).update(embedding_model="all-MiniLM-L6-v2-int8")  # before +windows
+    DocumentVersion.objects.filter(tenant=tenant_a).update(embedding_model="an-older-embedder")
     with pytest.raises(IndexMismatch):
         retrieve(tenant=tenant_a, query="refunds", top_k=3)
     call_command("reindex", "--all")
     out = capsys.readouterr().out
     assert "acme: 1 of 1 active version(s) need" in out and "globex: 0 of 0" in out
     assert retrieve(tenant=tenant_a, query="refunds paid", top_k=3)[0].chunk.text.endswith("five days.")
+
+
+def test_windows_let_the_packaged_embedder_read_the_end_of_a_long_chunk():
+    from knowledge.embedders import PackagedMiniLM
+
+    filler = "The dashboard lists every device of the office network with its status. " * 30
+    chunk = filler + "To reset the router, hold its button for ten seconds."
+    query = "How do I reset the router?"
+    plain, windowed = PackagedMiniLM(), PackagedMiniLM(windows=True)
+    assert windowed.identity.model.endswith("+windows") and plain.identity != windowed.identity
+    assert float(windowed.embed([query])[0] @ plain.embed([query])[0]) > 0.9999  # a query is one window either way
+    seen_plain = float(plain.embed([chunk])[0] @ plain.embed([query])[0])
+    seen_windowed = float(windowed.embed([chunk])[0] @ windowed.embed([query])[0])
+    assert seen_windowed > seen_plain + 0.02
