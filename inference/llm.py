@@ -92,6 +92,14 @@ class ChatModel:
     lock: threading.Lock = field(default_factory=threading.Lock)
     warmed: set[str] = field(default_factory=set)
     threads_now: int = 0
+    prefill_rate: float | None = None  # prompt tokens/s measured on real answers (moving average)
+
+    def record_prefill(self, tokens: int, seconds: float) -> None:
+        """Fold one measured prefill (prompt tokens after the cached prefix, time to first token) into the rate."""
+        if tokens <= 0 or seconds <= 0:
+            return
+        rate = tokens / seconds
+        self.prefill_rate = rate if self.prefill_rate is None else 0.7 * self.prefill_rate + 0.3 * rate
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -218,6 +226,10 @@ class LLMGateway:
                         self.failures.append(str(exc))
                 self._loaded = True
             return self._model
+
+    def loaded_model(self) -> ChatModel | None:
+        """The model if it is loaded already (never loads it)."""
+        return self._model if self._loaded else None
 
     def fallback_note(self) -> str:
         """Why the model serving is not the first of the chain ('' when it is)."""

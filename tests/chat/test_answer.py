@@ -254,3 +254,22 @@ def test_an_assistant_cannot_name_a_server_file_or_malformed_scope(handbook, ten
     response = _client(key_a).post("/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?",
                                                                     "assistant": "sneaky"}, format="json")  # fmt: skip
     assert response.status_code == 200 and response.json()["model"] == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_on_target(tenant_a, tmp_path):
+    """The prefill rate is measured on real answers; where it cannot read RAG_ANSWER_CONTEXT_CHARS within
+    RAG_ANSWER_TTFT_TARGET_S, the focus budget shrinks (never under 400 characters)."""
+    sentences = [f"Section {n} of the router manual explains setting number {n} and its default value {n * 7}."
+                 for n in range(60)]  # fmt: skip
+    files = {"manual.md": "# Router manual\n\n" + " ".join(sentences) + "\n"}
+    make_folder_source(tenant=tenant_a, root=tmp_path / "manual", files=files)
+    options = services.AnswerSettings(temperature=0.0, max_tokens=16)
+    question = "What does the router manual say about setting number 12?"
+    first = services.answer_question(tenant=tenant_a, question=question, options=options)
+    model = get_gateway().loaded_model()
+    assert model is not None and model.prefill_rate and model.prefill_rate > 0  # measured on that answer
+    assert first.timings["context_chars"] == 1600  # nothing measured before the first answer: the full budget
+    model.prefill_rate = 20.0  # a machine that prefills 20 tokens/s
+    slow = services.answer_question(tenant=tenant_a, question=question, options=options)
+    assert slow.timings["context_chars"] == 400
+    assert slow.timings["prompt_tokens"] < first.timings["prompt_tokens"]
