@@ -250,9 +250,10 @@ RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # excerpt cut to its sentences or lines that bear on the question; prefill is most of the first-token wait).
 RAG_ANSWER_EXCERPTS = env_int("RAG_ANSWER_EXCERPTS", default=8, minimum=1)
 RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, minimum=200)
-# First-token target for answers: on a machine whose measured prefill rate cannot read RAG_ANSWER_CONTEXT_CHARS
-# in time, fewer excerpt characters are sent (never under 400). 0 turns the adaptation off.
-RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=8.0, minimum=0.0)
+# First-token target for answers (0: none, the default). With one, a machine whose measured prefill rate cannot
+# read RAG_ANSWER_CONTEXT_CHARS in time gets fewer excerpt characters (never under 400): faster, but the
+# answers get worse (docs/evaluation.md: cite_rel 0.630 → 0.500 with 800 characters instead of 1,600).
+RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, minimum=0.0)
 
 # --- Ingestion limits -----------------------------------------------------------------------
 # Added to the fused RRF score of admin-marked critical chunks. A rank-1 hit in one leg earns 1/61 ≈ 0.016

@@ -256,13 +256,15 @@ def test_an_assistant_cannot_name_a_server_file_or_malformed_scope(handbook, ten
     assert response.status_code == 200 and response.json()["model"] == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
-def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_on_target(tenant_a, tmp_path):
+def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_on_target(tenant_a, tmp_path,
+                                                                                          settings):  # fmt: skip
     """The prefill rate is measured on real answers; where it cannot read RAG_ANSWER_CONTEXT_CHARS within
     RAG_ANSWER_TTFT_TARGET_S, the focus budget shrinks (never under 400 characters)."""
     sentences = [f"Section {n} of the router manual explains setting number {n} and its default value {n * 7}."
                  for n in range(60)]  # fmt: skip
     files = {"manual.md": "# Router manual\n\n" + " ".join(sentences) + "\n"}
     make_folder_source(tenant=tenant_a, root=tmp_path / "manual", files=files)
+    settings.RAG_ANSWER_TTFT_TARGET_S = 8.0  # off by default
     options = services.AnswerSettings(temperature=0.0, max_tokens=16)
     question = "What does the router manual say about setting number 12?"
     first = services.answer_question(tenant=tenant_a, question=question, options=options)
@@ -273,3 +275,7 @@ def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_o
     slow = services.answer_question(tenant=tenant_a, question=question, options=options)
     assert slow.timings["context_chars"] == 400
     assert slow.timings["prompt_tokens"] < first.timings["prompt_tokens"]
+    settings.RAG_ANSWER_TTFT_TARGET_S = 0.0
+    assert (
+        services.answer_question(tenant=tenant_a, question=question, options=options).timings["context_chars"] == 1600
+    )
