@@ -25,7 +25,7 @@ from chat.verify import (
 )
 from inference.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
 from knowledge.embedders import get_embedder
-from knowledge.retrieval import RetrievedChunk, RetrieveFilters, location_label, page_of, retrieve
+from knowledge.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -106,13 +106,7 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
         "line_start": chunk.line_start,
         "line_end": chunk.line_end,
         "page": page,
-        "label": location_label(
-            document_key=chunk.document.display_key,
-            line_start=chunk.line_start,
-            line_end=chunk.line_end,
-            page=page,
-            heading=chunk.heading,
-        ),
+        "label": hit.label_at(page),
     }
 
 

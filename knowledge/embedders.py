@@ -89,9 +89,11 @@ class PackagedMiniLM:
         # With windows, a chunk longer than the model reads (256 word pieces, about 1,000 characters of a
         # 1,500-character chunk) is read in overlapping windows, and its vector is the token-weighted mean of
         # theirs: the whole chunk is seen, not its first two thirds. Queries are short: one window either way.
+        if not self.windows:
+            return _normalise(self._pooled(encodings))
         windows, owner = [], []
         for index, encoding in enumerate(encodings):
-            for window in [encoding, *(encoding.overflowing if self.windows else [])]:
+            for window in [encoding, *encoding.overflowing]:
                 windows.append(window)
                 owner.append(index)
         pooled = self._pooled(windows)

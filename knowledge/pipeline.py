@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
@@ -61,8 +61,15 @@ def _drafts(text: str, *, mode: str, source_type: str) -> list[ChunkDraft]:
     return chunk_documental(text, source_type=source_type)
 
 
-def prepare_text(source: Source, key: str, data: bytes, mode: str):  # type: ignore[no-untyped-def]
-    """(mode, source type, extracted text, chunk drafts) of a document's bytes; raises ExtractionError/NeedsOCR."""
+class Prepared(NamedTuple):
+    mode: str
+    source_type: str
+    extracted: Any  # extraction.Extracted
+    drafts: list[ChunkDraft]
+
+
+def prepare_text(source: Source, key: str, data: bytes, mode: str) -> Prepared:
+    """A document's bytes classified, extracted and chunked; raises ExtractionError / NeedsOCR."""
     head = data[:200].decode("utf-8", errors="ignore")
     forced = mode if mode != "auto" else (source.default_mode or "auto")
     doc_mode, source_type = classify(key, head, forced=forced)
@@ -71,7 +78,7 @@ def prepare_text(source: Source, key: str, data: bytes, mode: str):  # type: ign
     extracted = extract(data, key=key, source_type=source_type)
     drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
     assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
-    return doc_mode, source_type, extracted, drafts
+    return Prepared(doc_mode, source_type, extracted, drafts)
 
 
 class Lookahead:
@@ -89,9 +96,9 @@ class Lookahead:
     def __init__(self, embedder: Embedder) -> None:
         self.embedder, self.identity = embedder, embedder.identity
         self.vectors: dict[str, Any] = {}
-        self.prepared: dict[tuple[str, str], tuple] = {}
+        self.prepared: dict[tuple[str, str], Prepared] = {}
 
-    def take(self, key: str, digest: str) -> tuple | None:
+    def take(self, key: str, digest: str) -> Prepared | None:
         return self.prepared.pop((key, digest), None)
 
     def forget(self, key: str) -> None:
@@ -112,20 +119,17 @@ class Lookahead:
             except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
                 continue
             self.prepared[(key, hashlib.sha256(data).hexdigest())] = prepared
-            title = prepared[2].title[:500]
-            inputs += [embedding_text(title, d.heading, d.text) for d in prepared[3]]
-            texts += [d.text for d in prepared[3]]
+            title = prepared.extracted.title[:500]
+            inputs += [embedding_text(title, d.heading, d.text) for d in prepared.drafts]
+            texts += [d.text for d in prepared.drafts]
             if len(inputs) >= self.BATCH_CHUNKS:
                 break
-        known = _known_vectors(tenant, self.identity, texts)
-        missing = list(dict.fromkeys(i for i in inputs if i not in known and i not in self.vectors))
-        if missing:
-            self.vectors.update(zip(missing, self.embedder.embed(missing), strict=True))
+        stored = _known_vectors(tenant, self.identity, texts)  # ingest_bytes takes these from SQL itself
+        wanted = [text for text in dict.fromkeys(inputs) if text not in stored and text not in self.vectors]
+        self.vectors.update(zip(wanted, _embed_missing(self.embedder, wanted, {}), strict=True))
 
     def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        fresh = dict(zip(missing, self.embedder.embed(missing), strict=True)) if missing else {}
-        vectors = [self.vectors[t] if t in self.vectors else fresh[t] for t in texts]
+        vectors = _embed_missing(self.embedder, texts, self.vectors)
         for text in texts:
             self.vectors.pop(text, None)  # used: the next batch starts empty
         return vectors
@@ -264,10 +268,18 @@ def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, byte
 def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: list[str]) -> list:
     """Vectors for the embedder inputs, taking any this tenant already has for the very same input and embedder
     from SQL (an edit re-embeds only the chunks it changed; boilerplate shared by documents is embedded once)."""
-    known = _known_vectors(tenant, embedder.identity, texts)
+    return _embed_missing(embedder, inputs, _known_vectors(tenant, embedder.identity, texts))
+
+
+def _embed_missing(embedder: Embedder, inputs: list[str], known: dict[str, Any]) -> list:
+    """A vector per input: from `known` (bytes from SQL or arrays), else embedded, each distinct input once."""
     missing = list(dict.fromkeys(text for text in inputs if text not in known))
     fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
-    return [fresh[text] if text in fresh else np.frombuffer(known[text], dtype=np.float32) for text in inputs]
+    vectors = []
+    for text in inputs:
+        vector = fresh[text] if text in fresh else known[text]
+        vectors.append(np.frombuffer(vector, dtype=np.float32) if isinstance(vector, bytes) else vector)
+    return vectors
 
 
 def _summary_text(title: str, enriched: dict) -> str:
@@ -391,7 +403,9 @@ def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tu
 
 
 def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False,  # type: ignore[no-untyped-def]  # noqa: E501
-                lookahead=None):  # fmt: skip
+                lookahead=None) -> bool:  # fmt: skip
+    """Ingest one file into the job's counts; False when it was skipped (empty), so a sync retires its old
+    version. A failure is recorded on the job and keeps the old version (True), as an unreadable file should."""
     try:
         if data is None:
             data = path.read_bytes()
@@ -405,25 +419,26 @@ def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, 
         return False
     except NeedsOCR as exc:
         _record_failure(job, key, str(exc), kind="needs_ocr")
-        return
+        return True
     except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
         _record_failure(job, key, str(exc))
-        return
+        return True
     except OSError as exc:  # the reason, not the server's path
         logger.warning("Reading %s failed: %s", key, exc)
         _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})")
-        return
+        return True
     except Exception:  # one bad document never stops the batch
         reference = error_reference()
         logger.exception("Ingesting %s failed (ref %s)", key, reference)
         _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})")
-        return
+        return True
     if outcome.result == "unchanged":
         job.unchanged += 1
     else:
         setattr(job, outcome.result, getattr(job, outcome.result) + 1)
         job.chunks_total += outcome.chunks
         job.chunks_done += outcome.chunks
+    return True
 
 
 def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error") -> None:

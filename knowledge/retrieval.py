@@ -75,10 +75,14 @@ class RetrievedChunk:
 
     @property
     def label(self) -> str:
+        return self.label_at(self.location_page)
+
+    def label_at(self, page: int | None) -> str:
+        """Where the chunk sits, naming `page` (a chunk spanning pages is cited at the page of its cited text)."""
         chunk = self.chunk
         return location_label(
             document_key=chunk.document.display_key, line_start=chunk.line_start, line_end=chunk.line_end,
-            page=self.location_page, heading=chunk.heading,
+            page=page, heading=chunk.heading,
         )  # fmt: skip
 
     @property
