@@ -10,7 +10,7 @@ facts). So after generation:
    excerpt's sentences says nearly the same thing (embedding similarity), **and** every specific
    token it states — numbers, identifiers, settings, options — appears in that excerpt;
 3. markers pointing at excerpts that do not support their sentence are dropped; a sentence with
-   no marker gets the excerpt that supports it best, when one clearly does;
+   no marker gets the excerpts that support it (the best two), when any clearly does;
 4. sentences with nothing to check (no content terms: "Here is how:", or the question restated)
    are neither supported nor not.
 
@@ -46,6 +46,7 @@ SPECIFIC_OR_NUMBER_RE = re.compile(SPECIFIC_RE.pattern + "|" + NUMBER_RE.pattern
 RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question's restates it: nothing to check
 LEXICAL_SUPPORT = 0.5  # share of a sentence's content terms an excerpt must contain
 DENSE_SUPPORT = 0.65  # or: cosine similarity to one of the excerpt's sentences
+CITATIONS_PER_CLAIM = 2  # an unmarked sentence supported by several excerpts cites the best two
 
 
 @dataclass
@@ -296,10 +297,9 @@ class Verifier:
             vector = vectors[checkable.index(i)] if vectors is not None else None
             scores = self.support(text, vector)
             kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
-            if not kept and scores:
-                best = max(range(len(scores)), key=lambda k: (scores[k], -k))  # ties: the higher-ranked excerpt
-                if scores[best] >= 1.0:
-                    kept = [best + 1]
+            if not kept:  # the excerpts that support it best (ties: the higher-ranked excerpt), each verified
+                ranked = sorted(range(len(scores)), key=lambda k: (-scores[k], k))
+                kept = [k + 1 for k in ranked[:CITATIONS_PER_CLAIM] if scores[k] >= 1.0]
             claims.append(Claim(text=text, citations=kept, supported=bool(kept)))
         return claims
 

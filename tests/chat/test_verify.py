@@ -115,3 +115,13 @@ def test_code_and_query_syntax_count_as_specifics_that_must_be_in_the_excerpt():
     assert specifics("La forma abreviada de ?name es ~n.") == ["?name", "~n"]
     assert _check(SEARCH, "La forma abreviada del término ?name es ~n.", question)[0].supported
     assert _check(SEARCH, "La forma abreviada del término ?name es ~p.", question)[0].supported is False
+
+
+def test_a_sentence_two_excerpts_support_cites_both_and_one_only_one_supports_cites_that_one():
+    policy = "Customers may return purchases within thirty days; after that, returns are not accepted."
+    texts = (RETURNS, WARRANTY, policy)
+    evidence = [EvidenceText(text, [u.text for u in split_units(text, code=False)]) for text in texts]
+    verifier = Verifier(evidence, embed=get_embedder().embed)
+    both, one = verifier.check("Returns are accepted within thirty days. Claims need the serial number.")
+    assert sorted(both.citations) == [1, 3] and both.supported
+    assert one.citations == [2]
