@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "inference",
     "knowledge",
     "chat",
+    "mcp_tools",  # the MCP server at /mcp/ and `manage.py mcp`
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,147 @@
+"""The MCP server: ragsite's retrieve, bootstrap, answer and documents as tools an agent can choose by.
+
+Built on the official SDK (`mcp`, its MCPServer). The HTTP layer (mcp_tools/http.py) has already
+authenticated the request's API key and left it on the request; each tool reads it from there, so a
+tool cannot run without a key and only ever sees the key's tenant. The work itself is Django code
+(mcp_tools/operations.py), run in a worker thread so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import anyio
+from django.db import close_old_connections
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_tools import operations
+from tenants.models import ApiKey
+
+INSTRUCTIONS = (
+    "ragsite is a company's knowledge base (documents, PDFs, code). Use `retrieve` to find passages with their "
+    "document ids and locations, `get_document` to read around a hit, `answer` for a short answer with verified "
+    "citations, `bootstrap` for a start-up map of the knowledge base, `list_sources` and `document_history` to see "
+    "what is indexed and what changed. Everything is limited to the tenant of your API key."
+)
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+Mode = Literal["auto", "documental", "code"]
+
+
+def request_key(ctx: Context) -> ApiKey:
+    """The API key the HTTP layer authenticated for this request (never taken from tool arguments)."""
+    request = ctx.request_context.request
+    key = getattr(getattr(request, "state", None), "api_key", None)
+    if not isinstance(key, ApiKey):  # only reachable if the server were mounted without the auth layer
+        raise ToolError("This request carries no API key.")
+    return key
+
+
+async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def work() -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    try:
+        return await anyio.to_thread.run_sync(work)
+    except operations.OperationError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _scope(source_ids: list[str] | None, tags: list[str] | None) -> dict[str, Any] | None:
+    scope = {k: v for k, v in (("source_ids", source_ids), ("tags", tags)) if v}
+    return scope or None
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("ragsite", instructions=INSTRUCTIONS, version="1")
+
+    @server.tool(annotations=READ_ONLY)
+    async def retrieve(
+        query: Annotated[str, Field(description="What to look for, in natural language or with exact names.")],
+        ctx: Context,
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many hits to return.")] = 8,
+        mode: Annotated[Mode, Field(description="auto, or only documental text or only code.")] = "auto",
+        source_ids: Annotated[list[str] | None, Field(description="Only these sources (source_id).")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only documents with these tags.")] = None,
+        specific: Annotated[bool, Field(description="Favour exact identifiers (settings, functions).")] = False,
+    ) -> dict[str, Any]:
+        """Search the knowledge base (dense + lexical, fused). Each hit has its text, chunk_id, document_id,
+        document_key, lines or pages, score and the signals that ranked it. Cite hits by document_key and location."""
+        return await _run(operations.retrieve, request_key(ctx), query=query, top_k=top_k, mode=mode,
+                          scope=_scope(source_ids, tags), specific=specific)  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    async def bootstrap(
+        ctx: Context,
+        intent: Annotated[str, Field(description="What you are about to work on (optional).")] = "",
+        source_ids: Annotated[list[str] | None, Field(description="Only these sources (source_id).")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only documents with these tags.")] = None,
+    ) -> dict[str, Any]:
+        """A start-up context pack: the pieces marked critical, then overview, architecture, pending work and
+        history excerpts (and your intent's), each traceable to its document and location. Call it once, first."""
+        return await _run(operations.bootstrap, request_key(ctx), intent=intent, scope=_scope(source_ids, tags))
+
+    @server.tool(annotations=READ_ONLY)
+    async def answer(
+        question: Annotated[str, Field(description="The question, in the user's language.")],
+        ctx: Context,
+        top_k: Annotated[int | None, Field(ge=1, le=50, description="How many hits retrieval reads.")] = None,
+        assistant: Annotated[str | None, Field(description="A configured assistant's name (optional).")] = None,
+    ) -> dict[str, Any]:
+        """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
+        against them: `citations` (document, location), per-sentence `claims` with `supported`, and `status`
+        (answered, partial, not_found, no_evidence, extractive). Slower than retrieve (seconds)."""
+        return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_sources(ctx: Context) -> dict[str, Any]:
+        """The sources of this knowledge base (folders, uploads) with their source_id, tags and document counts."""
+        return await _run(operations.list_sources, request_key(ctx))
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_document(
+        document_id: Annotated[str, Field(description="The document_id of a hit or citation (or the document's id).")],
+        ctx: Context,
+        version: Annotated[int | None, Field(ge=1, description="A past version (default: the current one).")] = None,
+        start_chunk: Annotated[int, Field(ge=0, description="First chunk to return, for long documents.")] = 0,
+    ) -> dict[str, Any]:
+        """A document's text as its chunks in order, each with chunk_id and lines or pages, to read around a hit.
+        At most 200 chunks per call; `next_start_chunk` says where to continue."""
+        return await _run(operations.get_document, request_key(ctx), document_id, version, start_chunk)
+
+    @server.tool(annotations=READ_ONLY)
+    async def document_history(
+        document_id: Annotated[str, Field(description="The document_id of a hit or citation (or the document's id).")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """A document's versions, newest first: when each was indexed, its status, size, chunk count, and how many
+        chunks it added, removed and kept compared with the version before."""
+        return await _run(operations.document_history, request_key(ctx), document_id)
+
+    @server.resource("ragsite://sources/{source_uuid}", name="source", mime_type="application/json",
+                     description="A source (its `id`, a UUID, from list_sources) and the documents in it.")  # fmt: skip
+    async def source_resource(source_uuid: str, ctx: Context) -> dict[str, Any]:
+        return await _resource(operations.source_documents, request_key(ctx), source_uuid)
+
+    @server.resource("ragsite://documents/{document_uuid}", name="document", mime_type="application/json",
+                     description="A document's current text as chunks with locations (its `id`, a UUID).")  # fmt: skip
+    async def document_resource(document_uuid: str, ctx: Context) -> dict[str, Any]:
+        return await _resource(operations.get_document, request_key(ctx), document_uuid)
+
+    return server
+
+
+async def _resource(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return await _run(fn, *args)
+    except ToolError as exc:
+        raise ResourceError(str(exc)) from exc

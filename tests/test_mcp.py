@@ -1,0 +1,308 @@
+"""The MCP server, driven by the SDK's own client: streamable HTTP against a real gunicorn process, and stdio.
+
+One server process for the module: its own data directory, two tenants with real ingested documents
+(the packaged MiniLM embedder, the embedded Qdrant Edge store owned by the web worker), and the real
+packaged 0.5B for `answer`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = {"retrieve", "bootstrap", "answer", "list_sources", "get_document", "document_history"}
+
+ACME_FILES = {
+    "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase with the original receipt.\n\n"
+    "Refunds go back to the card used for the purchase within five business days.\n",
+    "shipping.md": "# Shipping\n\nOrders ship from the Rotterdam warehouse. Express delivery costs 12 euros.\n",
+}
+RETURNS_ID = "doc:src:acme:folder:handbook:returns.md"  # acme's document, by the id its hits carry
+GLOBEX_FILES = {"secret.md": "# Project Falcon\n\nThe Falcon launch code is kept in the blue vault in Oslo.\n"}
+
+SETUP = """
+import json
+from django.utils import timezone
+from knowledge import pipeline
+from tenants.services import api_key_issue, tenant_create
+from pathlib import Path
+keys = {}
+for slug, folder in (("acme", "{acme}"), ("globex", "{globex}")):
+    tenant = tenant_create(slug=slug, name=slug.title())
+    source = pipeline.folder_source_get_or_create(tenant=tenant, name="handbook", path=Path(folder))
+    pipeline.sync_folder(source=source, root=Path(folder))
+    keys[slug] = api_key_issue(tenant=tenant, name="mcp", scope="read")[1]
+    keys[slug + "-write"] = api_key_issue(tenant=tenant, name="mcp-write", scope="write")[1]
+revoked, raw = api_key_issue(tenant=tenant, name="revoked")
+revoked.revoked_at = timezone.now()
+revoked.save()
+keys["revoked"] = raw
+print(json.dumps(keys))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _environment(data_dir: Path, port: int, models: Path) -> dict[str, str]:
+    from inference.packaged import QWEN_0_5B, assemble_gguf
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DJANGO_", "SECRET_KEY", "DATABASE"))}
+    return {
+        **clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings", "RAG_DATA_DIR": str(data_dir), "RAG_DEBUG": "true",
+        "PORT": str(port), "RAG_LLM_MODEL_PATH": str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename)),
+        "RAG_LLM_THREADS": "2", "RAG_LLM_PRELOAD": "false", "RAG_API_KEY_FAILURE_LIMIT": "10",
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):  # type: ignore[no-untyped-def]
+    data_dir = tmp_path_factory.mktemp("mcp-server")
+    folders = []
+    for name, files in (("acme-docs", ACME_FILES), ("globex-docs", GLOBEX_FILES)):
+        folder = data_dir / name
+        folder.mkdir()
+        for relative, text in files.items():
+            (folder / relative).write_text(text)
+        folders.append(str(folder))
+    port = _free_port()
+    env = _environment(data_dir, port, tmp_path_factory.getbasetemp() / "models")  # shared with conftest's
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    script = SETUP.replace("{acme}", folders[0]).replace("{globex}", folders[1])
+    setup = subprocess.run([*manage, "shell", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert setup.returncode == 0, setup.stderr
+    keys = json.loads(setup.stdout.strip().splitlines()[-1])
+    log = (data_dir / "server.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/mcp/"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            assert process.poll() is None, (data_dir / "server.log").read_text()
+            time.sleep(0.3)
+    try:
+        yield {"url": url, "keys": keys, "env": env, "log": data_dir / "server.log"}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def _http(key: str, scheme: str = "Api-Key") -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(headers={"Authorization": f"{scheme} {key}"}, timeout=300)
+
+
+def over_http(server: dict[str, Any], key: str, calls, scheme: str = "Api-Key"):  # type: ignore[no-untyped-def]
+    """Run `calls(client)` with an SDK client connected over streamable HTTP; returns what it returns."""
+
+    async def main() -> Any:
+        async with _http(key, scheme) as http, Client(streamable_http_client(server["url"], http_client=http)) as c:
+            return await calls(c)
+
+    return anyio.run(main)
+
+
+async def _tool(client: Client, name: str, **arguments: Any) -> Any:
+    return await client.call_tool(name, arguments)
+
+
+def test_tools_are_listed_with_descriptions_an_agent_can_choose_by(server):
+    async def calls(c: Client) -> Any:
+        return (await c.list_tools()).tools, (await c.list_resource_templates()).resource_templates
+
+    tools, templates = over_http(server, server["keys"]["acme"], calls)
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        assert len(tool.description or "") > 60, tool.name
+        assert tool.annotations is not None and tool.annotations.read_only_hint
+    retrieve = next(t for t in tools if t.name == "retrieve")
+    assert {"query", "top_k", "mode", "source_ids", "tags", "specific"} <= set(retrieve.input_schema["properties"])
+    assert {t.uri_template for t in templates} == {
+        "ragsite://sources/{source_uuid}",
+        "ragsite://documents/{document_uuid}",
+    }
+
+
+def test_retrieve_returns_what_the_rest_api_returns(server):
+    key = server["keys"]["acme"]
+
+    async def calls(c: Client) -> Any:
+        return await _tool(c, "retrieve", query="How many days do I have to return an item?", top_k=3)
+
+    result = over_http(server, key, calls)
+    assert not result.is_error
+    hits = result.structured_content["hits"]
+    assert hits[0]["document_key"] == "returns.md" and "thirty days" in hits[0]["text"]
+    rest = httpx2.post(server["url"].replace("/mcp/", "/api/v1/tenants/acme/retrieve/"),
+                       json={"query": "How many days do I have to return an item?", "top_k": 3},
+                       headers={"Authorization": f"Api-Key {key}"}, timeout=60).json()  # fmt: skip
+    assert [h["chunk_id"] for h in hits] == [h["chunk_id"] for h in rest["hits"]]
+    assert set(hits[0]) == set(rest["hits"][0])  # same fields: ids, locations, signals
+
+
+def test_documents_sources_history_and_bootstrap(server):
+    async def calls(c: Client) -> Any:
+        sources = await _tool(c, "list_sources")
+        hit = (await _tool(c, "retrieve", query="express delivery price", top_k=1)).structured_content["hits"][0]
+        document = await _tool(c, "get_document", document_id=hit["document_id"])
+        history = await _tool(c, "document_history", document_id=hit["document_id"])
+        pack = await _tool(c, "bootstrap", intent="shipping costs")
+        source_id = sources.structured_content["sources"][0]["id"]
+        resource = await c.read_resource(f"ragsite://sources/{source_id}")
+        return hit, sources, document, history, pack, resource
+
+    hit, sources, document, history, pack, resource = over_http(server, server["keys"]["acme"], calls)
+    assert [s["name"] for s in sources.structured_content["sources"]] == ["handbook"]
+    text = document.structured_content
+    assert text["document_key"] == "shipping.md" and text["version"] == 1
+    assert hit["chunk_id"] in [c["chunk_id"] for c in text["chunks"]]
+    assert "12 euros" in " ".join(c["text"] for c in text["chunks"])
+    assert all(c["line_start"] for c in text["chunks"])
+    versions = history.structured_content["versions"]
+    assert [v["version"] for v in versions] == [1] and versions[0]["chunk_count"] >= 1
+    assert not pack.is_error and pack.structured_content["items"]
+    listed = json.loads(resource.contents[0].text)
+    assert {d["document_key"] for d in listed["documents"]} == {"returns.md", "shipping.md"}
+
+
+@pytest.mark.slow
+def test_answer_is_cited_by_the_right_document(server):
+    async def calls(c: Client) -> Any:
+        return await _tool(c, "answer", question="Within how many days are returns accepted?")
+
+    result = over_http(server, server["keys"]["acme"], calls).structured_content
+    assert result["generated"] and result["status"] in ("answered", "partial")
+    assert {c["document_key"] for c in result["citations"]} == {"returns.md"}
+    assert any(claim["supported"] for claim in result["claims"])
+
+
+def test_a_key_of_one_tenant_never_sees_another_tenants_data(server):
+    async def calls(c: Client) -> Any:
+        found = await _tool(c, "retrieve", query="Falcon launch code vault", top_k=10)
+        return found, await _tool(c, "get_document", document_id=RETURNS_ID), await _tool(c, "list_sources")
+
+    found, other, sources = over_http(server, server["keys"]["globex"], calls)
+    keys = {h["document_key"] for h in found.structured_content["hits"]}
+    assert keys == {"secret.md"}
+    assert other.is_error and "No document" in other.content[0].text
+    assert [s["source_id"] for s in sources.structured_content["sources"]] == ["src:globex:folder:handbook"]
+
+    async def acme_calls(c: Client) -> Any:
+        return await _tool(c, "retrieve", query="Falcon launch code vault", top_k=10)
+
+    acme = over_http(server, server["keys"]["acme"], acme_calls).structured_content["hits"]
+    assert "secret.md" not in {h["document_key"] for h in acme}
+
+
+def test_bad_arguments_are_tool_errors_with_clear_messages(server):
+    async def calls(c: Client) -> Any:
+        blank = await _tool(c, "retrieve", query="   ")
+        huge = await _tool(c, "retrieve", query="x", top_k=500)
+        return blank, huge, await _tool(c, "get_document", document_id=RETURNS_ID, version=9)
+
+    blank, huge, version = over_http(server, server["keys"]["acme"], calls)
+    assert blank.is_error and "query" in blank.content[0].text
+    assert huge.is_error and "top_k" in huge.content[0].text
+    assert version.is_error and "no version 9" in version.content[0].text
+
+
+def _stdio(server: dict[str, Any], tenant: str, key: str) -> StdioServerParameters:
+    env = {**server["env"], "RAGSITE_API_KEY": key, "RAGSITE_URL": server["url"]}
+    return StdioServerParameters(command=sys.executable, args=["manage.py", "mcp", "--tenant", tenant], env=env,
+                                 cwd=str(ROOT))  # fmt: skip
+
+
+def test_stdio_serves_the_same_tools_through_the_running_server(server):
+    async def main() -> Any:
+        async with Client(_stdio(server, "acme", server["keys"]["acme"])) as c:
+            tools = (await c.list_tools()).tools
+            found = await c.call_tool("retrieve", {"query": "Rotterdam warehouse", "top_k": 2})
+            leak = await c.call_tool("retrieve", {"query": "Falcon launch code vault", "top_k": 10})
+            return tools, found, leak
+
+    tools, found, leak = anyio.run(main)
+    assert {t.name for t in tools} == TOOLS
+    assert found.structured_content["hits"][0]["document_key"] == "shipping.md"
+    assert "secret.md" not in {h["document_key"] for h in leak.structured_content["hits"]}
+
+
+def test_stdio_refuses_a_key_of_another_tenant_before_serving(server):
+    params = _stdio(server, "acme", server["keys"]["globex"])
+    result = subprocess.run([params.command, *params.args], cwd=ROOT, env=params.env, input="", capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert result.returncode != 0
+    assert "is not an active API key of tenant 'acme'" in result.stderr
+
+
+def _rpc(server: dict[str, Any], authorization: str | None) -> httpx2.Response:
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "retrieve", "arguments": {"query": "returns"}}}  # fmt: skip
+    return httpx2.post(server["url"], json=body, headers=headers, timeout=60)
+
+
+def test_missing_wrong_and_revoked_keys_are_refused_before_any_tool_runs(server):
+    for authorization in (None, "Api-Key rag_wrong-key-000000000000", f"Api-Key {server['keys']['revoked']}"):
+        response = _rpc(server, authorization)
+        assert response.status_code == 401, (authorization, response.text)
+        assert "API key" in response.json()["error"]["message"]
+    assert _rpc(server, f"Bearer {server['keys']['acme']}").status_code == 200  # Bearer works as Api-Key does
+    with pytest.raises(ExceptionGroup) as refused:  # the SDK client cannot even connect with a wrong key
+        over_http(server, "rag_wrong-key-000000000000", lambda c: c.list_tools())
+    assert refused.group_contains(MCPError, match="Invalid or revoked API key")
+    # Past RAG_API_KEY_FAILURE_LIMIT (10 here) wrong keys, the address is refused before any key is looked up,
+    # as on the REST API. (Last in the module: from here on this address is locked out.)
+    statuses = [_rpc(server, "Api-Key rag_wrong-key-000000000000") for _ in range(11)]
+    assert statuses[-1].status_code == 429 and int(statuses[-1].headers["Retry-After"]) > 0
+    assert _rpc(server, f"Api-Key {server['keys']['acme']}").status_code == 429
+
+
+def _scope(authorization: str, host: str = "127.0.0.1:8000") -> dict[str, Any]:
+    return {"type": "http", "client": ("10.0.0.7", 5000),
+            "headers": [(b"host", host.encode()), (b"authorization", authorization.encode())]}  # fmt: skip
+
+
+def test_the_rest_api_rate_limit_applies_per_key_and_the_host_is_checked(tenant_a, monkeypatch, settings):
+    from mcp_tools.http import Refused, authenticate
+    from tenants.services import api_key_issue
+    from tenants.throttling import ApiKeyRateThrottle
+
+    monkeypatch.setattr(ApiKeyRateThrottle, "THROTTLE_RATES", {"api_key": "2/min"})
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+    _, raw = api_key_issue(tenant=tenant_a, scope="read")
+    assert authenticate(_scope(f"Api-Key {raw}")).tenant == tenant_a
+    assert authenticate(_scope(f"Bearer {raw}")).tenant == tenant_a
+    with pytest.raises(Refused) as throttled:
+        authenticate(_scope(f"Api-Key {raw}"))
+    assert throttled.value.status == 429 and int(throttled.value.headers["Retry-After"]) > 0
+    with pytest.raises(Refused) as bad_host:
+        authenticate(_scope(f"Api-Key {raw}", host="evil.example"))
+    assert bad_host.value.status == 400
