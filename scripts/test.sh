@@ -16,4 +16,25 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/lint-imports"
-exec "$VENV/bin/python" -m pytest "$@"
+# The suite runs twice: on the embedded defaults, and on the production configuration (PostgreSQL, Redis as
+# broker and cache, the Qdrant-server code path against qdrant-client's in-process server API, since no Qdrant
+# server binary installs here). RAG_TEST_CONFIGS=embedded (or production) runs one of them.
+CONFIGS="${RAG_TEST_CONFIGS:-embedded production}"
+status=0
+for config in $CONFIGS; do
+  case "$config" in
+    embedded)
+      echo "== embedded configuration: SQLite, Qdrant Edge, django-q2 on the ORM broker"
+      "$VENV/bin/python" -m pytest "$@" || status=$?
+      ;;
+    production)
+      source scripts/_services.sh
+      services_start
+      echo "== production configuration: PostgreSQL, Redis (broker and cache), the Qdrant client path"
+      DATABASE_URL="$RAG_TEST_DATABASE_URL" REDIS_URL="$RAG_TEST_REDIS_URL" RAG_TEST_QDRANT_URL=":memory:" \
+        "$VENV/bin/python" -m pytest "$@" || status=$?
+      ;;
+    *) echo "Unknown configuration $config (embedded, production)" >&2; exit 2 ;;
+  esac
+done
+exit $status

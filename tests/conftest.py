@@ -1,10 +1,23 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.test import Client
 
 from tenants.models import Membership, Tenant
 from tests.factories import make_member, make_tenant
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """In the production-configuration run, tests of the embedded store's own rules (one owning process,
+    its files on disk) have no counterpart: a Qdrant server has neither. Everything else runs in both."""
+    if not os.environ.get("RAG_TEST_QDRANT_URL"):
+        return
+    reason = pytest.mark.skip(reason="about the embedded Qdrant Edge store; this run uses the Qdrant-server path")
+    for item in items:
+        if item.get_closest_marker("embedded_store"):
+            item.add_marker(reason)
 
 
 @pytest.fixture
@@ -40,11 +53,13 @@ def fresh_cache():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """A fresh embedded Qdrant Edge store per test, in a temp dir."""
+    """A fresh store per test: embedded Qdrant Edge in a temp dir, or (RAG_TEST_QDRANT_URL=:memory:) a fresh
+    in-process Qdrant server API through qdrant-client."""
     from knowledge.vectorstore import get_store, reset_store
 
     settings.RAG_QDRANT_PATH = tmp_path_factory.mktemp("qdrant")
-    settings.QDRANT_URL = None
+    # The production-configuration run (scripts/test.sh) goes through the Qdrant-server code path instead.
+    settings.QDRANT_URL = os.environ.get("RAG_TEST_QDRANT_URL") or None
     reset_store()
     yield get_store
     reset_store()

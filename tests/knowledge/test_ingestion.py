@@ -309,6 +309,7 @@ def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenan
     assert retrieve(tenant=tenant_b, query="apt install acme-agent", top_k=5) == []
 
 
+@pytest.mark.embedded_store
 def test_maintenance_commands_explain_when_another_process_owns_the_store(tenant_a, tree, settings):
     from django.core.management import CommandError, call_command
 
