@@ -9,7 +9,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers
+from rest_framework import exceptions, serializers, status
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +22,25 @@ from ragsite.errors import error_reference
 from tenants.access import TenantApiView
 
 logger = logging.getLogger(__name__)
+
+
+class AnswerModelBusy(exceptions.APIException):
+    """503 with Retry-After (DRF sets the header from `wait`), when this process has its limit of pending answers."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The answer model is busy; retry shortly."
+
+    def __init__(self, busy: services.AnswersBusy) -> None:
+        super().__init__(str(busy))
+        self.wait = busy.retry_after
+
+
+def admitted(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a step that starts an answer; a full answer queue becomes a clean 503 with Retry-After."""
+    try:
+        return run_retrieval(fn, *args, **kwargs)
+    except services.AnswersBusy as busy:
+        raise AnswerModelBusy(busy) from busy
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -126,16 +145,16 @@ class AnswerApi(TenantApiView):
         options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
         if data["stream"] or request.accepted_renderer.format == "sse":
             stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
-            first = run_retrieval(next, stream)  # the Sources: retrieval errors become 409/503 before streaming
+            first = admitted(next, stream)  # the Sources: a full queue or retrieval errors answer before streaming
 
             def events() -> Iterator[str]:
-                yield from stream_events(_chain(first, stream))
+                yield from stream_events(chain(first, stream))
 
             return sse_response(events())
-        result = run_retrieval(services.answer_question, tenant=self.tenant, question=data["question"], options=options)
+        result = admitted(services.answer_question, tenant=self.tenant, question=data["question"], options=options)
         return Response(answer_payload(result))
 
 
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+def chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest

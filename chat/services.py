@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -210,8 +212,53 @@ def verified(
     return status, render(claims), citations, [c.as_dict() for c in claims], ""
 
 
+class AnswersBusy(Exception):
+    """More answers are pending in this process than RAG_ANSWER_MAX_PENDING: come back after `retry_after` s."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"The answer model is busy; retry in {retry_after} s.")
+        self.retry_after = retry_after
+
+
+class AnswerAdmission:
+    """At most RAG_ANSWER_MAX_PENDING answers at once per process: the one the model is writing and those
+    waiting for it (the model writes one at a time). Past that an answer is refused at once, with an honest
+    wait (the mean time of recent answers), instead of holding a web thread for minutes: retrieval and the
+    pages keep the other threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.pending = 0
+        self.mean_s = 10.0  # until answers have been timed here
+
+    def enter(self) -> None:
+        with self._lock:
+            if self.pending >= settings.RAG_ANSWER_MAX_PENDING:
+                raise AnswersBusy(max(1, math.ceil(self.mean_s)))
+            self.pending += 1
+
+    def leave(self, seconds: float) -> None:
+        with self._lock:
+            self.pending -= 1
+            self.mean_s = 0.8 * self.mean_s + 0.2 * seconds
+
+
+ADMISSION = AnswerAdmission()
+
+
 def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
-    """Yield the Sources as soon as retrieval is done, then token deltas as they come, then the final Answer."""
+    """Yield the Sources as soon as retrieval is done, then token deltas as they come, then the final Answer.
+
+    Raises AnswersBusy at the first step when this process already has its limit of pending answers."""
+    ADMISSION.enter()
+    entered = time.perf_counter()
+    try:
+        yield from _stream_answer(tenant=tenant, question=question, options=options)
+    finally:
+        ADMISSION.leave(time.perf_counter() - entered)
+
+
+def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)

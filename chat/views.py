@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet
@@ -10,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import services
-from chat.api import sse_response, stream_events
+from chat.api import chain, sse_response, stream_events
 from chat.models import Assistant, ChatSession
 from tenants.access import TenantRequest, tenant_member_required
 
@@ -55,7 +56,12 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     session_id = request.POST.get("session") or ""
     session = _own_sessions(request).public_or_404(session_id) if session_id else None
     options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
-    stream = services.stream_answer(tenant=request.tenant, question=question, options=options)
+    try:
+        stream = _started(services.stream_answer(tenant=request.tenant, question=question, options=options))
+    except services.AnswersBusy as busy:
+        response = HttpResponse(str(busy), status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(busy.retry_after)
+        return response
     tenant, user = request.tenant, request.user
 
     def on_done(result: services.Answer) -> dict[str, Any]:
@@ -66,3 +72,23 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
         return {"session": str(session.public_id), "message": str(message.public_id)}
 
     return sse_response(stream_events(stream, on_done))
+
+
+def _started(stream: Iterator[Any]) -> Iterator[Any]:
+    """Take the stream's first step now (admission, then retrieval), so a full answer queue is a 503 before the
+    response starts; any other failure of that step is reported in the stream, as later ones are."""
+    try:
+        first = next(stream)
+    except services.AnswersBusy:
+        raise
+    except StopIteration:
+        return iter(())
+    except Exception as exc:  # noqa: BLE001  (stream_events logs it and reports it in-band)
+        failure = exc
+
+        def failed() -> Iterator[Any]:
+            raise failure
+            yield  # a generator
+
+        return failed()
+    return chain(first, stream)

@@ -82,7 +82,10 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
         raise OperationError(f"assistant: no assistant named {data['assistant']!r} in this tenant.")
     filters = scope_filters(data["scope"]) if "scope" in data else None
     options = chat_services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
-    result = _guarded(chat_services.answer_question, tenant=key.tenant, question=data["question"], options=options)
+    try:
+        result = _guarded(chat_services.answer_question, tenant=key.tenant, question=data["question"], options=options)
+    except chat_services.AnswersBusy as busy:
+        raise OperationError(str(busy)) from busy
     return answer_payload(result)
 
 

@@ -250,6 +250,9 @@ RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each
 # excerpt cut to its sentences or lines that bear on the question; prefill is most of the first-token wait).
 RAG_ANSWER_EXCERPTS = env_int("RAG_ANSWER_EXCERPTS", default=8, minimum=1)
+# Answers admitted at once per web process (the chat model writes one at a time; the others wait for it).
+# Past it an answer gets 503 + Retry-After at once, so web threads stay free for retrieval and the pages.
+RAG_ANSWER_MAX_PENDING = env_int("RAG_ANSWER_MAX_PENDING", default=4, minimum=1)
 RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, minimum=200)
 # First-token target for answers (0: none, the default). With one, a machine whose measured prefill rate cannot
 # read RAG_ANSWER_CONTEXT_CHARS in time gets fewer excerpt characters (never under 400): faster, but the

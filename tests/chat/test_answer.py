@@ -279,3 +279,27 @@ def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_o
     assert (
         services.answer_question(tenant=tenant_a, question=question, options=options).timings["context_chars"] == 1600
     )
+
+
+def test_past_the_pending_answer_limit_answers_are_refused_with_retry_after_and_admitted_again(
+    handbook, key_a, client_a, settings
+):  # fmt: skip
+    """The model writes one answer at a time: a queue past RAG_ANSWER_MAX_PENDING gets a clean 503 at once."""
+    settings.RAG_ANSWER_MAX_PENDING = 1
+    question = {"question": "How long is the warranty?"}
+    holder = services.stream_answer(tenant=handbook.tenant, question="Returns?", options=services.AnswerSettings())
+    next(holder)  # one answer in progress: the limit is reached
+    try:
+        for response in (
+            _client(key_a).post("/api/v1/tenants/acme/answer/", question, format="json"),
+            _client(key_a).post("/api/v1/tenants/acme/answer/", {**question, "stream": True}, format="json"),
+            client_a.post("/t/acme/chat/ask/", question),
+        ):
+            assert response.status_code == 503, response
+            assert int(response["Retry-After"]) >= 1
+            assert "busy" in (response.content.decode()).lower()
+    finally:
+        holder.close()  # the answer in progress ends (here: its client went away)
+    assert services.ADMISSION.pending == 0
+    response = _client(key_a).post("/api/v1/tenants/acme/answer/", question, format="json")
+    assert response.status_code == 200 and response.json()["citations"]
