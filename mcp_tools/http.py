@@ -71,22 +71,27 @@ def authenticate(scope: dict[str, Any]) -> ApiKey:
         raise Refused(401, "An API key is required: Authorization: Api-Key <key> (or Bearer <key>).",
                       {"WWW-Authenticate": "Api-Key"})  # fmt: skip
     request = _django_request(scope, headers)
+    try:
+        key_guessing_check(request)
+    except exceptions.Throttled as exc:
+        raise Refused(429, str(exc.detail), {"Retry-After": str(int(exc.wait or 1))}) from exc
+    api_key = api_key_authenticate(raw_key.strip())
+    if api_key is None:
+        key_failure_record(request, raw_key.strip())
+        raise Refused(401, "Invalid or revoked API key.", {"WWW-Authenticate": "Api-Key"})
+    request.auth = api_key  # type: ignore[attr-defined]
+    throttle = ApiKeyRateThrottle()
+    if not throttle.allow_request(request, None):
+        wait = throttle.wait()
+        raise Refused(429, "Request was throttled.", {"Retry-After": str(int(wait or 1))})
+    return api_key
+
+
+def _authenticate_in_thread(scope: dict[str, Any]) -> ApiKey:
+    """authenticate() in a worker thread, whose database connection may be stale since its last request."""
     close_old_connections()
     try:
-        try:
-            key_guessing_check(request)
-        except exceptions.Throttled as exc:
-            raise Refused(429, str(exc.detail), {"Retry-After": str(int(exc.wait or 1))}) from exc
-        api_key = api_key_authenticate(raw_key.strip())
-        if api_key is None:
-            key_failure_record(request, raw_key.strip())
-            raise Refused(401, "Invalid or revoked API key.", {"WWW-Authenticate": "Api-Key"})
-        request.auth = api_key  # type: ignore[attr-defined]
-        throttle = ApiKeyRateThrottle()
-        if not throttle.allow_request(request, None):
-            wait = throttle.wait()
-            raise Refused(429, "Request was throttled.", {"Retry-After": str(int(wait or 1))})
-        return api_key
+        return authenticate(scope)
     finally:
         close_old_connections()
 
@@ -103,7 +108,7 @@ class KeyGuard:
         if scope["path"] == MCP_PATH.rstrip("/"):
             scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
         try:
-            api_key = await anyio.to_thread.run_sync(authenticate, scope)
+            api_key = await anyio.to_thread.run_sync(_authenticate_in_thread, scope)
         except Refused as refused:
             return await _refuse(send, refused)
         except Exception:  # never a bare 500 without a trace in the log
