@@ -90,8 +90,9 @@ def _chunk_tags(chunks: list[Chunk]) -> dict[int, list[str]]:
     return tags
 
 
-def activate_version(version: DocumentVersion) -> None:
-    """Store every point of a pending version, then make it the one readers see."""
+def store_version_points(version: DocumentVersion, *, status: str | None = None) -> Document:
+    """Upsert every chunk of a version from its stored vectors (no embedding), with `status` in the payload,
+    or each chunk's own status from SQL when none is given (a repair or a restore)."""
     document = Document.objects.select_related("tenant", "source").get(pk=version.document_id)
     store = get_store()
     identity = version_identity(version)
@@ -111,7 +112,7 @@ def activate_version(version: DocumentVersion) -> None:
                     payload=chunk_payload(
                         chunk=chunk,
                         document=document,
-                        status=Status.PENDING,
+                        status=status or chunk.status,
                         doc_tags=doc_tags,
                         chunk_tags=chunk_tags.get(chunk.pk, []),
                     ),
@@ -119,6 +120,14 @@ def activate_version(version: DocumentVersion) -> None:
                 for chunk in batch
             ],
         )
+    return document
+
+
+def activate_version(version: DocumentVersion) -> None:
+    """Store every point of a pending version, then make it the one readers see."""
+    document = store_version_points(version, status=Status.PENDING)
+    store = get_store()
+    identity = version_identity(version)
     tenant = str(document.tenant.public_id)
     previous = list(document.versions.filter(status=Status.ACTIVE).exclude(pk=version.pk))
     retired = document.status == Status.RETIRED and version.status != Status.PENDING

@@ -52,14 +52,13 @@ class Command(StoreCommand):
             f"{len(extra)} points without a chunk, {pending} version(s) waiting to be indexed."
         )
         if repair and missing:
-            versions = DocumentVersion.objects.filter(chunks__point_id__in=missing).distinct()
-            for version in versions:
-                indexer.activate_version(version) if version.status == Status.ACTIVE else None
-            documents = {v.document_id for v in versions}
-            from knowledge.models import Document
-
-            for document in Document.objects.filter(pk__in=documents):
+            versions = DocumentVersion.objects.for_tenant(owner).filter(chunks__point_id__in=missing, status__in=live)
+            # In the order they were first indexed, so that exact ties rank as they did before (a restore).
+            for version in versions.distinct().order_by("pk"):
+                document = indexer.store_version_points(version)  # each point with its chunk's status from SQL
                 indexer.sync_document(document)
+            if hasattr(store, "flush"):
+                store.flush()
             self.stdout.write(f"Repaired: re-stored {len(missing)} point(s) from SQL (no re-embedding).")
         if repair:
             indexer.drain()
