@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -254,10 +255,16 @@ def start_background_indexer(*, interval: float = 1.0) -> None:
     def loop() -> None:
         from django.db import close_old_connections
 
+        from knowledge.jobs import recover_orphaned_jobs
+
+        recovered_at = 0.0
         while True:
             try:
                 close_old_connections()
                 drain()
+                if time.monotonic() - recovered_at >= settings.RAG_JOB_RECOVERY_INTERVAL_S:
+                    recovered_at = time.monotonic()
+                    recover_orphaned_jobs()  # a worker killed mid-job leaves it running: queue it again
             except Exception:  # keep the indexer alive; the failure is logged and retried
                 logger.exception("Background indexer pass failed")
             time.sleep(interval)

@@ -237,3 +237,19 @@ class IngestJob(TenantOwned):
             self.State.FAILED,
             self.State.CANCELLED,
         )
+
+
+class SourceLock(TenantOwned):
+    """Held while a job syncs a source, so that two syncs of one source never run at once (knowledge/jobs.py).
+
+    The row names its holder (host and process): a lock whose process is gone is taken over, and the
+    holder's job is recovered."""
+
+    source = models.OneToOneField(Source, on_delete=models.CASCADE, related_name="sync_lock")
+    job = models.ForeignKey(IngestJob, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    acquired_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.source_id} held by {self.host}:{self.pid}"

@@ -21,6 +21,7 @@ from knowledge.classify import classify
 from knowledge.embedders import Embedder, get_embedder
 from knowledge.enrichment import EnrichmentRequest, enrich
 from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
+from knowledge.jobs import source_locked, this_worker
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from knowledge.vectorstore import point_id
@@ -328,46 +329,47 @@ def sync_folder(
         params={"path": str(Path(root).resolve()), "operator": True},
     )  # fmt: skip
     _start(job)
-    entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
-    files = [e for e in entries if isinstance(e, WalkedFile)]
-    skips = [e for e in entries if isinstance(e, Skip)]
-    job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
-    job.skipped = len(skips)
-    job.documents_total = len(files)
-    job.save()
-    known = _fast_unchanged(source)
-    keep: set[str] = set()
-    tags = list(tags)
-    embedder = get_embedder()
-    lookahead = Lookahead(embedder) if enrichment is None else None  # enrichment adds a chunk per document
-    for number, walked in enumerate(files):
-        try:
-            key = ids.normalise_document_key(walked.key)
-        except ids.InvalidIdentifier as exc:
-            _record_failure(job, walked.key, str(exc))
-            continue
-        if key in keep:  # "café" written composed and decomposed: one document key, two files
-            _record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
-                            f"(an NFC/NFD twin of {key}); rename one of them")  # fmt: skip
-            continue
-        keep.add(key)
-        if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
-            job.unchanged += 1
-        else:
-            if lookahead is not None:
-                lookahead.fill(source.tenant, source, _changed_ahead(files, number, known), mode)
-            if _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, lookahead or embedder,
-                           None, enrichment, critical, lookahead) is False:  # fmt: skip
-                keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
-            if lookahead is not None:
-                lookahead.forget(walked.key)
-        job.documents_done = number + 1
-        if number % 20 == 0 or number + 1 == len(files):
-            _checkpoint(job, progress)
-    job.retired = retire_documents(source=source, keep_keys=keep)
-    source.last_synced_at = timezone.now()
-    source.save(update_fields=["last_synced_at"])
-    return _finish(job, progress)
+    with source_locked(source, job):  # one sync of a source at a time (knowledge/jobs.py)
+        entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
+        files = [e for e in entries if isinstance(e, WalkedFile)]
+        skips = [e for e in entries if isinstance(e, Skip)]
+        job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
+        job.skipped = len(skips)
+        job.documents_total = len(files)
+        job.save()
+        known = _fast_unchanged(source)
+        keep: set[str] = set()
+        tags = list(tags)
+        embedder = get_embedder()
+        lookahead = Lookahead(embedder) if enrichment is None else None  # enrichment adds a chunk per document
+        for number, walked in enumerate(files):
+            try:
+                key = ids.normalise_document_key(walked.key)
+            except ids.InvalidIdentifier as exc:
+                _record_failure(job, walked.key, str(exc))
+                continue
+            if key in keep:  # "café" written composed and decomposed: one document key, two files
+                _record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
+                                f"(an NFC/NFD twin of {key}); rename one of them")  # fmt: skip
+                continue
+            keep.add(key)
+            if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
+                job.unchanged += 1
+            else:
+                if lookahead is not None:
+                    lookahead.fill(source.tenant, source, _changed_ahead(files, number, known), mode)
+                if _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, lookahead or embedder,
+                               None, enrichment, critical, lookahead) is False:  # fmt: skip
+                    keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
+                if lookahead is not None:
+                    lookahead.forget(walked.key)
+            job.documents_done = number + 1
+            if number % 20 == 0 or number + 1 == len(files):
+                _checkpoint(job, progress)
+        job.retired = retire_documents(source=source, keep_keys=keep)
+        source.last_synced_at = timezone.now()
+        source.save(update_fields=["last_synced_at"])
+        return _finish(job, progress)
 
 
 def ingest_files(
@@ -378,15 +380,16 @@ def ingest_files(
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     _start(job)
-    job.skips, job.skipped = list(skips or []), len(skips or [])
-    job.errors, job.failed = list(errors or []), len(errors or [])
-    job.documents_total = len(files)
-    embedder = get_embedder()
-    for number, (key, data) in enumerate(files):
-        _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data, enrichment, critical)
-        job.documents_done = number + 1
-        _checkpoint(job, None)
-    return _finish(job, None)
+    with source_locked(source, job):  # one sync of a source at a time (knowledge/jobs.py)
+        job.skips, job.skipped = list(skips or []), len(skips or [])
+        job.errors, job.failed = list(errors or []), len(errors or [])
+        job.documents_total = len(files)
+        embedder = get_embedder()
+        for number, (key, data) in enumerate(files):
+            _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data, enrichment, critical)
+            job.documents_done = number + 1
+            _checkpoint(job, None)
+        return _finish(job, None)
 
 
 def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tuple[str, Path]]:
@@ -448,6 +451,7 @@ def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error"
 
 def _start(job: IngestJob) -> None:
     job.state, job.started_at, job.attempts = IngestJob.State.RUNNING, timezone.now(), job.attempts + 1
+    job.params = {**(job.params or {}), "worker": this_worker()}  # how a job whose process died is found
     for name in ("added", "updated", "unchanged", "retired", "skipped", "failed", "documents_done", "chunks_done",
                  "chunks_total"):  # fmt: skip
         setattr(job, name, 0)

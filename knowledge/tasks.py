@@ -6,14 +6,19 @@ from pathlib import Path
 
 from knowledge import pipeline
 from knowledge.enrichment import EnrichmentRequest
+from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.models import IngestJob
 from knowledge.services import FolderNotAllowed, job_folder, upload_files_remove
 
 
 def ingest_job_task(job_id: int) -> None:
+    recover_orphaned_jobs()  # jobs whose worker died (kill -9) are queued again before this one starts
     job = IngestJob.objects.select_related("tenant", "source").filter(pk=job_id).first()  # unscoped: id is ours
     if job is None or job.is_finished and job.state != IngestJob.State.FAILED:
         return
+    worker = (job.params or {}).get("worker") or {}
+    if job.state == IngestJob.State.RUNNING and worker and holder_alive(worker["host"], worker["pid"], job.started_at):
+        return  # delivered twice (the broker's retry): the first delivery is still running it
     params = job.params or {}
     enrichment = EnrichmentRequest(**params["enrichment"]) if params.get("enrichment") else None
     extra = {"enrichment": enrichment, "critical": bool(params.get("critical"))}
@@ -32,7 +37,7 @@ def ingest_job_task(job_id: int) -> None:
                 source=job.source, root=root, mode=params.get("mode", "auto"), tags=params.get("tags", []), job=job,
                 **extra,
             )  # fmt: skip
-    except FolderNotAllowed as exc:  # a refusal with its reason, not a crash
+    except (FolderNotAllowed, SourceBusy) as exc:  # a refusal with its reason, not a crash
         job.state, job.message = IngestJob.State.FAILED, str(exc)
         job.save(update_fields=["state", "message"])
         return

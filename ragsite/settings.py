@@ -207,6 +207,10 @@ Q_CLUSTER: dict[str, object] = {
     "catch_up": False,
     "label": "Background tasks",
 }
+# A sync waits this long for another job syncing the same source, then fails with the reason.
+RAG_SOURCE_LOCK_WAIT_S = env_int("RAG_SOURCE_LOCK_WAIT_S", default=600, minimum=1)
+# How often the web process looks for running jobs whose worker process died (kill -9, OOM): knowledge/jobs.py.
+RAG_JOB_RECOVERY_INTERVAL_S = env_int("RAG_JOB_RECOVERY_INTERVAL_S", default=30, minimum=1)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:

@@ -8,11 +8,8 @@ packaged 0.5B for `answer`.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.servers import ROOT, environment, manage, start_gunicorn, stop
+
 TOOLS = {"retrieve", "bootstrap", "answer", "list_sources", "get_document", "document_history"}
 
 ACME_FILES = {
@@ -56,21 +54,13 @@ print(json.dumps(keys))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _environment(data_dir: Path, port: int, models: Path) -> dict[str, str]:
+def _environment(data_dir: Path, models: Path) -> dict[str, str]:
     from inference.packaged import QWEN_0_5B, assemble_gguf
 
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DJANGO_", "SECRET_KEY", "DATABASE"))}
-    return {
-        **clean, "DJANGO_SETTINGS_MODULE": "ragsite.settings", "RAG_DATA_DIR": str(data_dir), "RAG_DEBUG": "true",
-        "PORT": str(port), "RAG_LLM_MODEL_PATH": str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename)),
-        "RAG_LLM_THREADS": "2", "RAG_LLM_PRELOAD": "false", "RAG_API_KEY_FAILURE_LIMIT": "10",
-    }  # fmt: skip
+    return environment(
+        data_dir, RAG_LLM_MODEL_PATH=str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename)), RAG_LLM_THREADS="2",
+        RAG_API_KEY_FAILURE_LIMIT="10",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -83,34 +73,19 @@ def server(tmp_path_factory):  # type: ignore[no-untyped-def]
         for relative, text in files.items():
             (folder / relative).write_text(text)
         folders.append(str(folder))
-    port = _free_port()
-    env = _environment(data_dir, port, tmp_path_factory.getbasetemp() / "models")  # shared with conftest's
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    env = _environment(data_dir, tmp_path_factory.getbasetemp() / "models")  # shared with conftest's
+    assert manage(env, "migrate", "-v0").returncode == 0
     script = SETUP.replace("{acme}", folders[0]).replace("{globex}", folders[1])
-    setup = subprocess.run([*manage, "shell", "-c", script], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
+    setup = manage(env, "shell", "-c", script)
     assert setup.returncode == 0, setup.stderr
     keys = json.loads(setup.stdout.strip().splitlines()[-1])
     log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            assert process.poll() is None, (data_dir / "server.log").read_text()
-            time.sleep(0.3)
+    process = start_gunicorn(env, log)
+    url = f"http://127.0.0.1:{env['PORT']}/mcp/"
     try:
         yield {"url": url, "keys": keys, "env": env, "log": data_dir / "server.log"}
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
         log.close()
 
 

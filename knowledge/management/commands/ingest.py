@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from knowledge import ids, pipeline
 from knowledge.embedders import become_batch_process
+from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
 from knowledge.services import folder_sync_enqueue
 from tenants.models import Tenant
@@ -44,7 +45,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
-        job = pipeline.sync_folder(source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress)
+        try:
+            job = pipeline.sync_folder(source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress)
+        except SourceBusy as exc:
+            raise CommandError(str(exc)) from exc
         if job.state == IngestJob.State.INDEXING:
             self.stdout.write("\nWaiting for the process that owns the vector store to index the new versions…")
             job = pipeline.wait_for_job(job)

@@ -1,0 +1,64 @@
+"""Real server processes for tests: a clean environment on a data directory, manage.py, gunicorn."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+# The test process's own configuration never leaks into a server it starts (a server is on the embedded
+# default unless told otherwise: QDRANT_URL=:memory: is a store inside one process and cannot be shared).
+INHERITED_NOT = ("RAG_", "DJANGO_", "SECRET_KEY", "DATABASE", "REDIS_URL", "QDRANT_")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def environment(data: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_NOT)}
+    env.update(DJANGO_SETTINGS_MODULE="ragsite.settings", RAG_DATA_DIR=str(data), RAG_DEBUG="true",
+               PORT=str(free_port()), RAG_LLM_PRELOAD="false")  # fmt: skip
+    env.update(extra)
+    return env
+
+
+def manage(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def start_gunicorn(env: dict[str, str], log: IO[str] | None = None) -> subprocess.Popen:
+    """gunicorn on `env["PORT"]` in its own process group (so a test can kill master and workers), once it answers."""
+    output = log if log is not None else subprocess.DEVNULL
+    command = [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"]
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                              start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{env['PORT']}/accounts/login/", timeout=2).read()
+            return server
+        except OSError:
+            if server.poll() is not None:
+                raise AssertionError(f"gunicorn exited with {server.returncode}") from None
+            time.sleep(0.2)
+    server.terminate()
+    raise AssertionError("gunicorn did not start")
+
+
+def stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=30)
