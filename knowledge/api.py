@@ -155,7 +155,7 @@ class SourceOutput(serializers.Serializer):
     tags = serializers.SerializerMethodField()
     is_default = serializers.BooleanField()
     documents = serializers.SerializerMethodField()
-    last_synced_at = serializers.DateTimeField()
+    last_synced_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
 
     def get_tags(self, source: Source) -> list[str]:
@@ -253,9 +253,9 @@ class JobOutput(serializers.Serializer):
     message = serializers.CharField()
     attempts = serializers.IntegerField()
     created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField()
-    seconds = serializers.FloatField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    seconds = serializers.FloatField(allow_null=True)
 
     def get_progress(self, job: IngestJob) -> dict[str, Any]:
         percent = (
@@ -415,8 +415,13 @@ def _document(view: TenantApiView, document_id: str) -> Document:
     )
 
 
+class DocumentPageOutput(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Documents matching the filters, all pages.")
+    results = DocumentOutput(many=True)
+
+
 class DocumentListApi(TenantApiView):
-    @extend_schema(responses={200: DocumentOutput(many=True)})
+    @extend_schema(responses={200: DocumentPageOutput}, operation_id="tenants_documents_list")
     def get(self, request: Request, tenant_slug: str) -> Response:
         documents = Document.objects.for_tenant(self.tenant).select_related("source").prefetch_related("tags")
         params = request.query_params
