@@ -1,6 +1,6 @@
 """End-to-end ingestion throughput against the raw embedder on the same chunks, in one run.
 
-    python bench/ingest.py [FOLDER ...]
+    python bench/ingest.py [--llamaindex-python PATH] [FOLDER ...]
 
 Default corpus: the eval corpora fetched by ../shared/eval/get_corpus.sh into /srv/bench
 (flask-docs and click-code), else the installed Django package's source tree. Prints chunks/s
@@ -9,6 +9,10 @@ raw embedder alone on exactly the texts the pipeline embedded, both on every cor
 and the workers run: RAG_EMBED_THREADS=0), and their ratio (target >= 0.85). Then edits one paragraph of the
 longest prose document and prints how many chunks the new version embedded (target <= 2; the others take
 their vectors from SQL).
+
+With `--llamaindex-python` (a Python that has LlamaIndex, see bench/llamaindex_ingest.py), the same folders
+are then ingested by LlamaIndex's default pipeline with the same MiniLM on the same machine, and both
+wall times are printed side by side (target: ragsite no slower).
 """
 
 from __future__ import annotations
@@ -29,9 +33,13 @@ def main() -> None:
     from knowledge.models import Chunk
     from tenants.services import tenant_create
 
-    folders = [Path(a) for a in sys.argv[1:]]
+    args = sys.argv[1:]
+    llamaindex = ""
+    if args[:1] == ["--llamaindex-python"]:
+        llamaindex, args = args[1], args[2:]
+    folders = [Path(a) for a in args]
     if not folders:
-        bench = [Path("/srv/bench/flask-docs"), Path("/srv/bench/click-code")]
+        bench = [Path("/srv/bench/flask-docs"), Path("/srv/bench/click-code"), Path("/srv/bench/es-docs")]
         if all(p.is_dir() for p in bench):
             folders = bench
         else:
@@ -69,6 +77,26 @@ def main() -> None:
         f"embedder threads): {end_to_end / raw:.2f} (target >= 0.85)"
     )
     edit_one_paragraph(tenant, embedder)
+    if llamaindex:
+        side_by_side(llamaindex, folders, chunks, pipeline_seconds)
+
+
+def side_by_side(python: str, folders: list[Path], chunks: int, seconds: float) -> None:
+    """LlamaIndex's default pipeline on the same folders, after ragsite's run (the machine is otherwise idle)."""
+    import json
+    import subprocess
+
+    script = Path(__file__).with_name("llamaindex_ingest.py")
+    result = subprocess.run([python, str(script), *map(str, folders)], capture_output=True, text=True, check=True)
+    other = json.loads(result.stdout.strip().splitlines()[-1])
+    print(
+        f"LlamaIndex default pipeline: {other['documents']} documents, {other['nodes']} nodes in "
+        f"{other['seconds']:.1f} s = {other['nodes'] / other['seconds']:.1f} nodes/s ({other['threads']} torch threads)"
+    )
+    print(
+        f"first ingest, same folders: ragsite {seconds:.1f} s ({chunks} chunks) vs LlamaIndex {other['seconds']:.1f} s "
+        f"({other['nodes']} nodes): ragsite takes {seconds / other['seconds']:.2f}x LlamaIndex's time (target <= 1)"
+    )
 
 
 def edit_one_paragraph(tenant, embedder) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,9 @@ import itertools
 
 import pytest
 import schemathesis
+from django.core import signals
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -26,7 +28,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def api_schema(db):  # type: ignore[no-untyped-def]
-    return schemathesis.openapi.from_wsgi("/api/v1/schema/", get_wsgi_application())
+    """The schema, served by the app itself. Requests run inside the test's transaction, so the connection must
+    not be closed after each one (Django's own test client disconnects the same two handlers)."""
+    for signal in (signals.request_started, signals.request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        yield schemathesis.openapi.from_wsgi("/api/v1/schema/", get_wsgi_application())
+    finally:
+        for signal in (signals.request_started, signals.request_finished):
+            signal.connect(close_old_connections)
 
 
 @pytest.fixture
