@@ -81,3 +81,34 @@ def test_dify_validation_errors_read_as_words_not_a_python_repr(tenant_a):
     assert response.status_code == 400
     message = response.json()["error_msg"]
     assert "retrieval_setting" in message and "ErrorDetail" not in message and "{" not in message
+
+
+def test_nul_bytes_and_invalid_utf8_in_text_fields_answer_4xx_and_store_nothing(tenant_a):
+    """PostgreSQL refuses NUL in text and SQLite keeps it: either way the API answers 400 before storing it."""
+    from rest_framework.test import APIClient
+
+    from knowledge.models import Source, Tag
+    from tenants.services import api_key_issue
+
+    raw_key = api_key_issue(tenant=tenant_a)[1]
+    client, dify = APIClient(), APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+    dify.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")  # Dify's External Knowledge API sends Bearer
+    base = "/api/v1/tenants/acme"
+    sources_before = Source.objects.count()
+    requests = [
+        ("post", f"{base}/retrieve/", {"query": "router\x00port"}),
+        ("post", f"{base}/bootstrap/", {"intent": "setup\x00"}),
+        ("post", f"{base}/answer/", {"question": "how\x00?"}),
+        ("post", f"{base}/sources/", {"kind": "upload", "name": "hand\x00book"}),
+        ("post", f"{base}/sources/", {"kind": "upload", "name": "handbook", "tags": ["a\x00b"]}),
+        ("post", f"{base}/dify/retrieval", {"knowledge_id": "x\x00", "query": "q", "retrieval_setting": {"top_k": 1}}),
+    ]
+    for method, url, body in requests:
+        response = getattr(dify if "dify" in url else client, method)(url, body, format="json")
+        assert response.status_code == 400, (url, response.status_code, response.content[:200])
+    for url in (f"{base}/retrieve/", f"{base}/sources/"):
+        response = client.generic("POST", url, b'{"query": "\xff\xfe broken", "name": "\xc3"}',
+                                  content_type="application/json")  # fmt: skip
+        assert response.status_code == 400, (url, response.status_code)
+    assert Source.objects.count() == sources_before and not Tag.objects.filter(name__contains="\x00").exists()
