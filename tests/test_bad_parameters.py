@@ -111,4 +111,6 @@ def test_nul_bytes_and_invalid_utf8_in_text_fields_answer_4xx_and_store_nothing(
         response = client.generic("POST", url, b'{"query": "\xff\xfe broken", "name": "\xc3"}',
                                   content_type="application/json")  # fmt: skip
         assert response.status_code == 400, (url, response.status_code)
-    assert Source.objects.count() == sources_before and not Tag.objects.filter(name__contains="\x00").exists()
+    assert Source.objects.count() == sources_before
+    # PostgreSQL cannot even be asked about NUL in a query, so the names are read and checked here.
+    assert not any("\x00" in name for name in Tag.objects.values_list("name", flat=True))
