@@ -95,6 +95,29 @@ def list_sources(key: ApiKey) -> dict[str, Any]:
 
 
 MAX_SOURCE_DOCUMENTS = 1000
+MAX_LISTED_DOCUMENTS = 500  # resources/list: the most recently updated; a source's resource lists them all
+
+
+def resources(key: ApiKey) -> list[dict[str, str]]:
+    """The tenant's sources and (recent) documents as MCP resources: uri, name, description."""
+    listed = [
+        {
+            "uri": f"ragsite://sources/{s.public_id}",
+            "name": f"source: {s.label}",
+            "description": f"Source {s.source_id} ({s.kind}) and its documents.",
+        }  # fmt: skip
+        for s in Source.objects.for_tenant(key.tenant).order_by("source_id")
+    ]
+    documents = Document.objects.for_tenant(key.tenant).exclude(status=Status.RETIRED).order_by("-updated_at")
+    listed += [
+        {
+            "uri": f"ragsite://documents/{d.public_id}",
+            "name": d.display_key,
+            "description": f"{d.title or d.display_key} (version {d.version}); document_id {d.document_id}",
+        }  # fmt: skip
+        for d in documents[:MAX_LISTED_DOCUMENTS]
+    ]
+    return listed
 
 
 def source_documents(key: ApiKey, source_uuid: str) -> dict[str, Any]:

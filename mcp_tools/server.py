@@ -16,7 +16,7 @@ from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import ListResourcesResult, Resource, ToolAnnotations
 from pydantic import Field
 
 from mcp_tools import operations
@@ -61,8 +61,19 @@ def _scope(source_ids: list[str] | None, tags: list[str] | None) -> dict[str, An
     return scope or None
 
 
+class TenantServer(MCPServer):
+    """resources/list answers with the calling tenant's sources and documents (the SDK's static list cannot)."""
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
+        key = getattr(getattr(ctx.request, "state", None), "api_key", None)
+        if not isinstance(key, ApiKey):
+            return ListResourcesResult(resources=[])
+        listed = await _run(operations.resources, key)
+        return ListResourcesResult(resources=[Resource(mime_type="application/json", **r) for r in listed])
+
+
 def build_server() -> MCPServer:
-    server = MCPServer("ragsite", instructions=INSTRUCTIONS, version="1")
+    server = TenantServer("ragsite", instructions=INSTRUCTIONS, version="1")
 
     @server.tool(annotations=READ_ONLY)
     async def retrieve(

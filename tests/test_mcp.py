@@ -150,9 +150,13 @@ def test_documents_sources_history_and_bootstrap(server):
         pack = await _tool(c, "bootstrap", intent="shipping costs")
         source_id = sources.structured_content["sources"][0]["id"]
         resource = await c.read_resource(f"ragsite://sources/{source_id}")
-        return hit, sources, document, history, pack, resource
+        listed = (await c.list_resources()).resources
+        opened = await c.read_resource(next(r.uri for r in listed if r.name == "shipping.md"))
+        return hit, sources, document, history, pack, resource, listed, opened
 
-    hit, sources, document, history, pack, resource = over_http(server, server["keys"]["acme"], calls)
+    hit, sources, document, history, pack, resource, listed, opened = over_http(server, server["keys"]["acme"], calls)
+    assert {r.name for r in listed} == {"source: handbook", "returns.md", "shipping.md"}  # this tenant's only
+    assert "12 euros" in opened.contents[0].text
     assert [s["name"] for s in sources.structured_content["sources"]] == ["handbook"]
     text = document.structured_content
     assert text["document_key"] == "shipping.md" and text["version"] == 1
@@ -180,9 +184,11 @@ def test_answer_is_cited_by_the_right_document(server):
 def test_a_key_of_one_tenant_never_sees_another_tenants_data(server):
     async def calls(c: Client) -> Any:
         found = await _tool(c, "retrieve", query="Falcon launch code vault", top_k=10)
-        return found, await _tool(c, "get_document", document_id=RETURNS_ID), await _tool(c, "list_sources")
+        listed = {r.name for r in (await c.list_resources()).resources}
+        return found, await _tool(c, "get_document", document_id=RETURNS_ID), await _tool(c, "list_sources"), listed
 
-    found, other, sources = over_http(server, server["keys"]["globex"], calls)
+    found, other, sources, listed = over_http(server, server["keys"]["globex"], calls)
+    assert listed == {"source: handbook", "secret.md"}
     keys = {h["document_key"] for h in found.structured_content["hits"]}
     assert keys == {"secret.md"}
     assert other.is_error and "No document" in other.content[0].text
