@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from knowledge import indexer, pipeline
 from knowledge.embedders import get_embedder
@@ -443,3 +444,35 @@ def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(
     other_source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="handbook", path=other)
     pipeline.sync_folder(source=other_source, root=other)
     assert len(embedder.texts) == total
+
+
+def test_a_model_file_that_vanished_fails_the_job_with_its_reason_and_a_retry_completes(
+    tenant_a, settings, tmp_path, django_capture_on_commit_callbacks
+):  # fmt: skip
+    """The embedding GGUF a user configured is gone when the job starts: the job says so; back, the retry works."""
+    from inference.packaged import packaged_gemma_path
+    from knowledge.services import job_retry, upload_enqueue
+
+    model = tmp_path / "embedder.gguf"
+    shutil.copyfile(packaged_gemma_path(), model)
+    settings.RAG_EMBEDDER, settings.RAG_EMBEDDING_MODEL_PATH = "llama", str(model)
+    get_embedder.cache_clear()
+    model.rename(tmp_path / "moved-away.gguf")  # vanishes before the worker loads it
+    try:
+        uploads = [("guide.md", b"# Guide\n\nThe router listens on port 4.\n")]
+        # The task runs inline here (Q_CLUSTER sync), so its exception reaches the test; a worker logs it.
+        with pytest.raises(ImproperlyConfigured), django_capture_on_commit_callbacks(execute=True):
+            upload_enqueue(tenant=tenant_a, source=None, uploads=uploads)
+        job = IngestJob.objects.for_tenant(tenant_a).get()
+        assert job.state == IngestJob.State.FAILED
+        assert "RAG_EMBEDDING_MODEL_PATH" in job.message and "is not a file" in job.message
+        assert not Document.objects.for_tenant(tenant_a).exists()  # nothing half-written
+        (tmp_path / "moved-away.gguf").rename(model)
+        get_embedder.cache_clear()
+        with django_capture_on_commit_callbacks(execute=True):
+            job_retry(tenant=tenant_a, job=job)
+        job.refresh_from_db()
+        assert job.state == IngestJob.State.SUCCEEDED, job.message
+        assert Document.objects.for_tenant(tenant_a).get().status == Status.ACTIVE
+    finally:
+        get_embedder.cache_clear()  # the next test gets the packaged embedder again
