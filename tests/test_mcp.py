@@ -287,3 +287,12 @@ def test_the_rest_api_rate_limit_applies_per_key_and_the_host_is_checked(tenant_
     with pytest.raises(Refused) as bad_host:
         authenticate(_scope(f"Api-Key {raw}", host="evil.example"))
     assert bad_host.value.status == 400
+
+
+def test_stdio_says_plainly_when_the_server_is_not_running(server):
+    env = {**server["env"], "RAGSITE_API_KEY": server["keys"]["acme"], "RAGSITE_URL": "http://127.0.0.1:9/mcp/"}
+    result = subprocess.run([sys.executable, "manage.py", "mcp", "--tenant", "acme"], cwd=ROOT, env=env, input="",
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode != 0
+    assert "Cannot reach the ragsite server at http://127.0.0.1:9/mcp/" in result.stderr
+    assert "Traceback" not in result.stderr
