@@ -83,7 +83,7 @@ def _started(stream: Iterator[Any]) -> Iterator[Any]:
         raise
     except StopIteration:
         return iter(())
-    except Exception as exc:  # noqa: BLE001  (stream_events logs it and reports it in-band)
+    except Exception as exc:  # stream_events logs it and reports it in-band
         failure = exc
 
         def failed() -> Iterator[Any]:

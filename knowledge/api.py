@@ -482,13 +482,13 @@ class DocumentRetireApi(TenantApiView):
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------
-def _plain_errors(errors: Any, prefix: str = "") -> str:
+def plain_errors(errors: Any, prefix: str = "") -> str:
     """DRF's nested error dict as "field.sub: message; …" (not a Python repr of ErrorDetail objects)."""
     if isinstance(errors, dict):
-        return "; ".join(_plain_errors(v, f"{prefix}{k}." if prefix or k != "non_field_errors" else "")
+        return "; ".join(plain_errors(v, f"{prefix}{k}." if prefix or k != "non_field_errors" else "")
                          for k, v in errors.items())  # fmt: skip
     if isinstance(errors, list):
-        return "; ".join(_plain_errors(v, prefix) for v in errors)
+        return "; ".join(plain_errors(v, prefix) for v in errors)
     return f"{prefix.rstrip('.')}: {errors}" if prefix else str(errors)
 
 
@@ -529,7 +529,7 @@ class DifyRetrievalApi(APIView):
         tenant = api_key.tenant
         incoming = self.InputSerializer(data=request.data)
         if not incoming.is_valid():
-            return _dify_error(400, f"Invalid request: {_plain_errors(incoming.errors)}", 400)
+            return _dify_error(400, f"Invalid request: {plain_errors(incoming.errors)}", 400)
         data = incoming.validated_data
         knowledge_id = data["knowledge_id"].strip()
         source = Source.objects.for_tenant(tenant).filter(source_id=knowledge_id).first()

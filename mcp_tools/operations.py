@@ -22,6 +22,7 @@ from knowledge.api import (
     RetrieveApi,
     SourceOutput,
     VersionOutput,
+    plain_errors,
     run_retrieval,
     scope_filters,
 )
@@ -40,16 +41,8 @@ class OperationError(Exception):
 def _valid(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
     incoming = serializer_class(data={k: v for k, v in data.items() if v is not None})
     if not incoming.is_valid():
-        raise OperationError(_plain(incoming.errors))
+        raise OperationError(plain_errors(incoming.errors))
     return dict(incoming.validated_data)
-
-
-def _plain(errors: Any, prefix: str = "") -> str:
-    if isinstance(errors, dict):
-        return "; ".join(_plain(v, f"{prefix}{k}: ") for k, v in errors.items())
-    if isinstance(errors, list):
-        return "; ".join(_plain(v, prefix) for v in errors)
-    return f"{prefix}{errors}"
 
 
 def _guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]

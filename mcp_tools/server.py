@@ -33,11 +33,15 @@ READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotent
 Mode = Literal["auto", "documental", "code"]
 
 
-def request_key(ctx: Context) -> ApiKey:
-    """The API key the HTTP layer authenticated for this request (never taken from tool arguments)."""
-    request = ctx.request_context.request
+def _key_of(request: Any) -> ApiKey | None:
+    """The API key the HTTP layer (KeyGuard) authenticated and left on the request; never a tool argument."""
     key = getattr(getattr(request, "state", None), "api_key", None)
-    if not isinstance(key, ApiKey):  # only reachable if the server were mounted without the auth layer
+    return key if isinstance(key, ApiKey) else None
+
+
+def request_key(ctx: Context) -> ApiKey:
+    key = _key_of(ctx.request_context.request)
+    if key is None:  # only reachable if the server were mounted without the auth layer
         raise ToolError("This request carries no API key.")
     return key
 
@@ -65,8 +69,8 @@ class TenantServer(MCPServer):
     """resources/list answers with the calling tenant's sources and documents (the SDK's static list cannot)."""
 
     async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
-        key = getattr(getattr(ctx.request, "state", None), "api_key", None)
-        if not isinstance(key, ApiKey):
+        key = _key_of(ctx.request)
+        if key is None:
             return ListResourcesResult(resources=[])
         listed = await _run(operations.resources, key)
         return ListResourcesResult(resources=[Resource(mime_type="application/json", **r) for r in listed])
