@@ -178,7 +178,7 @@ def focused_prompt(
     kwargs = {"count_tokens": count_tokens} if count_tokens else {}
     prompt = build_grounded_history(question, excerpts, persona=options.persona,
                                     max_prompt_tokens=max_prompt_tokens, **kwargs)  # fmt: skip
-    evidence = [EvidenceText(hit.chunk.text, f.units) for f, hit in pairs]
+    evidence = [EvidenceText(hit.chunk.text, f.units, hit.chunk.document.document_id) for f, hit in pairs]
     return prompt, evidence[: len(prompt.excerpts)]
 
 

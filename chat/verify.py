@@ -46,7 +46,7 @@ SPECIFIC_OR_NUMBER_RE = re.compile(SPECIFIC_RE.pattern + "|" + NUMBER_RE.pattern
 RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question's restates it: nothing to check
 LEXICAL_SUPPORT = 0.5  # share of a sentence's content terms an excerpt must contain
 DENSE_SUPPORT = 0.65  # or: cosine similarity to one of the excerpt's sentences
-CITATIONS_PER_CLAIM = 2  # an unmarked sentence supported by several excerpts cites the best two
+CITATIONS_PER_CLAIM = 2  # an unmarked sentence supported by several documents cites the best two
 
 
 @dataclass
@@ -65,6 +65,7 @@ class EvidenceText:
 
     text: str
     units: Sequence[str]
+    document: str = ""  # which document the excerpt comes from (two excerpts may share one)
 
 
 def fold(text: str) -> str:
@@ -285,6 +286,20 @@ class Verifier:
         new = terms - self.question_terms
         return bool(specifics(sentence)) or len(new) > RESTATEMENT_SHARE * len(terms)
 
+    def _best_supporting(self, scores: list[float]) -> list[int]:
+        """The excerpts that support a sentence best (ties: the higher-ranked excerpt), one per document:
+        a second excerpt of the same document adds no provenance, one from another document does."""
+        kept: list[int] = []
+        documents: set[str] = set()
+        for k in sorted(range(len(scores)), key=lambda k: (-scores[k], k)):
+            document = self.evidence[k].document or f"#{k}"
+            if scores[k] < 1.0 or len(kept) == CITATIONS_PER_CLAIM:
+                break
+            if document not in documents:
+                kept.append(k + 1)
+                documents.add(document)
+        return kept
+
     def check(self, answer: str) -> list[Claim]:
         parts = split_claims(answer)
         checkable = [i for i, (text, _) in enumerate(parts) if self._checkable(text, alone=len(parts) == 1)]
@@ -297,9 +312,8 @@ class Verifier:
             vector = vectors[checkable.index(i)] if vectors is not None else None
             scores = self.support(text, vector)
             kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
-            if not kept:  # the excerpts that support it best (ties: the higher-ranked excerpt), each verified
-                ranked = sorted(range(len(scores)), key=lambda k: (-scores[k], k))
-                kept = [k + 1 for k in ranked[:CITATIONS_PER_CLAIM] if scores[k] >= 1.0]
+            if not kept:
+                kept = self._best_supporting(scores)
             claims.append(Claim(text=text, citations=kept, supported=bool(kept)))
         return claims
 

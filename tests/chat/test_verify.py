@@ -125,3 +125,15 @@ def test_a_sentence_two_excerpts_support_cites_both_and_one_only_one_supports_ci
     both, one = verifier.check("Returns are accepted within thirty days. Claims need the serial number.")
     assert sorted(both.citations) == [1, 3] and both.supported
     assert one.citations == [2]
+
+
+def test_a_sentence_two_excerpts_of_one_document_support_cites_another_document_that_supports_it_too():
+    # The HTTP date helpers' page and two chunks of a signer module all state the UTC rule; the second
+    # citation goes to the other document, not to the same module twice.
+    helpers = "Timestamps without a timezone are taken to be in UTC by the HTTP date helpers."
+    signer = "The signer's timestamps without an offset are in UTC: naive datetimes are treated as UTC."
+    texts = [(helpers, "http.rst"), (signer, "timed.py"), (signer + " Signing adds a timestamp.", "timed.py")]
+    evidence = [EvidenceText(t, [u.text for u in split_units(t, code=False)], key) for t, key in texts]
+    claim = Verifier(evidence, embed=get_embedder().embed).check("Timestamps without an offset are in UTC.")[0]
+    assert claim.supported and len(claim.citations) == 2
+    assert sorted(texts[n - 1][1] for n in claim.citations) == ["http.rst", "timed.py"]
