@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from knowledge import storage
 from knowledge.embedders import EmbedderIdentity
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.vectorstore import Scope, StoreBusy, StorePoint, get_store
@@ -202,6 +203,10 @@ def drain(*, limit: int | None = None) -> DrainResult:
         pending = DocumentVersion.objects.filter(status=Status.PENDING).order_by("pk")
         job_ids: set[int] = set()
         for version in pending[:limit] if limit else pending:
+            if not storage.room_to_index():
+                logger.warning("Indexing paused: the disk holding the vector store is nearly full")
+                result.busy = True
+                return result
             try:
                 activate_version(version)
             except StoreBusy:

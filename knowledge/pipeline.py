@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extra
 from knowledge.jobs import source_locked, this_worker
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.vectorstore import point_id
 from knowledge.walker import Skip, WalkedFile, walk
 from ragsite.errors import error_reference
@@ -31,7 +33,8 @@ from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-INDEXING_VERSION = 1
+INDEXING_VERSION = 2
+CODE_PATH_INDEXING = 2  # from this version on, code chunks are embedded with their file's path
 
 
 class JobCancelled(Exception):
@@ -46,10 +49,17 @@ class Outcome:
     error: str = ""
 
 
-def embedding_text(title: str, heading: str, text: str) -> str:
-    """What the embedder sees for a chunk: where it sits, then the chunk itself."""
-    context = " › ".join(part for part in (title, heading) if part)
+def embedding_text(where: str, heading: str, text: str) -> str:
+    """What the embedder sees for a chunk: where it sits (see `embedding_place`), then the chunk itself."""
+    context = " › ".join(part for part in (where, heading) if part)
     return f"{context}\n{text}" if context else text
+
+
+def embedding_place(display_key: str, title: str, mode: str) -> str:
+    """A code chunk sits at its file's path (`requests/sessions.py › class Session › def send`): a bare file
+    name such as `core.py` or `utils.py` says little, and a question about code often names the package or
+    module. Prose sits under its document's title."""
+    return display_key if mode == "code" else title
 
 
 def lexical_text(key: str, title: str, heading: str, text: str) -> str:
@@ -120,8 +130,9 @@ class Lookahead:
             except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
                 continue
             self.prepared[(key, hashlib.sha256(data).hexdigest())] = prepared
-            title = prepared.extracted.title[:500]
-            inputs += [embedding_text(title, d.heading, d.text) for d in prepared.drafts]
+            where = embedding_place(ids.display_name(ids.normalise_document_key(key)),
+                                    prepared.extracted.title[:500], prepared.mode)  # fmt: skip
+            inputs += [embedding_text(where, d.heading, d.text) for d in prepared.drafts]
             texts += [d.text for d in prepared.drafts]
             if len(inputs) >= self.BATCH_CHUNKS:
                 break
@@ -182,9 +193,10 @@ def ingest_bytes(
         enriched = enrich(request=enrichment, title=title, text=extracted.text)
         if enriched.get("status") == "ok" and enriched.get("summary"):
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
-    vectors = embed_reusing(tenant, embedder, [embedding_text(title, d.heading, d.text) for d in drafts],
-                            [d.text for d in drafts])  # fmt: skip
     display_key = ids.display_name(normalised_key)
+    where = embedding_place(display_key, title, doc_mode)
+    vectors = embed_reusing(tenant, embedder, [embedding_text(where, d.heading, d.text) for d in drafts],
+                            [d.text for d in drafts])  # fmt: skip
 
     with transaction.atomic():
         if document is None:
@@ -258,11 +270,14 @@ def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, byte
         Chunk.objects.for_tenant(tenant)
         .filter(content_hash__in=hashes, embedding_provider=identity.provider, embedding_model=identity.model,
                 embedding_dims=identity.dims, dense__isnull=False)
-        .select_related("document_version")
-        .only("text", "heading", "dense", "document_version__title")
+        .exclude(document__mode="code", document_version__indexing_version__lt=CODE_PATH_INDEXING)
+        .select_related("document_version", "document")
+        .only("text", "heading", "dense", "document_version__title", "document__document_key", "document__mode")
     )  # fmt: skip
     for chunk in candidates.iterator():
-        known.setdefault(embedding_text(chunk.document_version.title, chunk.heading, chunk.text), bytes(chunk.dense))
+        document = chunk.document
+        where = embedding_place(document.display_key, chunk.document_version.title, document.mode)
+        known.setdefault(embedding_text(where, chunk.heading, chunk.text), bytes(chunk.dense))
     return known
 
 
@@ -329,7 +344,7 @@ def sync_folder(
         params={"path": str(Path(root).resolve()), "operator": True},
     )  # fmt: skip
     _start(job)
-    with source_locked(source, job):  # one sync of a source at a time (knowledge/jobs.py)
+    with source_locked(source, job), _stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
         entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
         files = [e for e in entries if isinstance(e, WalkedFile)]
         skips = [e for e in entries if isinstance(e, Skip)]
@@ -380,7 +395,7 @@ def ingest_files(
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     _start(job)
-    with source_locked(source, job):  # one sync of a source at a time (knowledge/jobs.py)
+    with source_locked(source, job), _stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
         job.skips, job.skipped = list(skips or []), len(skips or [])
         job.errors, job.failed = list(errors or []), len(errors or [])
         job.documents_total = len(files)
@@ -390,6 +405,23 @@ def ingest_files(
             job.documents_done = number + 1
             _checkpoint(job, None)
         return _finish(job, None)
+
+
+@contextmanager
+def _stopped_when_full(job: IngestJob) -> Iterator[None]:
+    """A full disk (or one below RAG_MIN_FREE_BYTES) fails the job with the reason and raises StorageFull."""
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(exc, StorageFull) and not is_storage_full(exc):
+            raise
+        reason = str(exc) if isinstance(exc, StorageFull) else storage_full_reason(None)
+        job.state, job.finished_at, job.message = IngestJob.State.FAILED, timezone.now(), reason
+        try:
+            job.save()
+        except Exception:  # noqa: BLE001  (the disk is still full: the log has it, the job stays to be recovered)
+            logger.error("Job %s stopped and could not be updated: %s", job.public_id, reason)
+        raise StorageFull(reason) from exc
 
 
 def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tuple[str, Path]]:
@@ -408,7 +440,9 @@ def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tu
 def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False,  # type: ignore[no-untyped-def]  # noqa: E501
                 lookahead=None) -> bool:  # fmt: skip
     """Ingest one file into the job's counts; False when it was skipped (empty), so a sync retires its old
-    version. A failure is recorded on the job and keeps the old version (True), as an unreadable file should."""
+    version. A failure is recorded on the job and keeps the old version (True), as an unreadable file should.
+    A full disk is not one document's failure: it raises StorageFull and stops the job."""
+    check_free_space(key)
     try:
         if data is None:
             data = path.read_bytes()
@@ -426,21 +460,28 @@ def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, 
     except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
         _record_failure(job, key, str(exc))
         return True
-    except OSError as exc:  # the reason, not the server's path
-        logger.warning("Reading %s failed: %s", key, exc)
-        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})")
-        return True
-    except Exception:  # one bad document never stops the batch
-        reference = error_reference()
-        logger.exception("Ingesting %s failed (ref %s)", key, reference)
-        _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})")
-        return True
+    except Exception as exc:
+        if is_storage_full(exc):  # every document after this one would fail the same way
+            raise StorageFull(storage_full_reason(key)) from exc
+        return _record_unexpected(job, key, exc)
     if outcome.result == "unchanged":
         job.unchanged += 1
     else:
         setattr(job, outcome.result, getattr(job, outcome.result) + 1)
         job.chunks_total += outcome.chunks
         job.chunks_done += outcome.chunks
+    return True
+
+
+def _record_unexpected(job: IngestJob, key: str, exc: Exception) -> bool:
+    """A document that failed for a reason of its own (unreadable, a bug): recorded, the batch goes on."""
+    if isinstance(exc, OSError):  # the reason, not the server's path
+        logger.warning("Reading %s failed: %s", key, exc)
+        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})")
+        return True
+    reference = error_reference()
+    logger.error("Ingesting %s failed (ref %s)", key, reference, exc_info=exc)
+    _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})")
     return True
 
 

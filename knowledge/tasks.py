@@ -9,6 +9,7 @@ from knowledge.enrichment import EnrichmentRequest
 from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.models import IngestJob
 from knowledge.services import FolderNotAllowed, job_folder, upload_files_remove
+from knowledge.storage import StorageFull
 
 
 def ingest_job_task(job_id: int) -> None:
@@ -41,7 +42,7 @@ def ingest_job_task(job_id: int) -> None:
         job.state, job.message = IngestJob.State.FAILED, str(exc)
         job.save(update_fields=["state", "message"])
         return
-    except pipeline.JobCancelled:
+    except (pipeline.JobCancelled, StorageFull):  # stopped, and the job already says why
         return
     except Exception as exc:
         job.state, job.message = IngestJob.State.FAILED, f"{type(exc).__name__}: {exc}"

@@ -268,6 +268,8 @@ RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, mi
 # and in both legs 2/61 ≈ 0.033: with 0.02, a critical chunk that either leg ranks in its top few moves
 # to the first place, while one the query barely reaches (rank 40+ in one leg) stays below real matches.
 RAG_CRITICAL_BOOST = env_float("RAG_CRITICAL_BOOST", default=0.02, minimum=0.0)
+# Ingestion stops, with the reason on the job, when less than this is free where it writes (knowledge/storage.py).
+RAG_MIN_FREE_BYTES = env_int("RAG_MIN_FREE_BYTES", default=256 * 1024 * 1024, minimum=0)
 RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=1)
 # PDFs are mostly fonts and images: a 1.3 MB manual holds far less text than a 1 MB text file.
 RAG_MAX_PDF_BYTES = env_int("RAG_MAX_PDF_BYTES", default=50 * 1024 * 1024, minimum=1)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,12 @@ SETUP = """
 from tenants.services import api_key_issue, tenant_create
 tenant = tenant_create(slug="acme", name="Acme")
 print(api_key_issue(tenant=tenant, scope="write")[1])
+"""
+
+RETRIEVE = """
+from knowledge.retrieval import retrieve
+from tenants.models import Tenant
+print(retrieve(tenant=Tenant.objects.get(slug="acme"), query="%s", top_k=1)[0].chunk.document.display_key)
 """
 
 pytestmark = pytest.mark.embedded_store  # the single-owner embedded store is what these faults are about
@@ -208,3 +217,78 @@ def test_two_syncs_of_one_source_at_once_run_one_after_the_other(topology, tmp_p
     topology.stop()
     check = topology.manage("index_check", "acme")
     assert check.returncode == 0 and "0 points without a chunk" in check.stdout
+
+
+@contextmanager
+def _small_disk(folder: Path, megabytes: int) -> Iterator[Path]:
+    """A small ext4 filesystem loop-mounted at `folder` (no blocks reserved for root), unmounted afterwards.
+
+    Not tmpfs: on tmpfs even reading a hole of a memory-mapped file allocates memory, so the embedded
+    store's sparse 32 MiB files would fill it as they are opened, which no real disk does."""
+    image = folder.with_suffix(".img")
+    with image.open("wb") as handle:
+        handle.truncate(megabytes * 2**20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(folder)], capture_output=True, text=True)
+    assert mounted.returncode == 0, f"cannot loop-mount a small filesystem (this test needs root): {mounted.stderr}"
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        image.unlink()
+
+
+def _fill(disk: Path, leave_bytes: int) -> Path:
+    """A ballast file that leaves about `leave_bytes` free on the disk (0: not one block)."""
+    ballast = disk / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while (free := shutil.disk_usage(disk).free) > leave_bytes:
+            os.write(fd, b"\0" * max(4096, min(8 * 2**20, free - leave_bytes)))
+    except OSError:  # not one block left
+        pass
+    finally:
+        os.close(fd)
+    return ballast
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a size-limited filesystem needs root")
+def test_a_disk_that_fills_up_stops_the_job_with_the_reason_loses_nothing_and_the_next_sync_completes(tmp_path):
+    with _small_disk(tmp_path / "data", 64) as disk:
+        env = environment(disk, RAG_EMBED_THREADS="1", RAG_MIN_FREE_BYTES=str(6 * 2**20))
+        assert manage(env, "migrate", "-v0").returncode == 0
+        assert manage(env, "create_tenant", "acme").returncode == 0
+        _write_corpus(tmp_path / "pages", 20)
+        ingest = ("ingest", "acme", str(tmp_path / "pages"), "--source", "pages")
+        assert manage(env, *ingest).returncode == 0  # the store's files exist now
+        _write_corpus(tmp_path / "pages", 300)
+
+        # 1. Below the watermark: the job stops before the next document, says why, and writes nothing half.
+        ballast = _fill(disk, 6 * 2**20 + 2**19)
+        stopped = manage(env, *ingest)
+        assert stopped.returncode == 1 and "Traceback" not in stopped.stderr, stopped.stderr
+        assert "MiB is free on the disk holding the data" in stopped.stderr
+        sql = lambda query: sqlite3.connect(disk / "ragsite.sqlite3").execute(query).fetchall()  # noqa: E731
+        state, message = sql("SELECT state, message FROM knowledge_ingestjob ORDER BY id DESC LIMIT 1")[0]
+        assert state == "failed" and "indexing stopped before page-" in message and "sync again" in message
+        assert sql("SELECT COUNT(*) FROM knowledge_document")[0][0] < 300
+
+        # 2. Completely full (no watermark): a clear error, not 280 documents failed one by one.
+        ballast.unlink()
+        _fill(disk, 0)
+        full = manage({**env, "RAG_MIN_FREE_BYTES": "0"}, *ingest)
+        assert full.returncode == 1 and "The disk holding the data is full" in full.stderr, full.stderr[-2000:]
+        assert full.stderr.count("failed (ref") == 0
+
+        # 3. Space again: nothing was corrupted, and the next sync completes.
+        (disk / "ballast").unlink()
+        check = manage(env, "index_check", "acme")
+        assert check.returncode == 0 and "0 points without a chunk" in check.stdout, check.stdout + check.stderr
+        done = manage(env, *ingest)
+        assert done.returncode == 0 and "(succeeded)" in done.stdout, done.stdout + done.stderr
+        assert sql("SELECT COUNT(*) FROM knowledge_document WHERE status = 'active'")[0][0] == 300
+        check = manage(env, "index_check", "acme")
+        assert check.returncode == 0 and "0 missing from the vector store" in check.stdout, check.stdout
+        found = manage(env, "shell", "-c", RETRIEVE % "Reference code P250-INV")
+        assert found.stdout.strip().splitlines()[-1] == "page-250.md", found.stdout + found.stderr

@@ -154,3 +154,32 @@ def test_windows_let_the_packaged_embedder_read_the_end_of_a_long_chunk():
     seen_plain = float(plain.embed([chunk])[0] @ plain.embed([query])[0])
     seen_windowed = float(windowed.embed([chunk])[0] @ windowed.embed([query])[0])
     assert seen_windowed > seen_plain + 0.02
+
+
+def test_code_is_embedded_with_its_path_and_reindex_upgrades_code_embedded_before(tenant_a, tmp_path, capsys):
+    """A code chunk's vector reads `pkg/sessions.py › class Session › def send`, not the bare file name; an
+    index built before that (indexing version 1) has its code re-embedded by `reindex`, its prose left alone."""
+    from knowledge.embedders import get_embedder
+    from knowledge.models import Chunk, DocumentVersion
+
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "sessions.py").write_text(
+        "class Session:\n    def send(self, request):\n        return self.adapter.send(request)\n"
+    )
+    (root / "README.md").write_text("# Sessions\n\nA session keeps settings across requests.\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="repo", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    code = Chunk.objects.get(tenant=tenant_a, mode="code")
+    expected = get_embedder().embed([f"pkg/sessions.py › {code.heading}\n{code.text}"])[0]
+    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32), expected, atol=1e-6)
+
+    DocumentVersion.objects.filter(tenant=tenant_a).update(indexing_version=1)  # as an older release left it
+    Chunk.objects.filter(tenant=tenant_a).update(dense=np.zeros(384, dtype=np.float32).tobytes())
+    call_command("reindex", "acme")
+    assert "1 of 2 active version(s) need" in capsys.readouterr().out  # the code file, not the README
+    code.refresh_from_db()
+    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32), expected, atol=1e-6)
+    assert DocumentVersion.objects.get(pk=code.document_version_id).indexing_version == 2
+    hits = retrieve(tenant=tenant_a, query="How does a session send a request?", top_k=2)
+    assert "pkg/sessions.py" in [h.chunk.document.display_key for h in hits]

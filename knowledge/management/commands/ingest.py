@@ -12,6 +12,7 @@ from knowledge.embedders import become_batch_process
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
 from knowledge.services import folder_sync_enqueue
+from knowledge.storage import StorageFull, is_storage_full, storage_full_reason
 from tenants.models import Tenant
 
 
@@ -47,8 +48,12 @@ class Command(BaseCommand):
         started = time.monotonic()
         try:
             job = pipeline.sync_folder(source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress)
-        except SourceBusy as exc:
+        except (SourceBusy, StorageFull) as exc:
             raise CommandError(str(exc)) from exc
+        except Exception as exc:
+            if is_storage_full(exc):  # before the job could even be recorded
+                raise CommandError(storage_full_reason(None)) from exc
+            raise
         if job.state == IngestJob.State.INDEXING:
             self.stdout.write("\nWaiting for the process that owns the vector store to index the new versions…")
             job = pipeline.wait_for_job(job)

@@ -41,15 +41,17 @@ class Command(StoreCommand):
             for v in versions
             if (v.embedding_provider, v.embedding_model, v.embedding_dims)
             != (identity.provider, identity.model, identity.dims)
+            or (v.document.mode == "code" and v.indexing_version < pipeline.CODE_PATH_INDEXING)
         ]
         self.stdout.write(
             f"{owner.slug}: {len(stale)} of {len(versions)} active version(s) need "
-            f"{identity.provider}/{identity.model}."
+            f"{identity.provider}/{identity.model} (or code embedded with its path)."
         )
         for number, version in enumerate(stale, 1):
             document = version.document
             chunks = list(version.chunks.order_by("index"))
-            vectors = embedder.embed([pipeline.embedding_text(document.title, c.heading, c.text) for c in chunks])
+            where = pipeline.embedding_place(document.display_key, version.title, document.mode)
+            vectors = embedder.embed([pipeline.embedding_text(where, c.heading, c.text) for c in chunks])
             for chunk, vector in zip(chunks, vectors, strict=True):
                 chunk.dense = vector.astype("float32").tobytes()
                 chunk.embedding_provider, chunk.embedding_model, chunk.embedding_dims = (
@@ -62,6 +64,7 @@ class Command(StoreCommand):
                 embedding_provider=identity.provider,
                 embedding_model=identity.model,
                 embedding_dims=identity.dims,
+                indexing_version=max(version.indexing_version, pipeline.CODE_PATH_INDEXING),
             )
             version.refresh_from_db()
             indexer.activate_version(version)
