@@ -21,6 +21,7 @@ from django.db import connection
 FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 FULL_MESSAGES = ("database or disk is full", "no space left on device", "disk quota exceeded")
 POSTGRES_DISK_FULL = "53100"  # SQLSTATE disk_full
+ALMOST_NOTHING = 1024 * 1024  # free bytes below which an I/O error on the database is taken for a full disk
 
 
 class StorageFull(Exception):
@@ -76,6 +77,9 @@ def is_storage_full(exc: BaseException) -> bool:
         worded = isinstance(current, (sqlite3.OperationalError, OSError, RuntimeError))
         if (worded or "qdrant" in type(current).__module__) and any(m in str(current).lower() for m in FULL_MESSAGES):
             return True
+        if isinstance(current, sqlite3.OperationalError) and "disk i/o error" in str(current).lower():
+            # SQLite says only "disk I/O error" when it cannot grow its shared-memory file: full if the disk is.
+            return (free_bytes() or 0) < ALMOST_NOTHING
         current = current.__cause__ or current.__context__
     return False
 
