@@ -60,13 +60,8 @@ def main() -> None:
         print(f"{folder}: {job.added} documents, {job.chunks_done} chunks, {job.skipped} skipped, {job.failed} failed")
     pipeline_seconds = time.perf_counter() - started
 
-    texts = [  # the very inputs the pipeline embedded
-        pipeline.embedding_text(
-            pipeline.embedding_place(c.document.display_key, c.document_version.title, c.document.mode),
-            c.heading, c.text,
-        )
-        for c in Chunk.objects.for_tenant(tenant).select_related("document", "document_version").order_by("pk")
-    ]  # fmt: skip
+    chunks_stored = Chunk.objects.for_tenant(tenant).select_related("document", "document_version").order_by("pk")
+    texts = [pipeline.stored_embedding_text(c) for c in chunks_stored]  # the very inputs the pipeline embedded
     started = time.perf_counter()
     embedder.embed(texts)
     raw_seconds = time.perf_counter() - started

@@ -50,17 +50,19 @@ class Outcome:
     error: str = ""
 
 
-def embedding_text(where: str, heading: str, text: str) -> str:
-    """What the embedder sees for a chunk: where it sits (see `embedding_place`), then the chunk itself."""
+def embedding_text(display_key: str, title: str, mode: str, heading: str, text: str) -> str:
+    """What the embedder sees for a chunk: where it sits, then the chunk itself. A code chunk sits at its
+    file's path (`requests/sessions.py › class Session › def send`): a bare file name such as `core.py` says
+    little, and a question about code often names the package or module. Prose sits under its title."""
+    where = display_key if mode == "code" else title
     context = " › ".join(part for part in (where, heading) if part)
     return f"{context}\n{text}" if context else text
 
 
-def embedding_place(display_key: str, title: str, mode: str) -> str:
-    """A code chunk sits at its file's path (`requests/sessions.py › class Session › def send`): a bare file
-    name such as `core.py` or `utils.py` says little, and a question about code often names the package or
-    module. Prose sits under its document's title."""
-    return display_key if mode == "code" else title
+def stored_embedding_text(chunk: Chunk) -> str:
+    """The embedder input of a stored chunk (its document and version loaded with it)."""
+    document = chunk.document
+    return embedding_text(document.display_key, chunk.document_version.title, document.mode, chunk.heading, chunk.text)
 
 
 def lexical_text(key: str, title: str, heading: str, text: str) -> str:
@@ -166,9 +168,8 @@ class Lookahead:
         texts: list[str] = []
         for key, digest, prepared in batch:
             self.prepared[(key, digest)] = prepared
-            where = embedding_place(ids.display_name(ids.normalise_document_key(key)),
-                                    prepared.extracted.title[:500], prepared.mode)  # fmt: skip
-            inputs += [embedding_text(where, d.heading, d.text) for d in prepared.drafts]
+            display_key, title = ids.display_name(ids.normalise_document_key(key)), prepared.extracted.title[:500]
+            inputs += [embedding_text(display_key, title, prepared.mode, d.heading, d.text) for d in prepared.drafts]
             texts += [d.text for d in prepared.drafts]
         stored = _known_vectors(tenant, self.identity, texts)  # ingest_bytes takes these from SQL itself
         wanted = [text for text in dict.fromkeys(inputs) if text not in stored and text not in self.vectors]
@@ -228,9 +229,8 @@ def ingest_bytes(
         if enriched.get("status") == "ok" and enriched.get("summary"):
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
     display_key = ids.display_name(normalised_key)
-    where = embedding_place(display_key, title, doc_mode)
-    vectors = embed_reusing(tenant, embedder, [embedding_text(where, d.heading, d.text) for d in drafts],
-                            [d.text for d in drafts])  # fmt: skip
+    inputs = [embedding_text(display_key, title, doc_mode, d.heading, d.text) for d in drafts]
+    vectors = embed_reusing(tenant, embedder, inputs, [d.text for d in drafts])
 
     with transaction.atomic():
         if document is None:
@@ -309,9 +309,7 @@ def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, byte
         .only("text", "heading", "dense", "document_version__title", "document__document_key", "document__mode")
     )  # fmt: skip
     for chunk in candidates.iterator():
-        document = chunk.document
-        where = embedding_place(document.display_key, chunk.document_version.title, document.mode)
-        known.setdefault(embedding_text(where, chunk.heading, chunk.text), bytes(chunk.dense))
+        known.setdefault(stored_embedding_text(chunk), bytes(chunk.dense))
     return known
 
 

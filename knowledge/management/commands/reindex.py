@@ -48,10 +48,8 @@ class Command(StoreCommand):
             f"{identity.provider}/{identity.model} (or code embedded with its path)."
         )
         for number, version in enumerate(stale, 1):
-            document = version.document
-            chunks = list(version.chunks.order_by("index"))
-            where = pipeline.embedding_place(document.display_key, version.title, document.mode)
-            vectors = embedder.embed([pipeline.embedding_text(where, c.heading, c.text) for c in chunks])
+            chunks = list(version.chunks.select_related("document", "document_version").order_by("index"))
+            vectors = embedder.embed([pipeline.stored_embedding_text(c) for c in chunks])
             for chunk, vector in zip(chunks, vectors, strict=True):
                 chunk.dense = vector.astype("float32").tobytes()
                 chunk.embedding_provider, chunk.embedding_model, chunk.embedding_dims = (
