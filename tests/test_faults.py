@@ -143,17 +143,25 @@ def _sync(topology: Topology, folder: Path, name: str = "pages") -> tuple[str, s
     return source["id"], job["id"]
 
 
+def _sync_running(topology: Topology, tmp_path: Path, until) -> str:  # type: ignore[no-untyped-def]
+    """Web and cluster up, a sync of a DOCUMENTS-page folder started; its job id once `until(job)` holds."""
+    _write_corpus(tmp_path / "pages", DOCUMENTS)
+    topology.start_web()
+    topology.start_cluster()
+    _, job_id = _sync(topology, tmp_path / "pages")
+    topology.wait_job(job_id, until)
+    return job_id
+
+
 def _worker_pid(topology: Topology, job_id: str) -> int:
     params = topology.sql("SELECT params FROM knowledge_ingestjob WHERE public_id = ?", job_id.replace("-", ""))
     return int(json.loads(params[0][0])["worker"]["pid"])
 
 
 def test_a_worker_killed_mid_job_is_recovered_and_the_job_completes_without_duplicates(topology, tmp_path):
-    _write_corpus(tmp_path / "pages", DOCUMENTS)
-    topology.start_web()
-    topology.start_cluster()
-    _, job_id = _sync(topology, tmp_path / "pages")
-    topology.wait_job(job_id, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20)
+    job_id = _sync_running(
+        topology, tmp_path, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20
+    )
     victim = _worker_pid(topology, job_id)
     os.kill(victim, signal.SIGKILL)  # one django-q2 worker, mid-job; the cluster starts a new one
     done = topology.wait_job(job_id, lambda j: j["status"] in ("succeeded", "partial", "failed"))
@@ -171,11 +179,7 @@ def test_a_worker_killed_mid_job_is_recovered_and_the_job_completes_without_dupl
 
 
 def test_the_store_owner_killed_while_indexing_loses_nothing_after_a_restart(topology, tmp_path):
-    _write_corpus(tmp_path / "pages", DOCUMENTS)
-    topology.start_web()
-    topology.start_cluster()
-    _, job_id = _sync(topology, tmp_path / "pages")
-    topology.wait_job(job_id, lambda j: j["progress"]["documents_done"] >= 40)
+    job_id = _sync_running(topology, tmp_path, lambda j: j["progress"]["documents_done"] >= 40)
     topology.kill(topology.web)  # the owner of the embedded store, while versions wait to be indexed
     pending = topology.sql("SELECT COUNT(*) FROM knowledge_documentversion WHERE status = 'pending'")[0][0]
     topology.start_web()  # the store opens again (its lock died with the process)
@@ -192,11 +196,9 @@ def test_the_store_owner_killed_while_indexing_loses_nothing_after_a_restart(top
 
 def test_two_syncs_of_one_source_at_once_run_one_after_the_other(topology, tmp_path):
     """A worker's sync and the operator's CLI sync of the same source: the CLI waits, says why, then runs."""
-    _write_corpus(tmp_path / "pages", DOCUMENTS)
-    topology.start_web()
-    topology.start_cluster()
-    _, first = _sync(topology, tmp_path / "pages")
-    topology.wait_job(first, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20)
+    first = _sync_running(
+        topology, tmp_path, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20
+    )
     _write_corpus(tmp_path / "pages", DOCUMENTS, version=" (edited)")
     command = [sys.executable, "manage.py", "ingest", "acme", str(tmp_path / "pages"), "--source", "pages"]
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
