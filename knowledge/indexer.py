@@ -29,11 +29,12 @@ from django.utils import timezone
 from knowledge import storage
 from knowledge.embedders import EmbedderIdentity
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
-from knowledge.vectorstore import Scope, StoreBusy, StorePoint, get_store
+from knowledge.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
 
 logger = logging.getLogger(__name__)
 
 UPSERT_BATCH = 256
+ACTIVATION_GROUP = 64  # pending versions stored, flushed once and activated together
 _drain_lock = threading.Lock()
 _owner = False  # set in the process that holds the embedded store for its whole life (the web server)
 
@@ -126,9 +127,66 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
 
 
 def activate_version(version: DocumentVersion) -> None:
-    """Store every point of a pending version, then make it the one readers see."""
-    document = store_version_points(version, status=Status.PENDING)
+    """Store every point of a pending version, then make it the one readers see (raises if it could not)."""
+    if not activate_versions([version]):
+        raise RuntimeError(f"Indexing {version} failed (logged); the next drain retries it.")
+
+
+def activate_versions(versions: list[DocumentVersion]) -> list[DocumentVersion]:
+    """Store every point of these pending versions (of different documents) and flip them in Qdrant, flush the
+    store once, then make them the ones readers see in SQL. Returns the versions activated: one that cannot be
+    stored is logged, marked for a retry and left pending (as the whole group is if SQL refuses it); StoreBusy
+    propagates before any SQL changes. One flush per group instead of per version: a flush costs about 16 ms
+    however little it writes (1.8 s of the 3.4 s it took to index 112 documents one at a time)."""
     store = get_store()
+    staged = []
+    for version in versions:
+        try:
+            staged.append((version, *_store_and_flip(store, version)))
+        except StoreBusy:
+            raise
+        except Exception as exc:  # one version that cannot be stored must not block the rest
+            _retry_later(version, exc)
+    if not staged:
+        return []
+    if hasattr(store, "flush"):
+        store.flush()
+    try:
+        _make_active(staged)
+    except Exception as exc:  # SQL refused the group (locked, full): every version stays pending for the next drain
+        for version, _, _ in staged:
+            _retry_later(version, exc)
+        return []
+    return [version for version, _, _ in staged]
+
+
+def _retry_later(version: DocumentVersion, exc: Exception) -> None:
+    logger.exception("Indexing %s failed", version)
+    DocumentVersion.objects.filter(pk=version.pk).update(error=f"indexing failed, will retry: {exc}")
+
+
+def _make_active(staged: list[tuple[DocumentVersion, Document, list[DocumentVersion]]]) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        for version, document, previous in staged:
+            for old in previous:
+                DocumentVersion.objects.filter(pk=old.pk).update(status=Status.SUPERSEDED, status_changed_at=now)
+                Chunk.objects.filter(document_version=old).update(status=Status.SUPERSEDED)
+            Document.objects.filter(pk=document.pk).update(
+                status=Status.ACTIVE,
+                version=version.version,
+                title=version.title or document.title,
+                updated_at=now,
+            )
+        done = [version.pk for version, _, _ in staged]
+        DocumentVersion.objects.filter(pk__in=done).update(status=Status.ACTIVE, status_changed_at=now)
+        Chunk.objects.filter(document_version__in=done).update(status=Status.ACTIVE)
+
+
+def _store_and_flip(store: VectorStore, version: DocumentVersion) -> tuple[Document, list[DocumentVersion]]:
+    """Upsert a pending version's points, then set its payload status to active (or retired) and its
+    predecessors' to superseded, in the store only."""
+    document = store_version_points(version, status=Status.PENDING)
     identity = version_identity(version)
     tenant = str(document.tenant.public_id)
     previous = list(document.versions.filter(status=Status.ACTIVE).exclude(pk=version.pk))
@@ -142,21 +200,7 @@ def activate_version(version: DocumentVersion) -> None:
             version_identity(old), Scope(tenant=tenant, statuses=None, version_keys=[old_key]),
             {"status": Status.SUPERSEDED},
         )  # fmt: skip
-    if hasattr(store, "flush"):
-        store.flush()
-    now = timezone.now()
-    with transaction.atomic():
-        for old in previous:
-            DocumentVersion.objects.filter(pk=old.pk).update(status=Status.SUPERSEDED, status_changed_at=now)
-            Chunk.objects.filter(document_version=old).update(status=Status.SUPERSEDED)
-        DocumentVersion.objects.filter(pk=version.pk).update(status=Status.ACTIVE, status_changed_at=now)
-        Chunk.objects.filter(document_version=version).update(status=Status.ACTIVE)
-        Document.objects.filter(pk=document.pk).update(
-            status=Status.ACTIVE,
-            version=version.version,
-            title=version.title or document.title,
-            updated_at=now,
-        )
+    return document, previous
 
 
 def sync_document(document: Document) -> None:
@@ -202,23 +246,24 @@ def drain(*, limit: int | None = None) -> DrainResult:
     try:
         pending = DocumentVersion.objects.filter(status=Status.PENDING).order_by("pk")
         job_ids: set[int] = set()
-        for version in pending[:limit] if limit else pending:
-            if not storage.room_to_index():
+        group: list[DocumentVersion] = []
+        for version in [*(pending[:limit] if limit else pending), None]:
+            if version is not None and not storage.room_to_index():
                 logger.warning("Indexing paused: the disk holding the vector store is nearly full")
-                result.busy = True
+                version, result.busy = None, True
+            if version is not None:
+                group.append(version)
+            if group and (version is None or len(group) >= ACTIVATION_GROUP):
+                try:
+                    activated = activate_versions(group)
+                except StoreBusy:
+                    result.busy = True
+                    return result
+                group = []
+                result.activated += len(activated)
+                job_ids |= {v.job_id for v in activated if v.job_id}
+            if result.busy:
                 return result
-            try:
-                activate_version(version)
-            except StoreBusy:
-                result.busy = True
-                return result
-            except Exception as exc:  # one version that cannot be stored must not block the rest
-                logger.exception("Indexing %s failed", version)
-                DocumentVersion.objects.filter(pk=version.pk).update(error=f"indexing failed, will retry: {exc}")
-                continue
-            result.activated += 1
-            if version.job_id:
-                job_ids.add(version.job_id)
         for document in Document.objects.filter(needs_sync=True):
             try:
                 sync_document(document)

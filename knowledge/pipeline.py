@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -96,90 +99,132 @@ def prepare_text(source: Source, key: str, data: bytes, mode: str) -> Prepared:
 
 
 class Lookahead:
-    """Embeds the chunks of the next few files of a sync in one batch, and prepares the batch after it meanwhile.
+    """Prepares and embeds the next files of a sync while the current ones are written, in three stages.
 
     Embedding each small document on its own costs about 12% of the embedder's throughput (measured:
-    380 chunks of 60 documents, 36.2 chunks/s one document at a time against 40.9 all at once). So
-    before a document is ingested, the next files are read and chunked, and their chunks are embedded
-    together, at least BATCH_CHUNKS at a time. The extracted text is kept, so nothing is extracted twice.
-    `embed` then answers from what was embedded ahead and embeds only what it has not seen. Nothing
-    is written here: a file that fails is prepared again by ingest_bytes, which reports it.
-
-    While a batch is embedded, one thread reads, extracts and chunks the files of the next batch. PDF
-    extraction is pure Python and takes a core; the embedder's two threads leave part of a second one idle
-    (measured here: 38.6 chunks/s on two threads against 23.2 on one), so extraction mostly hides behind
-    embedding instead of waiting its turn."""
+    380 chunks of 60 documents, 36.2 chunks/s one document at a time against 40.9 all at once), so chunks
+    are embedded in batches of at least BATCH_CHUNKS, across files. Three stages overlap:
+    - a thread reads, extracts and chunks the files in order, a batch at a time, up to DEPTH batches ahead
+      (PDF extraction is pure Python and takes a core of its own);
+    - a thread embeds the next batch (on every replica of the embedder) while
+    - the sync's own thread writes the current batch's documents to SQL and the vector store.
+    The extracted text is kept, so nothing is extracted twice. The SQL lookup of vectors already stored
+    (an edit, boilerplate) is made on the sync's thread, before the batch is embedded. Nothing is written
+    here: a file that fails is prepared again by ingest_bytes, which reports it, and a file whose bytes
+    changed since is prepared again too. `embed` answers from what was embedded ahead and embeds only what
+    it has not seen."""
 
     BATCH_CHUNKS = 256
+    DEPTH = 2  # batches prepared or embedded ahead of the one being written
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder, self.identity = embedder, embedder.identity
         self.vectors: dict[str, Any] = {}
-        self.prepared: dict[tuple[str, str], Prepared] = {}
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lookahead")
-        self._ahead: Future[list[tuple[str, str, Prepared]]] | None = None
+        self.prepared: dict[tuple[str, str], tuple[int, Prepared]] = {}  # (key, sha256) → (position, prepared)
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lookahead")
+        self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lookahead-embed")
+        self._ready: queue.Queue[list[tuple[int, str, str, Prepared]] | None] = queue.Queue(maxsize=self.DEPTH)
+        self._ahead: deque[tuple[list, set[str], Future[dict[str, Any]]]] = deque()  # being embedded, in order
+        self._stop = threading.Event()
+        self._tenant: Tenant | None = None
+        self._read_all = True
+
+    def start(self, tenant: Tenant, source: Source, files: list[tuple[int, str, Path]], mode: str) -> None:
+        """Begin reading `files` ((position in the sync, key, path), in the order the sync visits them)."""
+        self._tenant, self._read_all = tenant, not files
+        if files:
+            self._reader.submit(self._read, source, files, mode)
 
     def take(self, key: str, digest: str) -> Prepared | None:
-        return self.prepared.pop((key, digest), None)
+        entry = self.prepared.pop((key, digest), None)
+        return entry[1] if entry else None
 
     def forget(self, key: str) -> None:
-        """The file was handled (or found unchanged): drop what was prepared for it."""
+        """The file was handled: drop what was prepared for it."""
         for entry in [e for e in self.prepared if e[0] == key]:
             del self.prepared[entry]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def _prepare(self, source: Source, files: list[tuple[str, Path]], mode: str) -> list[tuple[str, str, Prepared]]:
-        """(key, sha256, prepared) for files taken in order until BATCH_CHUNKS chunks are ready."""
-        batch, chunks = [], 0
-        for key, path in files:
+        self._stop.set()
+        while True:  # let a reader blocked on a full queue see the stop
             try:
-                data = path.read_bytes()
-                prepared = prepare_text(source, key, data, mode)
-            except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
-                continue
-            batch.append((key, hashlib.sha256(data).hexdigest(), prepared))
-            chunks += len(prepared.drafts)
-            if chunks >= self.BATCH_CHUNKS:
+                self._ready.get_nowait()
+            except queue.Empty:
                 break
-        return batch
+        self._reader.shutdown(wait=True, cancel_futures=True)
+        self._embedding.shutdown(wait=True, cancel_futures=True)
 
-    def _prepared_ahead(self, upcoming: list[tuple[str, Path]]) -> list[tuple[str, str, Prepared]]:
-        """What the thread prepared, if it is for the files that come now (else nothing)."""
-        if self._ahead is None:
-            return []
-        ahead, self._ahead = self._ahead.result(), None
-        wanted = {key for key, _ in upcoming}
-        return [item for item in ahead if item[0] in wanted]
+    def _read(self, source: Source, files: list[tuple[int, str, Path]], mode: str) -> None:
+        batch, chunks = [], 0
+        try:
+            for position, key, path in files:
+                if self._stop.is_set():
+                    return
+                try:
+                    data = path.read_bytes()
+                    prepared = prepare_text(source, key, data, mode)
+                except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
+                    continue
+                batch.append((position, key, hashlib.sha256(data).hexdigest(), prepared))
+                chunks += len(prepared.drafts)
+                if chunks >= self.BATCH_CHUNKS:
+                    self._put(batch)
+                    batch, chunks = [], 0
+            if batch:
+                self._put(batch)
+        finally:
+            self._put(None)  # the end: the sync prepares anything else itself
 
-    def fill(self, tenant: Tenant, source: Source, upcoming: list[tuple[str, Path]], mode: str) -> None:
-        """Embed the chunks of the files from `upcoming` on (at least BATCH_CHUNKS of them), and start
-        preparing the files after those in the lookahead thread."""
-        if self.prepared:
-            return
-        batch = self._prepared_ahead(upcoming) or self._prepare(source, upcoming, mode)
-        if batch:
-            done = {key for key, _, _ in batch}
-            last = max(i for i, (key, _) in enumerate(upcoming) if key in done)
-            if upcoming[last + 1 :]:
-                self._ahead = self._pool.submit(self._prepare, source, upcoming[last + 1 :], mode)
+    def _put(self, item: list | None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._ready.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _embed_next(self, *, wait: bool) -> bool:
+        """Hand the next prepared batch to the embedding thread; False when there is none (yet, or at all)."""
+        if self._read_all:
+            return False
+        try:
+            batch = self._ready.get() if wait else self._ready.get_nowait()
+        except queue.Empty:
+            return False
+        if batch is None:
+            self._read_all = True
+            return False
         inputs: list[str] = []
         texts: list[str] = []
-        for key, digest, prepared in batch:
-            self.prepared[(key, digest)] = prepared
+        for _, key, _, prepared in batch:
             display_key, title = ids.display_name(ids.normalise_document_key(key)), prepared.extracted.title[:500]
             inputs += [embedding_text(display_key, title, prepared.mode, d.heading, d.text) for d in prepared.drafts]
             texts += [d.text for d in prepared.drafts]
-        stored = _known_vectors(tenant, self.identity, texts)  # ingest_bytes takes these from SQL itself
-        wanted = [text for text in dict.fromkeys(inputs) if text not in stored and text not in self.vectors]
-        self.vectors.update(zip(wanted, _embed_missing(self.embedder, wanted, {}), strict=True))
+        stored = _known_vectors(self._tenant, self.identity, texts)  # ingest_bytes takes these from SQL itself
+        pending = set().union(*(wanted for _, wanted, _ in self._ahead)) if self._ahead else set()
+        wanted = [t for t in dict.fromkeys(inputs) if t not in stored and t not in self.vectors and t not in pending]
+        future = self._embedding.submit(lambda: dict(zip(wanted, _embed_missing(self.embedder, wanted, {}),
+                                                         strict=True)))  # fmt: skip
+        self._ahead.append((batch, set(wanted), future))
+        return True
+
+    def fill(self, number: int) -> None:
+        """Before the sync's file at `number`: have its batch's vectors ready, and the next batches under way."""
+        if len(self._ahead) < self.DEPTH:
+            self._embed_next(wait=False)
+        if any(position >= number for position, _ in self.prepared.values()):
+            return  # still in the current batch
+        self.prepared.clear()  # what is left is for files the sync did not ingest
+        if not self._ahead and not self._embed_next(wait=True):
+            return
+        batch, _, future = self._ahead.popleft()
+        self.vectors = future.result()
+        self.prepared = {(key, digest): (position, prepared) for position, key, digest, prepared in batch}
+        if len(self._ahead) < self.DEPTH:
+            self._embed_next(wait=False)
 
     def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
-        vectors = _embed_missing(self.embedder, texts, self.vectors)
-        for text in texts:
-            self.vectors.pop(text, None)  # used: the next batch starts empty
-        return vectors
+        return _embed_missing(self.embedder, texts, self.vectors)
 
 
 def ingest_bytes(
@@ -386,6 +431,8 @@ def sync_folder(
         job.documents_total = len(files)
         job.save()
         known = _fast_unchanged(source)
+        if lookahead is not None:
+            lookahead.start(source.tenant, source, _changed(files, known), mode)
         keep: set[str] = set()
         tags = list(tags)
         embedder = get_embedder()
@@ -404,7 +451,7 @@ def sync_folder(
                 job.unchanged += 1
             else:
                 if lookahead is not None:
-                    lookahead.fill(source.tenant, source, _changed_ahead(files, number, known), mode)
+                    lookahead.fill(number)
                 if _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, lookahead or embedder,
                                None, enrichment, critical, lookahead) is False:  # fmt: skip
                     keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
@@ -466,17 +513,17 @@ def _lookahead(wanted: bool) -> Iterator[Lookahead | None]:
             lookahead.close()
 
 
-def _changed_ahead(files: list[WalkedFile], number: int, known: dict) -> list[tuple[str, Path]]:
-    """The files from `number` on whose size or mtime changed (the others are not read at all)."""
-    ahead = []
-    for walked in files[number : number + 4 * Lookahead.BATCH_CHUNKS]:
+def _changed(files: list[WalkedFile], known: dict) -> list[tuple[int, str, Path]]:
+    """(position, key, path) of the files whose size or mtime changed (the others are not read at all)."""
+    changed = []
+    for position, walked in enumerate(files):
         try:
             key = ids.normalise_document_key(walked.key)
         except ids.InvalidIdentifier:
             continue
         if known.get(key) != (walked.size, walked.mtime):
-            ahead.append((walked.key, walked.path))
-    return ahead
+            changed.append((position, walked.key, walked.path))
+    return changed
 
 
 def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False,  # type: ignore[no-untyped-def]  # noqa: E501

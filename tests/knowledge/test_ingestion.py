@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -199,6 +200,47 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
     }
     assert any(
         "configure module" in h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", top_k=5)
+    )
+
+
+def test_drain_activates_pending_versions_in_groups_with_one_flush_each_and_a_bad_one_waits(tenant_a, tmp_path,
+                                                                                           monkeypatch):  # fmt: skip
+    """Eight pending versions in groups of three: three flushes, not eight. One whose points cannot be stored
+    stays pending with the reason while the rest of its group becomes visible; the next drain indexes it."""
+    root = tmp_path / "eight"
+    root.mkdir()
+    for n in range(8):
+        (root / f"page-{n}.md").write_text(f"# Page {n}\n\nThe lighthouse number {n} flashes green.\n")
+    real_drain = indexer.drain
+    monkeypatch.setattr(indexer, "drain", lambda **kwargs: indexer.DrainResult())  # written, not yet indexed
+    sync(tenant_a, root, "eight")
+    monkeypatch.setattr(indexer, "drain", real_drain)
+    assert DocumentVersion.objects.filter(status=Status.PENDING).count() == 8
+
+    store, flushes = get_store(), []
+    real_flush, real_store_points = store.flush, indexer.store_version_points
+    monkeypatch.setattr(store, "flush", lambda: (flushes.append(1), real_flush()))
+    bad = DocumentVersion.objects.get(document__document_key="page-4.md")
+
+    def store_points(version, **kwargs):  # type: ignore[no-untyped-def]
+        if version.pk == bad.pk:
+            raise RuntimeError("the store refused these points")
+        return real_store_points(version, **kwargs)
+
+    monkeypatch.setattr(indexer, "ACTIVATION_GROUP", 3)
+    monkeypatch.setattr(indexer, "store_version_points", store_points)
+    assert indexer.drain().activated == 7 and len(flushes) == 3
+    bad.refresh_from_db()
+    assert bad.status == Status.PENDING and "the store refused these points" in bad.error
+    keys = {h.chunk.document.document_key for h in retrieve(tenant=tenant_a, query="lighthouse flashes green",
+                                                            top_k=10)}  # fmt: skip
+    assert keys == {f"page-{n}.md" for n in range(8)} - {"page-4.md"}
+
+    monkeypatch.setattr(indexer, "store_version_points", real_store_points)
+    assert indexer.drain().activated == 1
+    assert (
+        retrieve(tenant=tenant_a, query="lighthouse number 4 flashes", top_k=1)[0].chunk.document.document_key
+        == "page-4.md"
     )
 
 
@@ -444,6 +486,35 @@ def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(
     other_source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="handbook", path=other)
     pipeline.sync_folder(source=other_source, root=other)
     assert len(embedder.texts) == total
+
+
+def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own_vector(tenant_a, tmp_path,
+                                                                                        monkeypatch):  # fmt: skip
+    """The lookahead reads, embeds and writes different batches at once: no vector lands on another chunk,
+    each distinct input is embedded once (also a copy read a batch later), and a broken file among them is
+    reported while the rest are indexed."""
+    monkeypatch.setattr(pipeline.Lookahead, "BATCH_CHUNKS", 4)  # 30 files: eight batches, more than DEPTH ahead
+    root = tmp_path / "many"
+    root.mkdir()
+    for n in range(30):
+        (root / f"note-{n:02d}.md").write_text(
+            f"# Note {n}\n\n" + f"Station {n} measures the river level at bridge {n} every hour. " * 30 + "\n"
+        )
+    (root / "note-05.md").replace(root / "note-05.pdf")  # not a PDF: fails, the rest go on
+    (root / "note-27.md").write_text((root / "note-01.md").read_text())  # the same text, seven batches later
+    embedder = CountingEmbedder()
+    monkeypatch.setattr(pipeline, "get_embedder", lambda: embedder)
+    job = pipeline.sync_folder(source=pipeline.folder_source_get_or_create(tenant=tenant_a, name="many", path=root),
+                               root=root)  # fmt: skip
+    assert (job.added, job.failed) == (29, 1) and job.errors[0]["key"] == "note-05.pdf"
+    chunks = list(Chunk.objects.for_tenant(tenant_a).select_related("document", "document_version"))
+    inputs = [pipeline.stored_embedding_text(chunk) for chunk in chunks]
+    assert sorted(embedder.texts) == sorted(set(inputs))  # every distinct input once, nothing twice
+    expected = embedder.inner.embed(inputs)
+    stored = np.vstack([np.frombuffer(bytes(chunk.dense), dtype=np.float32) for chunk in chunks])
+    assert np.allclose(stored, expected, atol=1e-4)
+    hit = retrieve(tenant=tenant_a, query="river level at bridge 17", top_k=1)[0]
+    assert hit.chunk.document.document_key == "note-17.md"
 
 
 def test_a_model_file_that_vanished_fails_the_job_with_its_reason_and_a_retry_completes(
