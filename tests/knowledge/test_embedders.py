@@ -74,8 +74,8 @@ def test_replicas_embed_batches_side_by_side_and_give_the_same_vectors_in_the_ca
     """A batch process embeds with one single-threaded session per core (42-44 chunks/s here against 39.5 for
     one session on two threads); the vectors and their order must not change."""
     texts = [f"Sentence number {n} about {'rivers' if n % 2 else 'mountains'} " * (1 + n % 7) for n in range(40)]
-    single, replicated = PackagedMiniLM(threads=1), PackagedMiniLM(threads=1, replicas=2)
-    assert replicated.threads == 2
+    single, replicated = PackagedMiniLM(threads=1), PackagedMiniLM(threads=2, replicas=2)
+    assert (replicated.threads, replicated.replicas) == (2, 2)
     assert np.allclose(replicated.embed(texts), single.embed(texts), atol=1e-5)
     assert np.allclose(replicated.embed(texts[:1]), single.embed(texts[:1]), atol=1e-5)
 
@@ -86,13 +86,14 @@ def test_a_batch_process_embeds_on_a_replica_per_core_and_the_web_process_on_one
     monkeypatch.setattr(embedders.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(embedders, "_batch_process", False)
     web = embedders.build_embedder()
-    assert (web.threads, web._replicas) == (2, 1)
+    assert (web.threads, web.replicas) == (2, 1)
     monkeypatch.setattr(embedders, "_batch_process", True)
     batch = embedders.build_embedder()
-    assert (batch.threads, batch._replicas) == (2, 2)
-    monkeypatch.setattr(embedders.os, "cpu_count", lambda: 16)  # past four sessions, more threads per session
+    assert (batch.threads, batch.replicas) == (2, 2)
+    monkeypatch.setattr(embedders.os, "cpu_count", lambda: 6)  # past four sessions, the threads are shared out
     big = embedders.build_embedder()
-    assert (big.threads, big._replicas) == (16, 4)
+    assert (big.threads, big.replicas) == (6, 4)
+    assert big.session_threads == [2, 2, 1, 1]  # every core used, none twice
 
 
 def test_long_texts_are_truncated_at_256_tokens_not_128():
