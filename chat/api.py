@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
+from inference.llm import ModelUnavailable
 from knowledge.api import HitSerializer, ScopeSerializer, StoreUnavailable, run_retrieval, scope_filters
 from knowledge.retrieval import IndexMismatch
 from knowledge.vectorstore import StoreBusy
@@ -35,12 +36,26 @@ class AnswerModelBusy(exceptions.APIException):
         self.wait = busy.retry_after
 
 
+class AnswerModelUnavailable(exceptions.APIException):
+    """503 with Retry-After when the chat model process is starting, restarting or died during the answer."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The chat model is restarting; retry shortly."
+
+    def __init__(self, unavailable: ModelUnavailable) -> None:
+        super().__init__(unavailable.reason)
+        self.wait = unavailable.retry_after
+
+
 def admitted(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a step that starts an answer; a full answer queue becomes a clean 503 with Retry-After."""
+    """Run a step that starts an answer; a full answer queue or a model that is restarting becomes a clean 503
+    with Retry-After."""
     try:
         return run_retrieval(fn, *args, **kwargs)
     except services.AnswersBusy as busy:
         raise AnswerModelBusy(busy) from busy
+    except ModelUnavailable as unavailable:
+        raise AnswerModelUnavailable(unavailable) from unavailable
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -107,6 +122,8 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:  # type
                 yield sse("token", {"delta": item})
     except IndexMismatch as exc:  # the operator's remedy ("manage.py reindex …"), not internals
         yield sse("error", {"detail": str(exc)})
+    except ModelUnavailable as exc:  # the model process died mid-answer: say so plainly, and when to retry
+        yield sse("error", {"detail": exc.reason, "retry_after": exc.retry_after})
     except StoreBusy:
         yield sse("error", {"detail": StoreUnavailable.default_detail})
     except Exception:  # the stream has started: report in-band, the status line is already sent

@@ -25,7 +25,7 @@ from chat.verify import (
     render,
     says_not_found,
 )
-from inference.llm import LLMGateway, configured_paths, get_gateway, model_path_allowed
+from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
 from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from tenants.models import Tenant
@@ -262,8 +262,8 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
-    loaded = gateway.loaded_model()
-    budget = context_budget(loaded.prefill_rate if loaded is not None else None)
+    model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
+    budget = context_budget(model.prefill_rate if model is not None else None)
     sources = prepare(tenant=tenant, question=question, options=options, budget_chars=budget)
     timings = {"retrieve_ms": elapsed(), "context_chars": budget}
     yield sources
@@ -278,8 +278,6 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
         yield Answer(text, False, "", "not_found", [], sources.hits,
                      f"No document mentions {', '.join(sources.missing)}.", None, elapsed())  # fmt: skip
         return
-    model = gateway.model()
-    timings["model_ready_ms"] = elapsed()
     if model is None:
         text, citations = extractive_answer(sources.excerpts)
         yield text
@@ -290,7 +288,7 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
     prompt, evidence = focused_prompt(question, sources, options, model.count_tokens, budget)
     timings["prompt_ms"] = elapsed()
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
-    model.warm(prompt.messages[0]["content"])  # once per model and system prefix
+    model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
     pieces: list[str] = []
     ttft: float | None = None
@@ -301,27 +299,35 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
             if ttft is None:
                 ttft = elapsed()
                 model.record_prefill(int(timings["prompt_tokens"]), (ttft - timings["warm_ms"]) / 1000)
-                logger.info("answer: first token after %.0f ms (model %s, %d prompt tokens, %d threads)", ttft,
-                            model.name, timings["prompt_tokens"], model.threads_now)  # fmt: skip
+                logger.info("answer: first token after %.0f ms (model %s, about %d prompt tokens)", ttft,
+                            model.name, timings["prompt_tokens"])  # fmt: skip
             pieces.append(delta)
             yield delta
     finally:
         tokens.close()  # the client went away: stop generating now
     status, text, citations, claims, reason = verified(question, "".join(pieces), sources, evidence)
-    timings["threads"] = model.threads_now
     reason = " ".join(part for part in (gateway.fallback_note(), reason) if part)
     yield Answer(text, True, model.name, status, citations, sources.hits, reason, ttft, elapsed(),
                  claims, {k: round(v, 1) for k, v in timings.items()})  # fmt: skip
 
 
-def preload_chat_model() -> None:
-    """Load the default chain's model and compute the KV state of the default system turn (best effort)."""
-    try:
-        model = get_gateway().model()
-        if model is not None:
-            model.warm(build_grounded_history("", []).messages[0]["content"])
-    except Exception:  # a failed preload only means the first question pays the load
-        logger.exception("Preloading the chat model failed")
+def preload_chat_model(wait_s: float | None = None) -> None:
+    """Have the model server compute the KV state of the default system turn, once it is up (best effort)."""
+    deadline = time.monotonic() + (settings.RAG_LLM_START_TIMEOUT_S if wait_s is None else wait_s)
+    while True:
+        try:
+            model = get_gateway().model()
+            if model is not None:
+                model.warm(build_grounded_history("", []).messages[0]["content"])
+            return
+        except ModelUnavailable as exc:
+            if time.monotonic() > deadline:
+                logger.info("Chat model not warmed: %s", exc.reason)
+                return
+            time.sleep(1)
+        except Exception:  # a failed warm-up only means the first question pays for the system prefix
+            logger.exception("Warming the chat model failed")
+            return
 
 
 def answer_question(*, tenant: Tenant, question: str, options: AnswerSettings) -> Answer:

@@ -13,6 +13,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import services
 from chat.api import chain, sse_response, stream_events
 from chat.models import Assistant, ChatSession
+from inference.llm import ModelUnavailable
+from inference.runtime import model_status
 from tenants.access import TenantRequest, tenant_member_required
 
 
@@ -32,6 +34,7 @@ def chat_page(request: TenantRequest) -> HttpResponse:
         "session": session,
         "chat_messages": session.messages.all() if session else [],
         "assistants": Assistant.objects.for_tenant(request.tenant),
+        "chat_model": model_status(),  # starting, ready, restarting (after a crash), failed: staff see which
     }
     return render(request, "chat/chat_page.html", context)
 
@@ -58,7 +61,7 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
     try:
         stream = _started(services.stream_answer(tenant=request.tenant, question=question, options=options))
-    except services.AnswersBusy as busy:
+    except (services.AnswersBusy, ModelUnavailable) as busy:
         response = HttpResponse(str(busy), status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = str(busy.retry_after)
         return response
@@ -79,7 +82,7 @@ def _started(stream: Iterator[Any]) -> Iterator[Any]:
     response starts; any other failure of that step is reported in the stream, as later ones are."""
     try:
         first = next(stream)
-    except services.AnswersBusy:
+    except (services.AnswersBusy, ModelUnavailable):
         raise
     except StopIteration:
         return iter(())

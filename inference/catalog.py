@@ -25,8 +25,9 @@ def catalog_register_packaged() -> None:
 
 
 def catalog_check(entry: ModelEntry) -> ModelEntry:
-    """Try to open a GGUF's metadata (vocab only: no weights in memory) and record size, context and errors."""
-    import llama_cpp
+    """Read a GGUF's header and metadata (no weights, no llama.cpp in this process) and record size, context
+    length and errors. Whether it generates is for the model server to find out, in its own process."""
+    from inference.llm import ModelLoadError, gguf_info
 
     file = Path(entry.path)
     entry.checked_at = timezone.now()
@@ -35,13 +36,10 @@ def catalog_check(entry: ModelEntry) -> ModelEntry:
     else:
         entry.size_bytes = file.stat().st_size
         try:
-            llama = llama_cpp.Llama(model_path=str(file), vocab_only=True, verbose=False)
-            lengths = [int(v) for k, v in (llama.metadata or {}).items() if k.endswith(".context_length")]
-            entry.context_length = lengths[0] if lengths else None
+            entry.context_length = gguf_info(str(file)).context_length
             entry.loads, entry.load_error = True, ""
-            del llama
-        except Exception as exc:  # corrupt, truncated or not a GGUF
-            entry.loads, entry.load_error = False, f"{type(exc).__name__}: {exc}"
+        except ModelLoadError as exc:  # corrupt, truncated or not a GGUF
+            entry.loads, entry.load_error = False, str(exc)
     entry.save()
     return entry
 

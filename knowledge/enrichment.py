@@ -11,7 +11,10 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -65,19 +68,25 @@ def clean(output: dict[str, Any]) -> dict[str, object]:
     }
 
 
-def enrich(*, request: EnrichmentRequest, title: str, text: str, timeout_s: float = 120.0) -> dict[str, object]:
-    """Run the model; returns the enrichment record (status ok or failed, never raises)."""
+def enrich(*, request: EnrichmentRequest, title: str, text: str) -> dict[str, object]:
+    """Run the model (through the model server: never in this process); returns the enrichment record (status
+    ok or failed, never raises)."""
     from inference.llm import ModelLoadError, get_gateway
 
     record: dict[str, object] = {"model": request.model_name, "directives": request.directives}
     started = time.perf_counter()
     try:
-        model = get_gateway([request.model_path]).model()
+        if request.model_path and not settings.RAG_LLM_URL and not Path(request.model_path).is_file():
+            raise ModelLoadError(f"{Path(request.model_path).name}: no such file")
+        gateway = get_gateway([request.model_path] if request.model_path else None)
+        model = gateway.model()
         if model is None:
-            raise ModelLoadError(get_gateway([request.model_path]).unavailable_reason())
+            raise ModelLoadError(gateway.unavailable_reason())
+        if gateway.fallback_note():  # the model the admin chose is not the one that would write it
+            raise ModelLoadError(gateway.fallback_note())
         output = model.complete_json(
             enrichment_messages(title=title, text=text, directives=request.directives),
-            schema=ENRICHMENT_SCHEMA, max_tokens=ENRICH_MAX_TOKENS, timeout_s=timeout_s,
+            schema=ENRICHMENT_SCHEMA, max_tokens=ENRICH_MAX_TOKENS, timeout_s=settings.RAG_ENRICH_TIMEOUT_S,
         )  # fmt: skip
         fields = clean(output)
         if not fields["summary"]:

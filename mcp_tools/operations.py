@@ -16,6 +16,7 @@ from rest_framework import exceptions, serializers
 
 from chat import services as chat_services
 from chat.api import AnswerApi, answer_payload
+from inference.llm import ModelUnavailable
 from knowledge.api import (
     BootstrapApi,
     HitSerializer,
@@ -79,6 +80,8 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
         result = _guarded(chat_services.answer_question, tenant=key.tenant, question=data["question"], options=options)
     except chat_services.AnswersBusy as busy:
         raise OperationError(str(busy)) from busy
+    except ModelUnavailable as unavailable:
+        raise OperationError(f"{unavailable.reason} (retry in {unavailable.retry_after} s)") from unavailable
     return answer_payload(result)
 
 

@@ -241,9 +241,24 @@ RAG_EMBEDDING_API_KEY = env_str("RAG_EMBEDDING_API_KEY")
 # assembled under RAG_MODELS_DIR from their PyPI part packages.
 RAG_LLM_MODEL_PATH = env_str("RAG_LLM_MODEL_PATH")
 RAG_LLM_FALLBACK_PATHS = env_list("RAG_LLM_FALLBACK_PATHS", default=[])
-# llama.cpp threads spin on barriers: with the cores shared, 1 thread keeps its speed, 2 collapse.
-# 0 = auto: every core when the rest of the machine is idle at the start of a generation, else fewer.
+# The chat model never runs inside a web or worker process. By default `manage.py llm_serve` (up.sh starts it)
+# runs llama.cpp's OpenAI-compatible server on the chain above and restarts it when it dies; its state file
+# lives in RAG_LLM_RUNTIME_DIR. With RAG_LLM_URL set, answers and enrichment use that OpenAI-compatible server
+# instead (vLLM, llama.cpp's server, Ollama, TGI): no model file is mapped by the product at all.
+RAG_LLM_URL = env_str("RAG_LLM_URL")  # e.g. http://gpu-box:8000/v1
+RAG_LLM_MODEL = env_str("RAG_LLM_MODEL")  # the `model` sent to RAG_LLM_URL
+RAG_LLM_API_KEY = env_str("RAG_LLM_API_KEY")
+RAG_LLM_RUNTIME_DIR = env_path("RAG_LLM_RUNTIME_DIR", default=DATA_DIR / "llm")
+# Longest wait for the next token (a queued answer waits for the one before it) and for a model to load.
+RAG_LLM_TIMEOUT_S = env_float("RAG_LLM_TIMEOUT_S", default=300.0, minimum=1.0)
+RAG_LLM_START_TIMEOUT_S = env_int("RAG_LLM_START_TIMEOUT_S", default=300, minimum=5)
+# A model whose process dies this many times within the window gives way to the next model of the chain.
+RAG_LLM_MAX_CRASHES = env_int("RAG_LLM_MAX_CRASHES", default=3, minimum=1)
+RAG_LLM_CRASH_WINDOW_S = env_int("RAG_LLM_CRASH_WINDOW_S", default=300, minimum=1)
+# Threads of the model server (0 = every core; it is the only process decoding).
 RAG_LLM_THREADS = env_int("RAG_LLM_THREADS", default=0, minimum=0)
+# An enrichment that takes longer is recorded as failed; its document is indexed without it.
+RAG_ENRICH_TIMEOUT_S = env_float("RAG_ENRICH_TIMEOUT_S", default=300.0, minimum=1.0)
 RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=0, minimum=0)  # 0: every core in batch processes
 # Read chunks longer than the packaged embedder's 256 tokens in overlapping windows (measured in
 # docs/evaluation.md: better retrieval, worse answers on the public set; off by default). Changing it needs

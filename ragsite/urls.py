@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chat.urls import api_urlpatterns as chat_api
+from inference.views import health
 from tenants.views import home
 
 admin.site.site_header = "ragsite administration"
@@ -10,6 +11,7 @@ admin.site.site_title = "ragsite"
 
 urlpatterns = [
     path("", home, name="home"),
+    path("healthz", health, name="health"),  # public: the web is up; the chat model's state
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.urls")),

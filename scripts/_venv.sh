@@ -1,6 +1,6 @@
 # Sourced by up.sh and test.sh: a virtual environment in .venv with the project installed.
-# llama-cpp-python compiles llama.cpp from source the first time (about 6 minutes on 2 cores);
-# pip keeps the built wheel in its cache, so later installs take seconds.
+# llama-cpp-python compiles llama.cpp from source the first time (6-10 minutes on 2 cores), for the fleet
+# rather than this CPU, into a wheel directory of ours keyed by its flags (_llama.sh); later installs take seconds.
 VENV="${RAG_VENV:-$PWD/.venv}"
 PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -11,6 +11,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
+source "$(dirname "${BASH_SOURCE[0]}")/_llama.sh"
+# Before the project: its requirement is then already met, so pip never builds (or reuses) a native wheel.
+llama_install "$VENV" || exit 1
 # The CPU build of torch is never needed; nothing here pulls it.
 if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".${EXTRAS:-}" >"$VENV/pip-install.log" 2>&1; then
   cat "$VENV/pip-install.log" >&2

@@ -25,7 +25,13 @@ PORT="${PORT:-8000}"
 
 "$VENV/bin/python" manage.py qcluster &
 WORKER=$!
-trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
+# The chat model runs in its own process, restarted when it dies (RAG_LLM_URL set: an existing engine instead).
+LLM=""
+if [ -z "${RAG_LLM_URL:-}" ]; then
+  "$VENV/bin/python" manage.py llm_serve &
+  LLM=$!
+fi
+trap 'kill $WORKER $LLM 2>/dev/null || true' EXIT INT TERM
 echo "ragsite is running at http://127.0.0.1:$PORT/"
 echo "  curation: http://127.0.0.1:$PORT/t/demo/sources/   chat: http://127.0.0.1:$PORT/t/demo/chat/"
 echo "  Django admin: http://127.0.0.1:$PORT/admin/   API docs: http://127.0.0.1:$PORT/api/v1/docs/"

@@ -65,20 +65,43 @@ def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
     reset_store()
 
 
-@pytest.fixture(autouse=True)
-def fresh_chat_models(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """The real packaged Qwen2.5-Coder 0.5B Instruct answers in tests (the 1.5B default is too slow for CI).
+@pytest.fixture(scope="session")
+def model_server(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The real packaged Qwen2.5-Coder 0.5B Instruct (the 1.5B default is too slow for CI), in its own process:
+    `manage.py llm_serve` runs llama.cpp's server for the whole session. The test process never maps it."""
+    from inference.packaged import QWEN_0_5B, assemble_gguf
+    from tests.servers import start_model_server, stop, wait_for_model
 
-    Models are assembled once per test session; chains are per process, so each test gets fresh gateways."""
+    models = tmp_path_factory.getbasetemp() / "models"
+    runtime = tmp_path_factory.mktemp("llm")
+    process = start_model_server(runtime, [str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename))])
+    try:
+        wait_for_model(runtime)
+        yield runtime
+    finally:
+        stop(process)
+
+
+@pytest.fixture(autouse=True)
+def fresh_chat_models(settings, tmp_path_factory, tmp_path):  # type: ignore[no-untyped-def]
+    """No chat model server unless a test asks for one (`chat_model`); gateways are per test."""
     from inference.llm import reset_gateways
     from inference.packaged import QWEN_0_5B, assemble_gguf
 
     settings.RAG_MODELS_DIR = tmp_path_factory.getbasetemp() / "models"
     settings.RAG_LLM_MODEL_PATH = str(assemble_gguf(QWEN_0_5B))
-    settings.RAG_LLM_THREADS = 2  # the suite runs one test at a time
+    settings.RAG_LLM_RUNTIME_DIR = tmp_path / "no-model-server"
+    settings.RAG_LLM_URL = ""
     reset_gateways()
     yield
     reset_gateways()
+
+
+@pytest.fixture
+def chat_model(settings, model_server):  # type: ignore[no-untyped-def]
+    """Answers in this test come from the session's model server."""
+    settings.RAG_LLM_RUNTIME_DIR = model_server
+    return model_server
 
 
 CHROMIUM_FLAGS = [

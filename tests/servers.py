@@ -62,3 +62,38 @@ def stop(server: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait(timeout=30)
+
+
+def start_model_server(runtime: Path, chain: list[str], log: IO[str] | None = None, **extra: str) -> subprocess.Popen:
+    """`manage.py llm_serve` (the supervisor, which runs llama.cpp's server) on `chain`, state in `runtime`.
+
+    Returns once the state file exists; `wait_for_model` waits for a state."""
+    runtime.mkdir(parents=True, exist_ok=True)
+    env = environment(runtime / "data", RAG_LLM_RUNTIME_DIR=str(runtime), RAG_LLM_MODEL_PATH=chain[0],
+                      RAG_LLM_FALLBACK_PATHS=",".join(chain[1:]), RAG_LLM_THREADS="2",
+                      RAG_MODELS_DIR=str(runtime / "no-models"), **extra)  # fmt: skip
+    output = log if log is not None else (runtime / "supervisor.log").open("a")
+    process = subprocess.Popen([sys.executable, "manage.py", "llm_serve"], cwd=ROOT, env=env, stdout=output,
+                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    return process
+
+
+def model_state(runtime: Path) -> dict:  # type: ignore[type-arg]
+    import json
+
+    try:
+        return dict(json.loads((runtime / "state.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for_model(runtime: Path, states: tuple[str, ...] = ("ready",), timeout: float = 300, **match: object) -> dict:  # type: ignore[type-arg]
+    """The supervisor's state once it is one of `states` (and matches `match`, e.g. restarts=1)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = model_state(runtime)
+        if state.get("state") in states and all(state.get(k) == v for k, v in match.items()):
+            return state
+        time.sleep(0.1)
+    log = (runtime / "server.log").read_text(errors="replace")[-3000:] if (runtime / "server.log").exists() else ""
+    raise AssertionError(f"model server never reached {states} {match}: {model_state(runtime)}\n{log}")

@@ -46,7 +46,7 @@ def fuzz_key(tenant_a, tmp_path) -> str:  # type: ignore[no-untyped-def]
     return api_key_issue(tenant=tenant_a)[1]
 
 
-def test_no_generated_request_gets_a_server_error_or_an_off_schema_response(api_schema, fuzz_key):
+def test_no_generated_request_gets_a_server_error_or_an_off_schema_response(api_schema, fuzz_key, chat_model):
     headers = {"Authorization": f"Api-Key {fuzz_key}"}
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 20  # every documented operation is fuzzed

@@ -54,17 +54,17 @@ print(json.dumps(keys))
 """
 
 
-def _environment(data_dir: Path, models: Path) -> dict[str, str]:
+def _environment(data_dir: Path, models: Path, runtime: Path) -> dict[str, str]:
     from inference.packaged import QWEN_0_5B, assemble_gguf
 
     return environment(
-        data_dir, RAG_LLM_MODEL_PATH=str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename)), RAG_LLM_THREADS="2",
-        RAG_API_KEY_FAILURE_LIMIT="10",
+        data_dir, RAG_LLM_MODEL_PATH=str(assemble_gguf(QWEN_0_5B, models / QWEN_0_5B.filename)),
+        RAG_LLM_RUNTIME_DIR=str(runtime), RAG_API_KEY_FAILURE_LIMIT="10",
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):  # type: ignore[no-untyped-def]
+def server(tmp_path_factory, model_server):  # type: ignore[no-untyped-def]
     data_dir = tmp_path_factory.mktemp("mcp-server")
     folders = []
     for name, files in (("acme-docs", ACME_FILES), ("globex-docs", GLOBEX_FILES)):
@@ -73,7 +73,7 @@ def server(tmp_path_factory):  # type: ignore[no-untyped-def]
         for relative, text in files.items():
             (folder / relative).write_text(text)
         folders.append(str(folder))
-    env = _environment(data_dir, tmp_path_factory.getbasetemp() / "models")  # shared with conftest's
+    env = _environment(data_dir, tmp_path_factory.getbasetemp() / "models", model_server)  # the session's model
     assert manage(env, "migrate", "-v0").returncode == 0
     script = SETUP.replace("{acme}", folders[0]).replace("{globex}", folders[1])
     setup = manage(env, "shell", "-c", script)

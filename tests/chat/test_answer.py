@@ -1,10 +1,12 @@
-"""Answers with the real packaged Qwen2.5-Coder 0.5B Instruct: streaming, verified citations, refusals, fallbacks."""
+"""Answers with the real packaged Qwen2.5-Coder 0.5B Instruct, served by its own process (`manage.py llm_serve`,
+llama.cpp's OpenAI-compatible server): streaming, verified citations, refusals, fallbacks."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
+import time
 
 import pytest
 from rest_framework.test import APIClient
@@ -16,7 +18,7 @@ from knowledge.retrieval import retrieve
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("chat_model")]
 
 
 @pytest.fixture
@@ -121,45 +123,73 @@ def test_an_empty_knowledge_base_answers_no_evidence_without_calling_the_model(t
 
 def test_a_truncated_default_model_falls_back_to_the_small_one_and_says_so(handbook, tenant_a, settings, tmp_path):
     from inference.packaged import QWEN_0_5B, QWEN_1_5B, part_paths
+    from tests.servers import start_model_server, stop, wait_for_model
 
     truncated = tmp_path / QWEN_1_5B.filename
     truncated.write_bytes(part_paths(QWEN_1_5B)[0].read_bytes()[:8_000_000])  # the first 8 MB of the real 1.5B
-    settings.RAG_LLM_MODEL_PATH = str(truncated)
-    settings.RAG_LLM_FALLBACK_PATHS = [str(tmp_path / "missing.gguf"), str(QWEN_0_5B.target())]
-    result = services.answer_question(
-        tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings(temperature=0.0)
-    )
+    runtime = tmp_path / "llm"
+    server = start_model_server(runtime, [str(truncated), str(tmp_path / "missing.gguf"), str(QWEN_0_5B.target())])
+    try:
+        wait_for_model(runtime)
+        settings.RAG_LLM_RUNTIME_DIR = runtime
+        result = services.answer_question(
+            tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings(temperature=0.0)
+        )
+    finally:
+        stop(server)
     assert result.generated and result.model == QWEN_0_5B.filename and result.status == "answered"
     assert result.reason.startswith(f"Fell back to {QWEN_0_5B.filename}: ")
-    assert QWEN_1_5B.filename in result.reason and "missing.gguf: no such file" in result.reason
+    assert f"{QWEN_1_5B.filename}: failed to load" in result.reason and "missing.gguf: no such file" in result.reason
 
 
 def test_with_no_loadable_model_the_answer_is_extractive(handbook, tenant_a, settings, tmp_path):
-    settings.RAG_LLM_MODEL_PATH = str(tmp_path / "nothing-here.gguf")
-    settings.RAG_LLM_FALLBACK_PATHS = []
-    result = services.answer_question(
-        tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings()
-    )
+    from tests.servers import start_model_server, stop, wait_for_model
+
+    runtime = tmp_path / "llm"
+    server = start_model_server(runtime, [str(tmp_path / "nothing-here.gguf")])
+    try:
+        wait_for_model(runtime, ("failed",))
+        settings.RAG_LLM_RUNTIME_DIR = runtime
+        result = services.answer_question(
+            tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings()
+        )
+    finally:
+        stop(server)
     assert result.generated is False and result.status == "extractive"
-    assert "no such file" in result.reason
+    assert "nothing-here.gguf: no such file" in result.reason
     assert result.citations[0]["document_key"] == "warranty.md" and "[1]" in result.answer
     assert "two year warranty" in result.answer
+    # With no model server at all (it was stopped), answers are extractive too, and say why.
+    unserved = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+                                              options=services.AnswerSettings())  # fmt: skip
+    assert unserved.status == "extractive" and "No chat model server is running" in unserved.reason
 
 
-def test_closing_the_stream_stops_generation_and_frees_the_model(handbook, tenant_a):
-    from inference.llm import get_gateway
-
+def test_closing_the_stream_disconnects_and_the_server_stops_generating(handbook, tenant_a, chat_model):
     stream = services.stream_answer(tenant=tenant_a, question="How long is the warranty?",
-                                    options=services.AnswerSettings(max_tokens=200))  # fmt: skip
+                                    options=services.AnswerSettings(max_tokens=300))  # fmt: skip
     assert isinstance(next(stream), services.Sources)
     assert isinstance(next(stream), str)  # the first token
-    stream.close()  # what the server does when the client disconnects
-    model = get_gateway().model()
-    assert model.lock.acquire(timeout=1)  # generation stopped and released the model at once
-    model.lock.release()
+    stream.close()  # what the web server does when the client disconnects
+    assert services.ADMISSION.pending == 0
+    # A generation that would run for a long time stops when its reader goes away: llama.cpp's server sees the
+    # connection close and cancels it (it logs each one).
+    log = chat_model / "server.log"
+    before = log.read_text(errors="replace").count("Disconnected from client")
+    tokens = get_gateway().model().stream([{"role": "user", "content": "Count from 1 to 500, one number per line."}],
+                                          max_tokens=1500, temperature=0.0, top_p=1.0)  # fmt: skip
+    assert next(tokens) and next(tokens)
+    tokens.close()
+    deadline = time.monotonic() + 120
+    while log.read_text(errors="replace").count("Disconnected from client") == before:
+        assert time.monotonic() < deadline, "the model server never noticed the disconnect"
+        time.sleep(0.1)
+    again = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+                                     options=services.AnswerSettings(temperature=0.0))  # fmt: skip
+    assert again.status == "answered" and again.citations
 
 
-def test_concurrent_generations_queue_on_one_model_instead_of_crashing():
+def test_concurrent_generations_queue_on_one_model_instead_of_cutting_each_other_short():
     from chat.prompting import PromptExcerpt, build_grounded_history
 
     model = get_gateway().model()
@@ -178,8 +208,8 @@ def test_concurrent_generations_queue_on_one_model_instead_of_crashing():
     for thread in threads:
         thread.join()
     assert errors == [] and len(outputs) == 3
-    # Serialised, each one whole: three greedy answers that begin alike (reusing the cached prompt prefix
-    # evaluates it in other batch sizes, so the tails may differ in floating-point detail).
+    # Served one after the other, each one whole (llama.cpp's server would otherwise interrupt the running one):
+    # three greedy answers that begin alike.
     assert all(o.strip() for o in outputs) and len({" ".join(o.split()[:4]) for o in outputs}) == 1
 
 

@@ -48,7 +48,7 @@ def test_an_empty_question_is_refused(tenant_a):
 
 
 @pytest.mark.slow
-def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, tenant_a):
+def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, tenant_a, chat_model):
     user = make_member(tenant_a)
     client = Client()
     client.force_login(user)

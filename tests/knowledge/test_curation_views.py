@@ -151,11 +151,12 @@ def test_deleting_a_source_asks_first_then_removes_its_vectors(corpus, admin_cli
 
 
 @pytest.mark.slow
-def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_client):
+def test_an_enriched_upload_stores_a_summary_and_indexes_it(tenant_a, admin_client, chat_model, settings):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from inference.catalog import catalog_register_packaged
 
+    settings.RAG_ENRICH_TIMEOUT_S = 3600  # a loaded machine is slow, not wrong
     catalog_register_packaged()
     sheet = b"# Widget 3000\n\nThe Widget 3000 costs 49 euros and has a three year warranty.\n"
     response = admin_client.post(
