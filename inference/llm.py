@@ -59,9 +59,9 @@ class ModelLoadError(Exception):
 class ModelUnavailable(Exception):
     """The model server cannot answer now (starting, restarting, or it died mid-answer): retry later."""
 
-    def __init__(self, reason: str, retry_after: int = 5) -> None:
+    def __init__(self, reason: str, retry_after: int = 5, status: int | None = None) -> None:
         super().__init__(reason)
-        self.reason, self.retry_after = reason, retry_after
+        self.reason, self.retry_after, self.status = reason, retry_after, status
 
 
 @dataclass(frozen=True)
@@ -230,10 +230,9 @@ class ChatModel:
             kwargs["response_format"] = response_format
         try:
             chunks = self.client.chat.completions.create(**kwargs)
-        except openai.APIStatusError as exc:
-            if exc.status_code >= 500 or exc.status_code == 429:
-                raise ModelUnavailable(f"The chat model server answered {exc.status_code}: {_detail(exc)}") from exc
-            raise
+        except openai.APIStatusError as exc:  # 5xx, 429, the operator's configuration (401 key, 404 model)…
+            raise ModelUnavailable(f"The chat model server answered {exc.status_code}: {_detail(exc)}",
+                                   status=exc.status_code) from exc  # fmt: skip
         except (openai.APIConnectionError, httpx.HTTPError) as exc:
             raise ModelUnavailable(f"The chat model server cannot be reached ({type(exc).__name__}).") from exc
         try:
@@ -250,8 +249,6 @@ class ChatModel:
     def complete_json(self, messages: list[dict[str, str]], *, schema: dict[str, Any], max_tokens: int,
                       timeout_s: float) -> dict[str, Any]:  # fmt: skip
         """Generate under a JSON schema (a grammar on llama.cpp, `json_schema` elsewhere): the output parses."""
-        import openai
-
         formats = [{"type": "json_object", "schema": schema}] if self.llama_cpp else [
             {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}},
             {"type": "json_object", "schema": schema},  # llama.cpp's server behind RAG_LLM_URL knows only this
@@ -264,13 +261,11 @@ class ChatModel:
                     pieces.append(delta)
                     if time.perf_counter() - started > timeout_s:
                         raise TimeoutError(f"the model took longer than {timeout_s:.0f} s")
-            except openai.BadRequestError:
-                if n == len(formats) - 1:
+            except ModelUnavailable as exc:
+                # A server that rejects this JSON mode (400/422; llama.cpp's says 500) may take the next one.
+                if n == len(formats) - 1 or exc.status not in (400, 422, 500):
                     raise
-                continue
-            except openai.UnprocessableEntityError:
-                if n == len(formats) - 1:
-                    raise
+                logger.info("The chat model server refused %s; trying the next JSON mode", response_format["type"])
                 continue
             return dict(json.loads("".join(pieces)))
         raise AssertionError("unreachable")
@@ -313,7 +308,7 @@ class LLMGateway:
             return self._model
 
     def _remote(self) -> ChatModel:
-        key = ("remote", settings.RAG_LLM_URL, settings.RAG_LLM_MODEL)
+        key = ("remote", settings.RAG_LLM_URL, settings.RAG_LLM_MODEL, settings.RAG_LLM_API_KEY)
         if key not in self._models:
             name = settings.RAG_LLM_MODEL or "default"
             self._models[key] = ChatModel(name=name, url=settings.RAG_LLM_URL.rstrip("/"), request_model=name,
