@@ -171,6 +171,11 @@ def server_threads() -> int:
     return settings.RAG_LLM_THREADS or os.cpu_count() or 1
 
 
+def approximate_tokens(text: str) -> int:
+    """An upper estimate of a text's tokens: asking the server would queue behind the answer it is writing."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
 @dataclass
 class ChatModel:
     """One model behind an OpenAI-compatible endpoint."""
@@ -200,8 +205,7 @@ class ChatModel:
         self.prefill_rate = rate if self.prefill_rate is None else 0.7 * self.prefill_rate + 0.3 * rate
 
     def count_tokens(self, text: str) -> int:
-        """An upper estimate: asking the server would queue behind the answer it is writing."""
-        return len(text) // CHARS_PER_TOKEN + 1
+        return approximate_tokens(text)
 
     def stream(
         self,

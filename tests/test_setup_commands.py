@@ -57,3 +57,19 @@ def test_an_assembly_that_does_not_match_its_pin_leaves_nothing_under_the_final_
     with pytest.raises(PackagedModelError, match="expected 491400064 bytes with sha256 0000"):
         assemble_gguf(wrong, tmp_path / "model.gguf")
     assert list(tmp_path.iterdir()) == []  # neither the final name nor a temp file
+
+
+@pytest.mark.slow
+def test_prepare_models_asks_the_runtime_for_one_token_in_a_child_process(settings, tmp_path):
+    """The self-test up.sh runs: the packaged 0.5B answers one token in a child; a broken model says why."""
+    from inference.packaged import QWEN_0_5B
+    from inference.runtime import runtime_self_test
+
+    settings.RAG_MODELS_DIR = QWEN_0_5B.target().parent  # assembled for the suite already
+    out = io.StringIO()
+    call_command("prepare_models", stdout=out)
+    assert "llama.cpp self-test: one token in" in out.getvalue() and "AVX2 = 1" in out.getvalue()
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 64)
+    failed = runtime_self_test(str(broken))
+    assert not failed.ok and failed.detail.startswith("the child exited with status 1.")

@@ -9,7 +9,8 @@ from knowledge.backup import BackupError, backup
 
 
 class Command(BaseCommand):
-    help = "Back up the embedded default (SQLite snapshot + queued uploads) into a new folder; safe while it runs."
+    help = ("Back up the database (a SQLite snapshot, or pg_dump on PostgreSQL) and the queued uploads into a new "
+            "folder; safe while the server runs. The vector store is rebuilt from SQL on restore.")  # fmt: skip
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("folder")
