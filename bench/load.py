@@ -88,7 +88,7 @@ print(tenant.slug, api_key_issue(tenant=tenant, scope="read")[1])
 """
 
 
-def start_server(production: bool) -> tuple[subprocess.Popen, str, str, str]:
+def start_server(production: bool) -> tuple[list[subprocess.Popen], str, str, str]:
     data = Path(tempfile.mkdtemp(prefix="ragsite-load-"))
     port = free_port()
     env = environment(data, port, production)
@@ -100,6 +100,8 @@ def start_server(production: bool) -> tuple[subprocess.Popen, str, str, str]:
     log = open(data / "server.log", "w")  # noqa: SIM115  (lives as long as the server)
     command = [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # The chat model in its own process, as up.sh runs it.
+    model = subprocess.Popen([*manage, "llm_serve"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -107,7 +109,7 @@ def start_server(production: bool) -> tuple[subprocess.Popen, str, str, str]:
             break
         except OSError:
             time.sleep(0.2)
-    return server, base, slug, key
+    return [server, model], base, slug, key
 
 
 class Stats:
@@ -173,9 +175,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--production", action="store_true")
     args = parser.parse_args()
-    server, base, slug, key = start_server(args.production)
+    processes, base, slug, key = start_server(args.production)
     try:
-        call(base, slug, key, "answer", QUESTIONS[0], args.timeout)  # load the model before the clock starts
+        for _ in range(600):  # the model before the clock starts (503 while it loads)
+            if call(base, slug, key, "answer", QUESTIONS[0], args.timeout)[0] == "200":
+                break
+            time.sleep(1)
         stats, budget = Stats(), [args.max_requests]
         started = time.monotonic()
         threads = [threading.Thread(target=client, args=(base, slug, key, args, started + args.seconds, budget,
@@ -186,8 +191,9 @@ def main() -> None:
             thread.join()
         elapsed = time.monotonic() - started
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=60)
     config = "production (PostgreSQL + Redis, embedded vectors)" if args.production else "embedded default"
     print(f"{config}: {args.clients} clients, answer share {args.answer_share:.0%}, {elapsed:.0f} s")
     print("| endpoint | requests | per s | p50 ms | p95 ms | p99 ms | statuses | errors |")

@@ -28,5 +28,6 @@ def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
 
         from chat.services import preload_chat_model
 
-        # Load the chat model and evaluate the fixed system prefix now, not during the first question.
+        # Have the model server (its own process) evaluate the fixed system prefix once it is up, not during
+        # the first question. Nothing here loads a model: a crash in native code must never take this worker.
         threading.Thread(target=preload_chat_model, name="chat-model-preload", daemon=True).start()

@@ -84,3 +84,13 @@ def test_a_failed_answer_reports_the_error_in_the_stream_and_saves_nothing(tenan
     body = b"".join(client.post("/t/acme/chat/ask/", {"question": "anything?"}).streaming_content).decode()
     assert body.startswith("event: error") and "manage.py reindex acme" in body
     assert not ChatSession.objects.exists() and not ChatMessage.objects.exists()
+
+
+def test_health_is_public_and_shows_the_chat_model_state_without_paths_or_keys(client, tenant_a):
+    body = client.get("/healthz").json()
+    assert body == {"status": "ok", "chat_model": {"state": "stopped", "model": ""}}  # no model server here
+    assert client.post("/healthz").status_code == 405
+    staff = make_member(tenant_a)
+    client.force_login(staff)
+    page = client.get("/t/acme/chat/").content.decode()
+    assert 'id="model-status" data-state="stopped"' in page and "llm_serve" in page  # staff see why and what to do
