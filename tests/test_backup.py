@@ -33,7 +33,6 @@ print(api_key_issue(tenant=tenant, scope="read")[1])
 """
 
 
-
 def _retrieve(env: dict[str, str], key: str, query: str, **extra: object) -> list[tuple[str, float, str]]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{env['PORT']}/api/v1/tenants/acme/retrieve/", method="POST",
@@ -44,17 +43,22 @@ def _retrieve(env: dict[str, str], key: str, query: str, **extra: object) -> lis
     return [(h["chunk_id"], round(h["score"], 5), h["text"]) for h in hits]
 
 
-@pytest.mark.embedded_store
-def test_a_backup_taken_while_serving_restores_to_an_instance_that_retrieves_identically(tmp_path):
+def _original(tmp_path, **extra: str) -> tuple[dict[str, str], str]:  # type: ignore[no-untyped-def]
+    """A migrated instance with the handbook indexed in two versions; its environment and a read key."""
     folder = tmp_path / "handbook"
     folder.mkdir()
     for name, text in FILES.items():
         (folder / name).write_text(text)
-    original = environment(tmp_path / "original")
+    original = environment(tmp_path / "original", **extra)
     assert manage(original, "migrate", "-v0").returncode == 0
     setup = manage(original, "shell", "-c", SETUP.replace("{folder}", str(folder)))
     assert setup.returncode == 0, setup.stderr
-    key = setup.stdout.strip().splitlines()[-1]
+    return original, setup.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.embedded_store
+def test_a_backup_taken_while_serving_restores_to_an_instance_that_retrieves_identically(tmp_path):
+    original, key = _original(tmp_path)
 
     server = start_gunicorn(original)
     try:
@@ -104,19 +108,13 @@ def _postgres_database(url: str, name: str) -> str:
     return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 5432}/{name}"
 
 
-@pytest.mark.skipif(not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-                    reason="needs PostgreSQL: runs in the production-configuration pass of scripts/test.sh")  # fmt: skip
+ON_POSTGRESQL = os.environ.get("DATABASE_URL", "").startswith("postgres")
+
+
+@pytest.mark.skipif(not ON_POSTGRESQL, reason="needs PostgreSQL: the production-configuration pass of scripts/test.sh")
 def test_on_postgresql_a_pg_dump_backup_while_serving_restores_to_an_instance_that_retrieves_identically(tmp_path):
-    folder = tmp_path / "handbook"
-    folder.mkdir()
-    for name, text in FILES.items():
-        (folder / name).write_text(text)
     source_url = _postgres_database(os.environ["DATABASE_URL"], "ragsite_backup_source")
-    original = environment(tmp_path / "original", DATABASE_URL=source_url)
-    assert manage(original, "migrate", "-v0").returncode == 0
-    setup = manage(original, "shell", "-c", SETUP.replace("{folder}", str(folder)))
-    assert setup.returncode == 0, setup.stderr
-    key = setup.stdout.strip().splitlines()[-1]
+    original, key = _original(tmp_path, DATABASE_URL=source_url)
     server = start_gunicorn(original)
     try:
         before = {q: _retrieve(original, key, q) for q in QUERIES}

@@ -70,7 +70,8 @@ def test_a_foreign_llama_cpp_python_in_the_venv_is_replaced_by_the_portable_whee
         archive.writestr("llama_cpp/__init__.py", "BUILT_FOR = 'the build host'\n__version__ = '0.3.36'\n")
         info = "llama_cpp_python-0.3.36.dist-info"
         archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 0.3.36\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel_info = "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        archive.writestr(f"{info}/WHEEL", wheel_info)
         archive.writestr(f"{info}/RECORD", "")
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(foreign)]
     subprocess.run(pip, check=True, timeout=300)
