@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +189,9 @@ class ChatModel:
     warmed: set[str] = field(default_factory=set)
     prefill_rate: float | None = None  # prompt tokens/s measured on real answers (moving average)
 
-    @property
+    @cached_property
     def client(self) -> Any:
+        """One OpenAI client per served model (thread-safe; its connection pool is reused across answers)."""
         import httpx2 as httpx  # the HTTP client openai 3 is built on
         import openai
 
