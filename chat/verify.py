@@ -47,6 +47,7 @@ RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question'
 LEXICAL_SUPPORT = 0.5  # share of a sentence's content terms an excerpt must contain
 DENSE_SUPPORT = 0.65  # or: cosine similarity to one of the excerpt's sentences
 CITATIONS_PER_CLAIM = 2  # an unmarked sentence supported by several documents cites the best two
+SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n{2,}")  # an excerpt cut into sentences when no units were given
 
 
 @dataclass
@@ -54,9 +55,11 @@ class Claim:
     text: str
     citations: list[int] = field(default_factory=list)
     supported: bool | None = None  # None: nothing to check
+    # Per citation, the excerpt's sentence that supports the claim best, verbatim: {"n": 1, "text": "…"}.
+    quotes: list[dict[str, object]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
-        return {"text": self.text, "citations": self.citations, "supported": self.supported}
+        return {"text": self.text, "citations": self.citations, "supported": self.supported, "quotes": self.quotes}
 
 
 @dataclass
@@ -314,8 +317,25 @@ class Verifier:
             kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
             if not kept:
                 kept = self._best_supporting(scores)
-            claims.append(Claim(text=text, citations=kept, supported=bool(kept)))
+            quotes: list[dict[str, object]] = [{"n": n, "text": self.quote(text, vector, n - 1)} for n in kept]
+            claims.append(Claim(text=text, citations=kept, supported=bool(kept), quotes=quotes))
         return claims
+
+    def quote(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> str:
+        """The sentence of excerpt n (among those the model read) closest to the claim, verbatim: what a reader
+        checks the claim against. By embedding similarity when there is one, else by shared terms."""
+        evidence = self.evidence[n]
+        units = [u for u in evidence.units if u.strip()] or [u for u in SENTENCE_RE.split(evidence.text) if u.strip()]
+        if not units:
+            return ""
+        if sentence_vector is not None and self.embed is not None and list(units) == list(evidence.units):
+            self._dense(sentence_vector, n)  # computes this excerpt's sentence vectors once
+            vectors = self._unit_vectors[n]
+            if vectors is not None and len(vectors) == len(units):
+                return " ".join(units[int(np.argmax(vectors @ sentence_vector))].split())
+        terms = set(query_vector(sentence)[0])
+        best = max(units, key=lambda unit: len(terms & set(query_vector(unit)[0])))
+        return " ".join(best.split())
 
 
 def render(claims: Sequence[Claim]) -> str:

@@ -113,8 +113,9 @@ def build_server() -> MCPServer:
         assistant: Annotated[str | None, Field(description="A configured assistant's name (optional).")] = None,
     ) -> dict[str, Any]:
         """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
-        against them: `citations` (document, location), per-sentence `claims` with `supported`, and `status`
-        (answered, partial, not_found, no_evidence, extractive). Slower than retrieve (seconds)."""
+        against them: `citations` (document, location), per-sentence `claims` with `supported` and the excerpt
+        sentence each citation stands on (`quotes`), and `status` (answered, partial, not_found, no_evidence,
+        extractive). Slower than retrieve (seconds)."""
         return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant)
 
     @server.tool(annotations=READ_ONLY)

@@ -71,6 +71,17 @@
       }[done.status] || "The answer cites no excerpt.";
     }
     showExcerpts(status, done.citations, done.hits, "cited");
+    // Under each cited excerpt, the sentences of it that the answer's claims stand on, verbatim.
+    for (const claim of done.claims || []) {
+      for (const quote of claim.quotes || []) {
+        const card = citations.querySelector('.citation[data-n="' + quote.n + '"]');
+        if (!card) continue;
+        const support = document.createElement("p");
+        support.className = "support";
+        support.textContent = "Supports “" + claim.text + "”: “" + quote.text + "”";
+        card.insertBefore(support, card.querySelector("blockquote"));
+      }
+    }
   }
 
   // The verified answer: one span a sentence; sentences no excerpt supports are marked as such.
@@ -84,6 +95,10 @@
       const span = document.createElement("span");
       span.className = "claim" + (claim.supported === false ? " unsupported" : "");
       if (claim.supported === false) span.title = "No retrieved excerpt supports this sentence.";
+      // The excerpt sentence each citation stands on, verbatim: hover to check a claim at a glance.
+      if (claim.quotes && claim.quotes.length) {
+        span.title = claim.quotes.map((q) => "[" + q.n + "] “" + q.text + "”").join("\n");
+      }
       const markers = claim.citations.map((n) => "[" + n + "]").join("");
       const end = markers && /[.!?:;]$/.test(claim.text) ? claim.text.slice(-1) : "";
       span.textContent = markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text;

@@ -74,6 +74,12 @@ def test_a_streamed_answer_sends_sources_then_tokens_then_a_verified_answer(hand
     assert [c["document_key"] for c in final["citations"]] == ["warranty.md"]
     assert f"[{final['citations'][0]['n']}]" in final["answer"]
     assert final["claims"] and all(claim["supported"] is not False for claim in final["claims"])
+    # Each citation of a claim carries the sentence of its excerpt it stands on, verbatim.
+    texts = {hit["chunk_id"]: " ".join(hit["text"].split()) for hit in final["hits"]}
+    cited = {c["n"]: texts[c["chunk_id"]] for c in final["citations"]}
+    quotes = [q for claim in final["claims"] for q in claim["quotes"]]
+    assert quotes and all(q["text"] and q["text"] in cited[q["n"]] for q in quotes)
+    assert any("two year warranty" in q["text"] for q in quotes)
     assert final["timings"]["prompt_tokens"] > 0
 
 

@@ -60,6 +60,8 @@ def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transa
     sources = page.locator("#citations")
     assert "Cited excerpts:" in sources.inner_text()
     assert "two year warranty" in sources.inner_text()
+    support = page.locator("#citations .citation .support").first.inner_text()  # the sentence a claim stands on
+    assert support.startswith("Supports “") and "two year warranty" in support
     assert "warranty.md" in sources.inner_text()
     assert ChatMessage.objects.filter(role="user", text="How long is the warranty?").exists()
     page.wait_for_selector("#sessions a:has-text('How long is the warranty?')")

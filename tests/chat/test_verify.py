@@ -24,6 +24,15 @@ def test_a_fabricated_marker_is_replaced_by_the_excerpt_that_supports_the_senten
     assert render(claims) == "Returns are accepted within thirty days [1]. The warranty lasts two years [2]."
 
 
+def test_each_citation_carries_the_excerpt_sentence_it_stands_on_verbatim():
+    claims = _verifier().check("Claims need the receipt and the serial number [2]. Refunds go to the card.")
+    assert claims[0].quotes == [{"n": 2, "text": "Claims need the original receipt and the serial number."}]
+    assert claims[1].quotes == [{"n": 1, "text": "Refunds go back to the original card."}]
+    assert claims[0].as_dict()["quotes"] == claims[0].quotes
+    invented = _verifier().check("Shipping to Mongolia is free on orders above 300 euros [2].")[0]
+    assert invented.quotes == []  # nothing supports it: nothing is quoted for it
+
+
 def test_an_invented_fact_keeps_no_citation_and_is_marked_unsupported():
     claims = _verifier().check("Shipping to Mongolia is free on orders above 300 euros [2].")
     assert claims[0].supported is False and claims[0].citations == []
