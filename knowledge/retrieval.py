@@ -152,6 +152,17 @@ def _one_round(
     return [(h.id, h.score, h.payload) for h in legs.fused], dense_rank, lexical_rank, legs.dense_scores
 
 
+# A critical mark lifts a chunk among the relevant ones, never above them: only a chunk both legs found, or one
+# leg ranked in its first few, gets the boost. (A critical page about MIME databases at dense rank 11 and no
+# lexical rank was put first for "Is libffi thread safe?", above the page both legs ranked first.)
+CRITICAL_TOP_RANK = 5
+
+
+def _relevant(dense_rank: dict[str, int], lexical_rank: dict[str, int], point: str) -> bool:
+    ranks = [rank for rank in (dense_rank.get(point), lexical_rank.get(point)) if rank is not None]
+    return len(ranks) == 2 or any(rank <= CRITICAL_TOP_RANK for rank in ranks)
+
+
 def retrieve(
     *, tenant: Tenant, query: str, top_k: int = 8, filters: RetrieveFilters | None = None, specific: bool = False,
     scope: Scope | None = None,
@@ -176,7 +187,7 @@ def retrieve(
         chunk = chunks.get(point)
         if chunk is None:
             continue  # a point whose chunk is gone (drift): never invent a result
-        boost = boost_value if payload.get("critical") else 0.0
+        boost = boost_value if payload.get("critical") and _relevant(dense_rank, lexical_rank, point) else 0.0
         if rerank is not None:
             boost += rerank(chunk)
         results.append(

@@ -118,6 +118,26 @@ def test_a_critical_chunk_gets_the_documented_boost(corpus_a, key_a, settings):
     assert readme_after["score"] == pytest.approx(readme_before["score"] + settings.RAG_CRITICAL_BOOST, abs=1e-5)
 
 
+def test_a_critical_mark_lifts_a_chunk_among_relevant_ones_never_an_unrelated_one_above_them(tenant_a, key_a,
+                                                                                               tmp_path):  # fmt: skip
+    files = {f"threads-{n}.md": f"# Threads, part {n}\n\nThe library is thread safe when each thread uses its own "
+             f"context object; note {n} explains locking around shared handles.\n" for n in range(12)}  # fmt: skip
+    files["mime.md"] = "# MIME databases\n\nThe MIME type table maps file extensions to content types.\n"
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files)
+    client = api(key_a)
+    for key in ("mime.md", "threads-7.md"):
+        document = Document.objects.get(source=source, document_key=key)
+        client.patch(f"/api/v1/tenants/acme/documents/{document.public_id}/", {"critical": True}, format="json")
+    hits = client.post("/api/v1/tenants/acme/retrieve/", {"query": "Is the library thread safe?", "top_k": 20},
+                       format="json").json()["hits"]  # fmt: skip
+    by_key = {hit["document_key"]: hit for hit in hits}
+    assert hits[0]["document_key"] == "threads-7.md" and by_key["threads-7.md"]["signals"]["boost"] > 0
+    if "mime.md" in by_key:  # the unrelated critical page may be listed, never lifted above a relevant page
+        mime = by_key["mime.md"]
+        assert mime["signals"]["boost"] == 0
+        assert all(hits.index(hit) < hits.index(mime) for hit in hits if hit["document_key"].startswith("threads"))
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
