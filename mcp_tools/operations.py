@@ -60,7 +60,7 @@ def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     if data["include_superseded"]:
         filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
     hits = _guarded(retrieve_hits, tenant=key.tenant, query=data["query"], top_k=data["top_k"], filters=filters,
-                    specific=data["specific"])  # fmt: skip
+                    specific=data["specific"], rerank=data["rerank"])  # fmt: skip
     return {"query": data["query"], "hits": HitSerializer(hits, many=True).data}
 
 

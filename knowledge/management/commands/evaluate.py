@@ -13,7 +13,7 @@ from knowledge import ids
 from knowledge.retrieval import retrieve, retrieve_single_leg
 from tenants.models import Tenant
 
-METHODS = ("dense", "lexical", "hybrid", "hybrid+specific")
+METHODS = ("dense", "lexical", "hybrid", "hybrid+specific", "hybrid+rerank")
 
 
 def _hit_keys(hits: list[Any]) -> list[tuple[str, str]]:
@@ -29,7 +29,8 @@ def _hit_keys(hits: list[Any]) -> list[tuple[str, str]]:
 def _run(method: str, tenant: Tenant, question: str) -> list[Any]:
     if method in ("dense", "lexical"):
         return retrieve_single_leg(tenant=tenant, query=question, top_k=10, leg=method)
-    return retrieve(tenant=tenant, query=question, top_k=10, specific=method == "hybrid+specific")
+    return retrieve(tenant=tenant, query=question, top_k=10, specific=method == "hybrid+specific",
+                    rerank=method == "hybrid+rerank")  # fmt: skip
 
 
 def _percentile(values: list[float], q: float) -> float:
