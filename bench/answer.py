@@ -116,7 +116,7 @@ def main() -> None:
                                "ragsite/gunicorn_conf.py", "--access-logfile", "/dev/null"], **quiet)  # fmt: skip
     served, api = [], []
     try:
-        wait_for(lambda: (read_state() or None) is not None and read_state().state == READY, "the model server")
+        wait_for(lambda: getattr(read_state(), "state", None) == READY, "the model server")
         state = read_state()
         import openai
 

@@ -77,12 +77,6 @@ def measure(wheel: Path, model: str, runs: int) -> dict[str, object]:
     return result
 
 
-def cpu_flags() -> str:
-    flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-    wanted = [f for f in flags.split() if f.startswith(("avx512", "amx")) or f in ("avx2", "fma", "f16c")]
-    return " ".join(sorted(wanted))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("wheels", nargs="*", help="wheels, or directories holding one")
@@ -94,6 +88,7 @@ def main() -> None:
 
     setup()
     from inference.packaged import packaged_llm_path
+    from inference.runtime import cpu_flags
 
     model = args.model or str(packaged_llm_path())
     portable = subprocess.run(["bash", "-c", "source scripts/_llama.sh; llama_wheel_dir"], cwd=ROOT,
@@ -102,7 +97,10 @@ def main() -> None:
     for given in [portable, *args.wheels]:
         path = Path(given)
         wheels += sorted(path.glob("llama_cpp_python-*.whl")) if path.is_dir() else [path]
-    print(f"model {Path(model).name}, {os.cpu_count()} threads; CPU advertises: {cpu_flags()}")
+    print(
+        f"model {Path(model).name}, {os.cpu_count()} threads; CPU advertises: "
+        f"{' '.join(sorted(f for f in cpu_flags() if f.startswith(('avx512', 'amx', 'avx2', 'fma', 'f16c'))))}"
+    )
     results = [(wheel, measure(wheel, model, args.runs)) for wheel in wheels]
     base = results[0][1]
     for wheel, result in results:

@@ -45,6 +45,9 @@ FAMILY_FORMATS = {
     "mistral": "mistral-instruct",
     "phi": "chatml",
 }
+# Formats whose template silently drops the system turn (llama.cpp's "gemma"): the rules are folded into the
+# first user turn instead, or the model would answer without them.
+SYSTEMLESS_FORMATS = {"gemma"}
 
 # A model that starts writing the next "Question:" (or another excerpt) has finished its answer.
 STOP = ["\nQuestion:", "\nExcerpts:"]
@@ -186,6 +189,7 @@ class ChatModel:
     n_ctx: int
     api_key: str = ""
     llama_cpp: bool = True  # the embedded llama.cpp server (its own sampling fields and JSON mode)
+    fold_system: bool = False  # its chat format drops the system turn (SYSTEMLESS_FORMATS)
     warmed: set[str] = field(default_factory=set)
     prefill_rate: float | None = None  # prompt tokens/s measured on real answers (moving average)
 
@@ -225,6 +229,9 @@ class ChatModel:
         import openai
 
         extra: dict[str, Any] = {"repeat_penalty": 1.1} if self.llama_cpp else {}
+        if self.fold_system and len(messages) > 1 and messages[0]["role"] == "system":
+            system, first, *rest = messages
+            messages = [{**first, "content": f"{system['content']}\n\n{first['content']}"}, *rest]
         kwargs: dict[str, Any] = {
             "model": self.request_model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
             "top_p": top_p, "stream": True, "stop": STOP if stop is None else (stop or None), "extra_body": extra,
@@ -354,8 +361,11 @@ class LLMGateway:
             self.failures += state.failures
         key = (state.url, str(state.pid), alias)
         if key not in self._models:
+            # A restarted server is a new URL and pid: the clients (and warm state) of earlier ones go.
+            self._models = {k: m for k, m in self._models.items() if k[0] == state.url and k[1] == str(state.pid)}
+            systemless = chat_format_for(state.models[alias]) in SYSTEMLESS_FORMATS
             self._models[key] = ChatModel(name=alias, url=state.url, request_model=alias, n_ctx=state.n_ctx,
-                                          api_key=state.api_key)  # fmt: skip
+                                          api_key=state.api_key, fold_system=systemless)  # fmt: skip
         return self._models[key]
 
     def loaded_model(self) -> ChatModel | None:

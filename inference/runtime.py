@@ -428,16 +428,29 @@ def runtime_self_test(model_path: str, timeout_s: float = 300) -> SelfTest:
     return SelfTest(False, detail, system_info)
 
 
+REMOTE_PROBE_TTL_S = 10.0  # the chat page and /healthz ask a remote engine at most this often
+_remote_probe: dict[str, tuple[float, bool]] = {}
+
+
+def _remote_reachable(url: str, api_key: str) -> bool:
+    """Whether RAG_LLM_URL answers GET /models (cached briefly: a page load never waits on it twice)."""
+    cached = _remote_probe.get(url)
+    if cached is not None and time.monotonic() - cached[0] < REMOTE_PROBE_TTL_S:
+        return cached[1]
+    request = urllib.request.Request(url.rstrip("/") + "/models", headers={"Authorization": f"Bearer {api_key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            reachable = response.status == 200
+    except (OSError, urllib.error.URLError):
+        reachable = False
+    _remote_probe[url] = (time.monotonic(), reachable)
+    return reachable
+
+
 def model_status() -> dict[str, Any]:
     """The chat model's state as the health endpoint and the chat page show it (no key, no paths)."""
     if settings.RAG_LLM_URL:
-        models_url = settings.RAG_LLM_URL.rstrip("/") + "/models"
-        request = urllib.request.Request(models_url, headers={"Authorization": f"Bearer {settings.RAG_LLM_API_KEY}"})
-        try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                reachable = response.status == 200
-        except (OSError, urllib.error.URLError):
-            reachable = False
+        reachable = _remote_reachable(settings.RAG_LLM_URL, settings.RAG_LLM_API_KEY)
         return {"state": READY if reachable else "unreachable", "model": settings.RAG_LLM_MODEL, "remote": True}
     state = read_state()
     if state is None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from inference.runtime import cpu_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(sys.prefix)
 AMX = re.compile(r"\b(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdpb\w+)\b")
@@ -31,18 +33,13 @@ def _llama(*commands: str, **env: str) -> str:
     return done.stdout.strip()
 
 
-def _cpu_flags() -> set[str]:
-    line = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    return set(line.split(":", 1)[1].split())
-
-
 def test_the_installed_llama_cpp_runs_no_amx_and_nothing_this_cpu_lacks():
     import llama_cpp
 
     assert (VENV / ".llama-build-key").read_text().strip() == _llama("llama_build_key")
     libraries = sorted((Path(llama_cpp.__file__).parent / "lib").glob("*.so"))
     assert any(lib.name == "libggml-cpu.so" for lib in libraries)
-    has_avx512 = {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"} <= _cpu_flags()
+    has_avx512 = {"avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"} <= cpu_flags()
     for library in libraries:
         code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)], capture_output=True,
                               text=True, check=True).stdout  # fmt: skip
