@@ -190,10 +190,9 @@ def _restore_postgresql(dump: Path, *, replace: bool) -> None:
              "--single-transaction", f"--dbname={settings.DATABASES['default']['NAME']}", str(dump)])  # fmt: skip
 
 
-def clear_embedded_store() -> None:
-    """Remove the embedded store's collections (derived data): the restore rebuilds them from SQL.
-
-    Refused while a process owns the store (the web server): its open shards would write over the rebuild."""
+def refuse_if_store_owned() -> None:
+    """Refused while a process owns the embedded store (the web server): its open shards would write over the
+    rebuild. Checked before the database is touched, so a refusal changes nothing."""
     root = Path(settings.RAG_QDRANT_PATH)
     for lock in root.glob("*.owner.lock") if root.is_dir() else []:
         fd = os.open(lock, os.O_RDWR)
@@ -205,6 +204,12 @@ def clear_embedded_store() -> None:
                               "(and workers) before restoring.") from None  # fmt: skip
         finally:
             os.close(fd)
+
+
+def clear_embedded_store() -> None:
+    """Remove the embedded store's collections (derived data): the restore rebuilds them from SQL."""
+    refuse_if_store_owned()
+    root = Path(settings.RAG_QDRANT_PATH)
     if root.is_dir():
         for child in root.iterdir():
             if child.is_dir():

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import CommandError, CommandParser
 
-from knowledge.backup import BackupError, clear_embedded_store, restore_files
+from knowledge.backup import BackupError, clear_embedded_store, refuse_if_store_owned, restore_files
 from knowledge.embedders import get_embedder
 from knowledge.management.commands._store import StoreCommand
 from knowledge.vectorstore import Scope, get_store, is_shared_server, reset_store
@@ -26,8 +26,11 @@ class Command(StoreCommand):
         try:
             reset_store()
             if not is_shared_server():
-                clear_embedded_store()
+                refuse_if_store_owned()
+            # The database first: a restore that fails (pg_restore is one transaction) leaves the store as it was.
             manifest = restore_files(Path(folder), replace=replace)
+            if not is_shared_server():
+                clear_embedded_store()
         except BackupError as exc:
             raise CommandError(str(exc)) from exc
         call_command("migrate", verbosity=0)  # a backup from an older release gets this release's schema
