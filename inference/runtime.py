@@ -145,7 +145,7 @@ def free_port() -> int:
 def served_models(default: str, failed: list[str]) -> dict[str, str]:
     """alias → path: the default first, then every other GGUF the product may ask this server for (not the
     models of the chain that already failed: they would crash or fail again when swapped in)."""
-    from inference.llm import configured_paths
+    from inference.llm import ModelLoadError, configured_paths, gguf_info
 
     candidates = [default, *configured_paths()]
     models_dir = Path(settings.RAG_MODELS_DIR)
@@ -161,6 +161,12 @@ def served_models(default: str, failed: list[str]) -> dict[str, str]:
     for path in candidates:
         if not path or path in models.values() or path in failed or not Path(path).is_file():
             continue
+        if path != default:
+            try:
+                gguf_info(path)  # a damaged file is not offered: loading it could take the server down
+            except ModelLoadError:
+                logger.warning("Not serving %s: it is not a readable GGUF", path)
+                continue
         alias = Path(path).name if Path(path).name not in models else path
         models[alias] = path
     return models
