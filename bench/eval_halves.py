@@ -2,13 +2,16 @@
 
     python bench/eval_halves.py /tmp/answers.jsonl [../shared/eval/questions.jsonl]
 
-Answer-side changes (focus, prompt rules, verifier) were tuned only on questions with an odd number
-(F01, F03, …, C01, …); the even-numbered ones are held out. Prints, for each half, the same answer
-metrics as answer_eval.py, so a change can be kept only when it wins on the held-out half too.
+Answer-side changes (focus, prompt rules, verifier, rerank) were tuned only on questions with an odd
+number (F01, F03, …, C01, …); the even-numbered ones are held out. Prints, for each half, the same
+answer metrics as answer_eval.py (its own phrase check, imported), so a change can be kept only when it
+wins on the held-out half too. `answered_wrong`: answerable, not refused, and without the expected
+phrase — a confident answer that is probably wrong.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -17,24 +20,35 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def harness(questions_path: Path):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("answer_eval", questions_path.parent / "answer_eval.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
 def main() -> None:
     results = [json.loads(line) for line in Path(sys.argv[1]).read_text().splitlines() if line.strip()]
     questions_path = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE.parent.parent / "shared/eval/questions.jsonl"
     questions = {q["id"]: q for q in map(json.loads, questions_path.read_text().splitlines()) if q}
-    print("| half | n ans | cite_rel | false_abst | n unans | abstain |")
-    print("|---|---|---|---|---|---|")
+    contains_phrase = harness(questions_path).contains_phrase
+    print("| half | n ans | cite_rel | ans_phrase | false_abst | answered_wrong | n unans | abstain |")
+    print("|---|---|---|---|---|---|---|---|")
     for half, parity in (("tuning (odd ids)", 1), ("held out (even ids)", 0), ("all", None)):
         rows = [r for r in results if parity is None or int(re.sub(r"\D", "", r["id"])) % 2 == parity]
         answerable = [r for r in rows if r["answerable"]]
         unanswerable = [r for r in rows if not r["answerable"]]
         cite_rel = sum(bool(set(r.get("citation_keys", [])) & set(questions[r["id"]]["relevant_docs"]))
                        for r in answerable)  # fmt: skip
+        phrase = [contains_phrase(r.get("answer", ""), questions[r["id"]]["answer"]) for r in answerable]
         false_abst = sum(bool(r.get("admits_missing")) for r in answerable)
+        wrong = sum(not r.get("admits_missing") and not p for r, p in zip(answerable, phrase, strict=True))
         abstain = sum(bool(r.get("admits_missing")) for r in unanswerable)
         share = lambda k, n: f"{k / n:.3f}" if n else "-"  # noqa: E731
+        n = len(answerable)
         print(
-            f"| {half} | {len(answerable)} | {share(cite_rel, len(answerable))} | "
-            f"{share(false_abst, len(answerable))} | {len(unanswerable)} | {share(abstain, len(unanswerable))} |"
+            f"| {half} | {n} | {share(cite_rel, n)} | {share(sum(phrase), n)} | {share(false_abst, n)} | "
+            f"{share(wrong, n)} | {len(unanswerable)} | {share(abstain, len(unanswerable))} |"
         )
 
 
