@@ -47,6 +47,7 @@ RESTATEMENT_SHARE = 0.2  # a sentence whose terms are at least 80% the question'
 LEXICAL_SUPPORT = 0.5  # share of a sentence's content terms an excerpt must contain
 DENSE_SUPPORT = 0.65  # or: cosine similarity to one of the excerpt's sentences
 CITATIONS_PER_CLAIM = 2  # an unmarked sentence supported by several documents cites the best two
+SHORT_QUOTE = 20  # a quoted unit shorter than this (a value cut from its lead-in) is shown with the unit before it
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n{2,}")  # an excerpt cut into sentences when no units were given
 
 
@@ -57,9 +58,14 @@ class Claim:
     supported: bool | None = None  # None: nothing to check
     # Per citation, the excerpt's sentence that supports the claim best, verbatim: {"n": 1, "text": "…"}.
     quotes: list[dict[str, object]] = field(default_factory=list)
+    relevant: bool | None = None  # the cross-encoder reads it as an answer to the question (None: not judged)
+    problem: str = ""  # why an excerpt that shares its words does not support it: "value", "polarity"
 
     def as_dict(self) -> dict[str, object]:
-        return {"text": self.text, "citations": self.citations, "supported": self.supported, "quotes": self.quotes}
+        return {
+            "text": self.text, "citations": self.citations, "supported": self.supported, "quotes": self.quotes,
+            "relevant": self.relevant, "problem": self.problem,
+        }  # fmt: skip
 
 
 @dataclass
@@ -93,9 +99,15 @@ NUMBER_VALUES = {
 NUMBER_WORD_RE = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNORECASE)
 
 
+NAME_RE = re.compile(r"\b[A-ZÁÉÍÓÚÑ][\w-]*[a-z][\w-]*\b")  # Debian, PostgreSQL, Jonathan (not CONSTANTS)
+LITERAL_RE = re.compile(r"\b(?:True|False|None|true|false|null)\b")  # a setting's value, as code writes it
+
+
 def specifics(sentence: str) -> list[str]:
-    """Tokens a sentence states that must be found verbatim: numbers (digits or words) and identifiers."""
+    """Tokens a sentence states that must be found verbatim: numbers (digits or words), identifiers and
+    literal values (`false`, `None`)."""
     found = [next(g for g in m.groups() if g) for m in SPECIFIC_RE.finditer(sentence)]
+    found += LITERAL_RE.findall(sentence)
     found += [m.group(0).rstrip(".,:") for m in NUMBER_RE.finditer(sentence)]
     found += [m.group(0).lower() for m in NUMBER_WORD_RE.finditer(sentence)]
     return [token for token in dict.fromkeys(found) if token]
@@ -166,11 +178,21 @@ def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) ->
 
     A number must stand near terms of the claim (two for a one-digit number, one otherwise), within a
     window of characters rather than a line, so that a value wrapped onto its own line still has its
-    sentence: a bare "1" somewhere in a long chunk does not support "he got 1 vote"."""
-    body = fold(evidence.text)
+    sentence: a bare "1" somewhere in a long chunk does not support "he got 1 vote". Only the sentences the
+    model read count (the whole chunk when none are given): a value elsewhere in the chunk is not the one the
+    claim's sentence states. A value (a number or a literal such as `false`) of a claim that names a setting
+    must belong to that setting: the nearest setting name before it in the excerpt is the claim's, or none
+    ("Request-Strictness is false" is not supported by "Always-Prompt … Default: false")."""
+    body = fold(" ".join(evidence.units) if evidence.units else evidence.text)
     context = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", sentence))[0])
+    owners = _setting_names(sentence)
     for token in specifics(sentence):
         if fold(token) in given:
+            continue
+        if LITERAL_RE.fullmatch(token):
+            positions = [m.start() for m in re.finditer(rf"\b{fold(token)}\b", body)]
+            if not positions or not _bound(body, positions, owners):
+                return False
             continue
         if not _is_number(token):
             if not _contains(body, token):
@@ -182,9 +204,32 @@ def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) ->
         if context:
             shared = min(len(context), 2 if len(token) == 1 else 1)
             windows = (body[max(0, at - NUMBER_WINDOW) : at + NUMBER_WINDOW] for at in positions)
-            if not any(len(context & set(query_vector(w)[0])) >= shared for w in windows):
+            near = [len(context & set(query_vector(w)[0])) >= shared for w in windows]
+            positions = [at for at, ok in zip(positions, near, strict=True) if ok]
+            if not positions:
                 return False
+        if not _bound(body, positions, owners):
+            return False
     return True
+
+
+SETTING_NAME_RE = re.compile(r"\b[a-z][a-z0-9]*(?:(?:::|_)[a-z0-9-]+)+\b")  # folded: max_cookie_size, a::b::c-d
+OWNER_WINDOW = 300  # characters before a value searched for the setting it belongs to
+
+
+def _setting_names(sentence: str) -> set[str]:
+    return {m.group(0) for m in SETTING_NAME_RE.finditer(fold(sentence))}
+
+
+def _bound(body: str, positions: list[int], owners: set[str]) -> bool:
+    """One of the value's positions has, as the nearest setting name before it, one the claim names (or none)."""
+    if not owners:
+        return True
+    for at in positions:
+        before = list(SETTING_NAME_RE.finditer(body[max(0, at - OWNER_WINDOW) : at]))
+        if not before or before[-1].group(0) in owners:
+            return True
+    return False
 
 
 STRONG_IDENTIFIER_RE = re.compile(r"[_:.\-/]|\d")  # names with structure: snake_case, a.b, A::B, --opt, RS256
@@ -245,14 +290,54 @@ def split_claims(answer: str) -> list[tuple[str, list[int]]]:
     return claims
 
 
+# Negation cues: a claim and the excerpt sentence it stands on must agree on them ("will lock out" is not
+# supported by "does not throttle"). Code spans are left out first (`not x` is code, not a denial).
+NEGATION_RE = re.compile(
+    r"\b(?:not|no|never|nothing|neither|nor|cannot|unable|nunca|ningun[oa]?|ningún|nada|tampoco|ni)\b|n't\b",
+    re.IGNORECASE,
+)
+CODE_SPAN_RE = re.compile(r"`[^`]*`")
+VERDICT_RE = re.compile(r"^\s*(?:yes|no|sí|si)\b", re.IGNORECASE)  # a yes/no answer: always a claim to check
+
+
+CLAUSE_RE = re.compile(r"[;:,]\s+|\s+(?:but|however|whereas|pero|sino|aunque)\s+", re.IGNORECASE)
+
+
+def negated(sentence: str) -> bool:
+    return bool(NEGATION_RE.search(CODE_SPAN_RE.sub(" ", sentence)))
+
+
+def agrees(claim: str, quote: str) -> bool:
+    """The claim and its excerpt sentence say the same thing is or is not so: the whole sentence agrees on
+    negation, or one of its clauses does and carries most of the claim's terms ("returns are accepted within
+    thirty days" stands on "may return within thirty days; after that, returns are not accepted")."""
+    if negated(claim) == negated(quote):
+        return True
+    terms = set(query_vector(claim)[0])
+    for clause in CLAUSE_RE.split(quote):
+        shared = terms & set(query_vector(clause)[0])
+        if negated(clause) == negated(claim) and len(shared) >= max(1, len(terms) // 2):
+            return True
+    return False
+
+
+# The cross-encoder's logit for (question, claim) below which a claim does not answer the question: an
+# off-topic sentence, however true (docs/evaluation.md: how it was chosen on the tuning half only).
+CLAIM_RELEVANCE_MIN = -4.0
+
+
 class Verifier:
     def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
-                 embed: Callable[[list[str]], np.ndarray] | None = None) -> None:  # fmt: skip
+                 embed: Callable[[list[str]], np.ndarray] | None = None,
+                 cross: Callable[[str, list[str]], np.ndarray] | None = None) -> None:  # fmt: skip
         self.evidence = evidence
+        self.question = question
         self.given = {fold(token) for token in specifics(question)}  # what the question named is not a claim
         self.question_terms = set(query_vector(question)[0])
         self.embed = embed
-        self._terms = [set(document_vector(e.text)[0]) for e in evidence]
+        self.cross = cross
+        # The sentences the model read (the whole chunk when none were given) are what a claim may stand on.
+        self._terms = [set(document_vector(" ".join(e.units) if e.units else e.text)[0]) for e in evidence]
         self._unit_vectors: list[np.ndarray | None] = [None] * len(evidence)
 
     def _dense(self, sentence_vector: np.ndarray, n: int) -> float:
@@ -262,12 +347,14 @@ class Verifier:
             self._unit_vectors[n] = self.embed(list(self.evidence[n].units))
         return float(np.max(self._unit_vectors[n] @ sentence_vector))
 
-    def support(self, sentence: str, sentence_vector: np.ndarray | None) -> list[float]:
-        """Per excerpt, how well it supports the sentence (0 when it lacks a specific the sentence states)."""
+    def support(self, sentence: str, sentence_vector: np.ndarray | None, *, values: bool = True) -> list[float]:
+        """Per excerpt, how well it supports the sentence (0 when it lacks a specific the sentence states;
+        `values=False`: the words alone, to tell a wrong value from an unrelated sentence)."""
         terms = set(query_vector(sentence)[0])
+        anchors = self._anchors(sentence)
         scores = []
         for n, evidence in enumerate(self.evidence):
-            if not _states_specifics(sentence, evidence, self.given):
+            if values and (not _states_specifics(sentence, evidence, self.given) or not anchors <= self._terms[n]):
                 scores.append(0.0)
                 continue
             lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
@@ -275,15 +362,26 @@ class Verifier:
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
 
+    def _anchors(self, sentence: str) -> set[str]:
+        """The names (capitalised words past the first) the claim repeats from the question: what the question
+        is about ("… opens a connection to a PostgreSQL database") must be in the excerpt that supports it."""
+        words = NAME_RE.findall(sentence)[1:] if sentence[:1].isupper() else NAME_RE.findall(sentence)
+        names = {term for word in words for term in query_vector(word)[0]}
+        return names & self.question_terms
+
     def addresses_question(self, claim: Claim, first: bool) -> bool:
-        """The answer's first sentence, or one that shares a content term with the question (not an echo of
-        unrelated excerpt text)."""
+        """The cross-encoder reads the claim as an answer to the question; without it, the answer's first
+        sentence, or one that shares a content term with the question (not an echo of unrelated excerpt text)."""
+        if claim.relevant is not None:
+            return claim.relevant
         return first or bool(set(query_vector(claim.text)[0]) & self.question_terms)
 
     def _checkable(self, sentence: str, alone: bool = False) -> bool:
         """A sentence with content of its own: two terms or more (one, when it names a specific or is the whole
         answer), not all of them the question's own words."""
         terms = set(query_vector(sentence)[0])
+        if VERDICT_RE.match(sentence) and terms:
+            return True  # "Yes, it will …" restates the question, but its verdict is a claim
         if len(terms) < 2 and not (terms and (alone or specifics(sentence))):
             return False
         new = terms - self.question_terms
@@ -318,30 +416,57 @@ class Verifier:
             if not kept:
                 kept = self._best_supporting(scores)
             quotes: list[dict[str, object]] = [{"n": n, "text": self.quote(text, vector, n - 1)} for n in kept]
-            claims.append(Claim(text=text, citations=kept, supported=bool(kept), quotes=quotes))
+            agreeing = [q for q in quotes if agrees(text, str(q["text"]))]
+            problem = "polarity" if len(agreeing) < len(quotes) and not agreeing else ""
+            if not quotes and max(self.support(text, vector, values=False), default=0.0) >= 1.0:
+                problem = "value"  # its words are in an excerpt, a number or name it states is not
+            kept = [int(q["n"]) for q in agreeing]  # type: ignore[call-overload]
+            claims.append(Claim(text=text, citations=kept, supported=bool(kept), quotes=agreeing, problem=problem))
+        self._judge_relevance(claims)
         return claims
 
+    def _judge_relevance(self, claims: list[Claim]) -> None:
+        """With the cross-encoder: does each checked claim answer the question? One batch for the answer."""
+        judged = [c for c in claims if c.supported is not None]
+        if self.cross is None or not self.question or not judged:
+            return
+        logits = self.cross(self.question, [c.text for c in judged])
+        for claim, logit in zip(judged, logits, strict=True):
+            claim.relevant = bool(logit >= CLAIM_RELEVANCE_MIN)
+
     def quote(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> str:
-        """The sentence of excerpt n (among those the model read) closest to the claim, verbatim: what a reader
-        checks the claim against. By embedding similarity when there is one, else by shared terms."""
+        """The sentence of excerpt n (among those the model read) that the claim stands on, verbatim: what a
+        reader checks the claim against. The one stating most of the values the claim adds (numbers, names not
+        in the question), then the closest by embedding similarity when there is one, else by shared terms."""
         evidence = self.evidence[n]
         units = [u for u in evidence.units if u.strip()] or [u for u in SENTENCE_RE.split(evidence.text) if u.strip()]
         if not units:
             return ""
+        values = [t for t in specifics(sentence) if fold(t) not in self.given]
+        stated = np.array([sum(_contains(fold(u), t) for t in values) for u in units], dtype=float)
+        terms = set(query_vector(sentence)[0])
+        closeness = np.array([len(terms & set(query_vector(u)[0])) / (len(terms) or 1) for u in units])
         if sentence_vector is not None and self.embed is not None and list(units) == list(evidence.units):
             self._dense(sentence_vector, n)  # computes this excerpt's sentence vectors once
             vectors = self._unit_vectors[n]
             if vectors is not None and len(vectors) == len(units):
-                return " ".join(units[int(np.argmax(vectors @ sentence_vector))].split())
-        terms = set(query_vector(sentence)[0])
-        best = max(units, key=lambda unit: len(terms & set(query_vector(unit)[0])))
-        return " ".join(best.split())
+                closeness = vectors @ sentence_vector
+        best = int(np.argmax(stated * 10 + closeness))
+        if len(units[best]) < SHORT_QUOTE and best > 0:  # "1000." cut from "Default: 1000.": give it its lead-in
+            return " ".join(f"{units[best - 1]} {units[best]}".split())
+        return " ".join(units[best].split())
 
 
-def render(claims: Sequence[Claim]) -> str:
-    """The answer text again, each sentence followed by its verified markers."""
+def render(claims: Sequence[Claim], *, evidence: bool = False) -> str:
+    """The answer text again, each sentence followed by its verified markers.
+
+    With `evidence`, the sentences no excerpt supports are left out (they stay in `claims`, marked) and under
+    each claim, on its own line, stands the excerpt sentence it rests on, verbatim: `> [n] “…”` (each excerpt
+    sentence once), so a reader of the plain text can check every claim at a glance."""
     out = []
-    for claim in claims:
+    shown: set[str] = set()
+    kept = [c for c in claims if c.supported is not False] if evidence else list(claims)
+    for claim in kept:
         markers = "".join(f"[{n}]" for n in claim.citations)
         text = claim.text
         if markers and text[-1:] in ".!?:;":
@@ -349,7 +474,12 @@ def render(claims: Sequence[Claim]) -> str:
         elif markers:
             text = f"{text} {markers}"
         out.append(text)
-    return "\n".join(out) if any(c.text.lstrip().startswith(("-", "*", "•")) for c in claims) else " ".join(out)
+        for quote in claim.quotes if evidence else []:
+            if quote["text"] and quote["text"] not in shown:
+                shown.add(str(quote["text"]))
+                out.append(f"> [{quote['n']}] “{quote['text']}”")
+    lists = any(c.text.lstrip().startswith(("-", "*", "•")) for c in kept)
+    return "\n".join(out) if lists or shown else " ".join(out)
 
 
 # --- "the excerpts do not say" -----------------------------------------------------------

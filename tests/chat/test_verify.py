@@ -146,3 +146,82 @@ def test_a_sentence_two_excerpts_of_one_document_support_cites_another_document_
     claim = Verifier(evidence, embed=get_embedder().embed).check("Timestamps without an offset are in UTC.")[0]
     assert claim.supported and len(claim.citations) == 2
     assert sorted(texts[n - 1][1] for n in claim.citations) == ["http.rst", "timed.py"]
+
+
+UPLOADS = (
+    "DATA_UPLOAD_MAX_NUMBER_FIELDS. Default: 1000. The maximum number of parameters that may be received via GET or "
+    "POST before a SuspiciousOperation (TooManyFields) is raised. You can set this to None to disable the check. "
+    "FILE_UPLOAD_PERMISSIONS. Default: 0o644. The numeric mode to set newly uploaded files to."
+)
+LOGINS = (
+    "Django's authentication system does not throttle login attempts. It provides no protection against brute "
+    "force attacks. Use a third-party package or a web server module for throttling."
+)
+
+
+def _cross_check(question: str, answer: str):  # type: ignore[no-untyped-def]
+    from knowledge.rerank import get_reranker
+
+    evidence = [EvidenceText(t, [u.text for u in split_units(t, code=False)]) for t in (UPLOADS, LOGINS)]
+    verifier = Verifier(evidence, question=question, embed=get_embedder().embed, cross=get_reranker().score)
+    return verifier.check(answer)
+
+
+def test_a_value_the_cited_sentence_does_not_state_is_marked_even_when_the_chunk_has_it_elsewhere():
+    question = "What is the default value of DATA_UPLOAD_MAX_NUMBER_FIELDS?"
+    wrong = _cross_check(question, "The default value of DATA_UPLOAD_MAX_NUMBER_FIELDS is 100 [1].")[0]
+    assert (wrong.supported, wrong.problem, wrong.citations) == (False, "value", [])
+    right = _cross_check(question, "The default value of DATA_UPLOAD_MAX_NUMBER_FIELDS is 1000 [1].")[0]
+    assert right.supported and right.relevant and right.quotes == [{"n": 1, "text": "Default: 1000."}]
+    # 644 is in the excerpt, but as another setting's mode: the number must stand with the claim's own words.
+    assert _cross_check(question, "DATA_UPLOAD_MAX_NUMBER_FIELDS defaults to 644 fields.")[0].supported is False
+
+
+def test_a_yes_that_its_excerpt_denies_is_not_supported():
+    question = "Will Django lock out someone who keeps typing wrong passwords?"
+    yes = _cross_check(question, "Yes, Django's authentication system throttles login attempts [2].")[0]
+    assert yes.supported is False and yes.citations == [] and yes.problem == "polarity"
+    no = _cross_check(question, "No, Django's authentication system does not throttle login attempts [2].")[0]
+    assert no.supported and no.citations == [2] and no.relevant
+
+
+def test_a_true_sentence_that_does_not_answer_the_question_is_marked_off_topic():
+    question = "What is the default value of DATA_UPLOAD_MAX_NUMBER_FIELDS?"
+    aside = _cross_check(question, "Use a third-party package or a web server module for throttling.")[0]
+    assert aside.supported and aside.citations == [2]  # true: its excerpt says so
+    assert aside.relevant is False  # but it is no answer to this question
+
+
+def test_the_answer_text_shows_each_claims_evidence_and_leaves_out_what_nothing_supports():
+    question = "Will Django lock out someone who keeps typing wrong passwords?"
+    claims = _cross_check(question, "No, Django does not throttle login attempts [2]. It bans the IP for 24 hours.")
+    assert [c.supported for c in claims] == [True, False]
+    assert render(claims, evidence=True) == (
+        "No, Django does not throttle login attempts [2].\n"
+        "> [2] “Django's authentication system does not throttle login attempts.”"
+    )
+
+
+SETTINGS_PAGE = (
+    "CSRF_COOKIE_AGE. Default: 31449600 (approximately 1 year, in seconds). The age of CSRF cookies, in seconds. "
+    "CSRF_COOKIE_HTTPONLY. Default: False. Whether to use HttpOnly flag on the CSRF cookie."
+)
+
+
+def test_a_value_must_belong_to_the_setting_the_claim_names_not_to_its_neighbour():
+    assert _check(SETTINGS_PAGE, "CSRF_COOKIE_HTTPONLY defaults to False.")[0].supported
+    assert _check(SETTINGS_PAGE, "CSRF_COOKIE_AGE defaults to 31449600 seconds.")[0].supported
+    assert _check(SETTINGS_PAGE, "CSRF_COOKIE_AGE defaults to False.")[0].supported is False
+    assert _check(SETTINGS_PAGE, "CSRF_COOKIE_HTTPONLY defaults to 31449600 seconds.")[0].supported is False
+
+
+SOCKETS = "socket_connect(Socket, Address) connects a socket to the given address. socket_close/1 closes it."
+
+
+def test_a_claim_about_a_name_the_question_asks_about_needs_that_name_in_its_excerpt():
+    """The excerpt documents a socket predicate, not a PostgreSQL client: "opens a PostgreSQL connection" is not
+    supported by it, however well its other words match."""
+    question = "Which GNU Prolog predicate opens a connection to a PostgreSQL database?"
+    claim = "The predicate that connects to a PostgreSQL database is `socket_connect`."
+    assert _check(SOCKETS, claim, question)[0].supported is False
+    assert _check(SOCKETS, "The predicate `socket_connect` connects a socket to an address.", question)[0].supported
