@@ -7,12 +7,18 @@ same budget also puts the answer in front of the model more often than whole top
 on the public evaluation's tuning half the expected phrase reached the prompt for more questions
 (docs/evaluation.md has the figures).
 
-A unit's relevance is its lexical overlap with the question (question terms weighted by their
+A unit's first relevance is its lexical overlap with the question (question terms weighted by their
 rarity among the candidate units) plus its embedding similarity to the question (a prior for the
-chunk's retrieval rank was measured and did not help). Units are taken best first, each with the
-unit after it for context, until the character budget is spent; chunks keep their retrieval order and "…" marks
+chunk's retrieval rank was measured and did not help). Units are taken best first, each with the unit
+after it for context, until the character budget is spent; chunks keep their retrieval order and "…" marks
 text left out. A chunk none of whose units was chosen is left out of the prompt. The full chunk
 stays the citation target: focusing only chooses what the model reads.
+
+The cross-encoder reads the chosen units (each with the unit after it, as the model reads it): its best
+logit is the evidence's strength, which decides weak-evidence refusals. With `choose_with_cross` it also
+chooses: the best CROSS_CANDIDATES units by the cheap score are read by it and the two orders are fused by
+Reciprocal Rank Fusion. Measured, that did not put the answer in front of the model more often
+(docs/evaluation.md), so the product only measures with it by default (RAG_ANSWER_CROSS_FOCUS).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ SENTENCE_END_RE = re.compile(
 )
 GAP = " … "
 MAX_UNIT_CHARS = 360
+CROSS_CANDIDATES = 48  # units the cross-encoder reads (≈8 ms each on 2 threads): the cheap score's best
+RRF_K = 10  # small: the first few places of either order matter most
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,11 @@ class FocusedExcerpt:
     position: int  # index of the chunk in the list given
     text: str
     units: list[str]  # the units kept, in order (the verifier checks claims against them)
+    strength: float | None = None  # the cross-encoder's best logit for a kept unit (None: not read by it)
+    best: str = ""  # that unit, verbatim
+
+
+CrossScore = Callable[[str, list[str]], np.ndarray]  # (question, passages) -> one logit per passage
 
 
 def split_units(text: str, *, code: bool) -> list[FocusUnit]:
@@ -83,13 +96,20 @@ def focus_excerpts(
     *,
     budget_chars: int,
     embed: Callable[[list[str]], np.ndarray] | None = None,
+    cross: CrossScore | None = None,
+    choose_with_cross: bool = True,
 ) -> list[FocusedExcerpt]:
-    """The chunks that have a unit among the best for the question, each cut to its chosen units, in rank order."""
+    """The chunks that have a unit among the best for the question, each cut to its chosen units, in rank order.
+
+    With `cross` and `choose_with_cross` off, the cross-encoder only measures the chosen units' strength."""
     per_chunk = [split_units(text, code=code) for text, code in texts]
     flat = [(c, u) for c, units in enumerate(per_chunk) for u in units]
     if not flat:
         return []
     scores = relevance(question, [u.text for _, u in flat], embed)
+    logits: dict[int, float] = {}
+    if cross is not None and choose_with_cross:
+        scores, logits = _fused_with_cross(question, scores, flat, per_chunk, cross)
     keep: list[set[int]] = [set() for _ in texts]
     used = 0
     for position in np.argsort(-scores, kind="stable"):
@@ -103,6 +123,9 @@ def focus_excerpts(
             used += size
         if used >= budget_chars:
             break
+    if cross is not None and not choose_with_cross:
+        chosen = [p for p, (c, unit) in enumerate(flat) if unit.index in keep[c]]
+        logits = dict(zip(chosen, map(float, cross(question, _windows(chosen, flat, per_chunk))), strict=True))
     focused = []
     for c, units in enumerate(per_chunk):
         if not keep[c]:
@@ -116,5 +139,36 @@ def focus_excerpts(
             pieces.append(units[index].text)
         if kept[-1] < len(units) - 1:
             pieces.append(" …")
-        focused.append(FocusedExcerpt(position=c, text="".join(pieces).strip(), units=[units[i].text for i in kept]))
+        read = [(logits[p], u.text) for p, (o, u) in enumerate(flat) if o == c and u.index in kept and p in logits]
+        strength, best = max(read) if read else (None, "")
+        focused.append(FocusedExcerpt(position=c, text="".join(pieces).strip(), units=[units[i].text for i in kept],
+                                      strength=strength, best=best))  # fmt: skip
     return focused
+
+
+def _fused_with_cross(
+    question: str, scores: np.ndarray, flat: list[tuple[int, FocusUnit]], per_chunk: list[list[FocusUnit]],
+    cross: CrossScore,
+) -> tuple[np.ndarray, dict[int, float]]:  # fmt: skip
+    """RRF of the cheap order and the cross-encoder's over the cheap score's best units; the rest keep their
+    cheap order after them. Returns the fused scores and the logit of each unit the cross-encoder read."""
+    candidates = [int(p) for p in np.argsort(-scores, kind="stable")[:CROSS_CANDIDATES]]
+    read = cross(question, _windows(candidates, flat, per_chunk))
+    logits = {p: float(v) for p, v in zip(candidates, read, strict=True)}
+    by_cross = sorted(candidates, key=lambda p: -logits[p])
+    fused = scores - float(np.max(scores)) - 1.0  # below every candidate, in their cheap order
+    for rank, p in enumerate(candidates):
+        fused[p] = 1.0 / (RRF_K + rank + 1)
+    for rank, p in enumerate(by_cross):
+        fused[p] += 1.0 / (RRF_K + rank + 1)
+    return fused, logits
+
+
+def _windows(positions: list[int], flat: list[tuple[int, FocusUnit]], per_chunk: list[list[FocusUnit]]) -> list[str]:
+    """Each unit with the one after it, as the model reads it: what the cross-encoder scores."""
+    windows = []
+    for p in positions:
+        c, unit = flat[p]
+        following = per_chunk[c][unit.index + 1].text if unit.index + 1 < len(per_chunk[c]) else ""
+        windows.append(f"{unit.text} {following}".strip())
+    return windows

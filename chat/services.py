@@ -78,6 +78,13 @@ class Sources:
     excerpts: list[RetrievedChunk]  # what the model reads, [n] = excerpts[n - 1]
     focused: list[FocusedExcerpt] = field(default_factory=list)  # the part of each excerpt it reads
     missing: list[str] = field(default_factory=list)  # identifiers the question names that no excerpt contains
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def strength(self) -> float | None:
+        """The cross-encoder's best logit for a sentence the model reads: how well the evidence answers at best."""
+        read = [f.strength for f in self.focused if f.strength is not None]
+        return max(read) if read else None
 
 
 @dataclass
@@ -145,13 +152,27 @@ def context_budget(prefill_rate: float | None) -> int:
     return max(MIN_CONTEXT_CHARS, min(budget, affordable))
 
 
-def prepare(*, tenant: Tenant, question: str, options: AnswerSettings, budget_chars: int | None = None) -> Sources:
-    """Retrieve; then, for an identifier the question names that no hit contains, search for it alone.
+def _cross(question: str, passages: list[str]):  # type: ignore[no-untyped-def]
+    from knowledge.rerank import get_reranker
+
+    return get_reranker().score(question, passages)
+
+
+def prepare(
+    *, tenant: Tenant, question: str, options: AnswerSettings, budget_chars: int | None = None,
+    rerank: bool | None = None, cross_focus: bool | None = None,
+) -> Sources:  # fmt: skip
+    """Retrieve (the cross-encoder reranking the hybrid's first candidates); then, for an identifier the question
+    names that no hit contains, search for it alone; then focus, the cross-encoder choosing sentences too.
 
     Weak hits stay in: whether they answer is for the model and the verifier to say, not a similarity
     threshold. A named identifier (a setting, option, qualified name) that no hit contains even after its
     own search is recorded in `missing`: the knowledge base does not document it."""
-    hits = retrieve(tenant=tenant, query=question, top_k=options.top_k, filters=options.filters)
+    rerank = settings.RAG_ANSWER_RERANK if rerank is None else rerank
+    cross_focus = settings.RAG_ANSWER_CROSS_FOCUS if cross_focus is None else cross_focus
+    started = time.perf_counter()
+    hits = retrieve(tenant=tenant, query=question, top_k=options.top_k, filters=options.filters, rerank=rerank)
+    timings = {"retrieve_ms": (time.perf_counter() - started) * 1000}
     candidates = hits[: settings.RAG_ANSWER_EXCERPTS]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
     for name in missing[:MAX_REPAIR_SEARCHES]:
@@ -160,13 +181,17 @@ def prepare(*, tenant: Tenant, question: str, options: AnswerSettings, budget_ch
         new = [hit for hit in found if hit.chunk.chunk_id not in known]
         candidates += [hit for hit in new if not missing_identifiers(name, [hit.chunk.text])]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
+    focus_started = time.perf_counter()
     focused = focus_excerpts(
         question, [(hit.chunk.text, hit.chunk.mode == "code") for hit in candidates],
         budget_chars=budget_chars or settings.RAG_ANSWER_CONTEXT_CHARS, embed=_embed,
+        cross=_cross, choose_with_cross=cross_focus,
     )  # fmt: skip
+    timings["focus_ms"] = (time.perf_counter() - focus_started) * 1000
     shown = {hit.chunk.chunk_id for hit in hits}
     hits = hits + [hit for hit in candidates if hit.chunk.chunk_id not in shown]  # what the repair search added
-    return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing)
+    return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing,
+                   timings=timings)  # fmt: skip
 
 
 def focused_prompt(
@@ -194,22 +219,40 @@ def verified(
 ) -> tuple[str, str, list, list, str]:
     """(status, answer text, citations, claims, reason) for a generated draft.
 
-    The answer stands when a sentence of it that addresses the question (its first claim, or one sharing
-    a content term with the question) is supported by an excerpt; otherwise it is a plain refusal, whether
-    the model said so itself, wrote what the excerpts do not support, or only repeated excerpt text."""
+    The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
+    its first claim or one sharing a content term with the question) and is supported by an excerpt, values
+    and polarity included. Otherwise it is a refusal. (Quoting the excerpt sentence the cross-encoder ranks best
+    instead was measured against refusing: none of 30 such quotes held the answer; docs/evaluation.md.)"""
     language = language_of(question)
-    verifier = Verifier(evidence, question=question, embed=_embed)
+    verifier = Verifier(evidence, question=question, embed=_embed, cross=_cross if _cross_available() else None)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
     if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
-        reason = ("The model said the excerpts do not contain the answer." if says_not_found(draft)
-                  else "No sentence of the model's draft is supported by the excerpts.")  # fmt: skip
+        reason = (
+            "The model said the excerpts do not contain the answer." if says_not_found(draft)
+            else "No sentence of the model's draft that answers the question is supported by the excerpts."
+        )  # fmt: skip
         return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims], reason
     used = sorted({n for c in claims for n in c.citations})
     cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
-    status = "partial" if any(c.supported is False for c in claims) else "answered"
-    return status, render(claims), citations, [c.as_dict() for c in claims], ""
+    status = "partial" if any(c.supported is False or c.relevant is False for c in checked) else "answered"
+    text = render(claims, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
+    return status, text, citations, [c.as_dict() for c in claims], ""
+
+
+# Below this cross-encoder logit the best sentence the model would read is unrelated to the question (an
+# unrelated passage scores about -11, a near miss about -1): the question is refused without asking the model.
+# Set below the weakest evidence that a right answer of the tuning half stood on (-7.3; docs/evaluation.md).
+WEAK_EVIDENCE_LOGIT = -8.0
+
+
+def weak_evidence(sources: Sources) -> bool:
+    return sources.strength is not None and sources.strength < WEAK_EVIDENCE_LOGIT
+
+
+def _cross_available() -> bool:
+    return settings.RAG_ANSWER_CROSS_CHECK
 
 
 class AnswersBusy(Exception):
@@ -265,7 +308,7 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
     model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
     budget = context_budget(model.prefill_rate if model is not None else None)
     sources = prepare(tenant=tenant, question=question, options=options, budget_chars=budget)
-    timings = {"retrieve_ms": elapsed(), "context_chars": budget}
+    timings = {**sources.timings, "sources_ms": elapsed(), "context_chars": budget}
     yield sources
     if not sources.excerpts:
         text = NOTHING_RETRIEVED[language_of(question)]
@@ -277,6 +320,13 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
         yield text
         yield Answer(text, False, "", "not_found", [], sources.hits,
                      f"No document mentions {', '.join(sources.missing)}.", None, elapsed())  # fmt: skip
+        return
+    if weak_evidence(sources):
+        text = REFUSALS[language_of(question)]
+        yield text
+        yield Answer(text, False, "", "not_found", [], sources.hits,
+                     f"The best excerpt sentence does not answer the question (cross-encoder logit "
+                     f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).", None, elapsed(), timings=timings)  # fmt: skip
         return
     if model is None:
         text, citations = extractive_answer(sources.excerpts)
@@ -305,7 +355,9 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
             yield delta
     finally:
         tokens.close()  # the client went away: stop generating now
+    checked_at = elapsed()
     status, text, citations, claims, reason = verified(question, "".join(pieces), sources, evidence)
+    timings["verify_ms"] = elapsed() - checked_at
     reason = " ".join(part for part in (gateway.fallback_note(), reason) if part)
     yield Answer(text, True, model.name, status, citations, sources.hits, reason, ttft, elapsed(),
                  claims, {k: round(v, 1) for k, v in timings.items()})  # fmt: skip

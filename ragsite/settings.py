@@ -268,6 +268,15 @@ RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each
 # excerpt cut to its sentences or lines that bear on the question; prefill is most of the first-token wait).
+# The answer path's cross-encoder (docs/evaluation.md has the measurements behind both defaults, off: neither put
+# the answer in front of the model more often): rerank the hybrid's first 20 candidates before choosing
+# excerpts; choose the sentences the model reads with it (off: it only measures how well they answer).
+RAG_ANSWER_RERANK = env_bool("RAG_ANSWER_RERANK", default=False)
+RAG_ANSWER_CROSS_FOCUS = env_bool("RAG_ANSWER_CROSS_FOCUS", default=False)
+# The verifier asks the cross-encoder whether each claim answers the question (off: the older word rule).
+RAG_ANSWER_CROSS_CHECK = env_bool("RAG_ANSWER_CROSS_CHECK", default=True)
+# The answer text leaves out unsupported sentences and shows, under each claim, the excerpt sentence it rests on.
+RAG_ANSWER_EVIDENCE_LINES = env_bool("RAG_ANSWER_EVIDENCE_LINES", default=True)
 RAG_ANSWER_EXCERPTS = env_int("RAG_ANSWER_EXCERPTS", default=8, minimum=1)
 # Answers admitted at once per web process (the chat model writes one at a time; the others wait for it).
 # Past it an answer gets 503 + Retry-After at once, so web threads stay free for retrieval and the pages.

@@ -63,7 +63,9 @@
   }
 
   function showCitations(done) {
-    let status = done.status === "partial" ? "Cited excerpts (some sentences are not supported by them):" : "Cited excerpts:";
+    let status = {
+      partial: "Cited excerpts (some sentences are not supported by them, or do not answer the question):",
+    }[done.status] || "Cited excerpts:";
     if (!done.citations.length) {
       status = {
         no_evidence: "Nothing in the knowledge base matched this question.",
@@ -84,7 +86,8 @@
     }
   }
 
-  // The verified answer: one span a sentence; sentences no excerpt supports are marked as such.
+  // The verified answer: one span a sentence; sentences no excerpt supports, or that do not answer the question,
+  // are marked as such; under each claim, the excerpt sentence it stands on, verbatim, to check it at a glance.
   function showClaims(text, done) {
     if (!done.claims || !done.claims.length) {
       text.textContent = done.answer;
@@ -93,17 +96,24 @@
     text.replaceChildren();
     done.claims.forEach((claim, i) => {
       const span = document.createElement("span");
-      span.className = "claim" + (claim.supported === false ? " unsupported" : "");
-      if (claim.supported === false) span.title = "No retrieved excerpt supports this sentence.";
-      // The excerpt sentence each citation stands on, verbatim: hover to check a claim at a glance.
-      if (claim.quotes && claim.quotes.length) {
-        span.title = claim.quotes.map((q) => "[" + q.n + "] “" + q.text + "”").join("\n");
+      const offTopic = claim.relevant === false && claim.supported !== false;
+      span.className = "claim" + (claim.supported === false ? " unsupported" : "") + (offTopic ? " off-topic" : "");
+      if (claim.supported === false) {
+        span.title = { value: "An excerpt says something close, but not this value.", polarity: "The excerpt it resembles says the opposite." }[claim.problem] || "No retrieved excerpt supports this sentence.";
+      } else if (offTopic) {
+        span.title = "Supported, but it does not answer the question.";
       }
       const markers = claim.citations.map((n) => "[" + n + "]").join("");
       const end = markers && /[.!?:;]$/.test(claim.text) ? claim.text.slice(-1) : "";
       span.textContent = markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text;
       if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
       text.appendChild(span);
+      for (const quote of claim.quotes || []) {
+        const evidence = document.createElement("span");
+        evidence.className = "evidence";
+        evidence.textContent = "[" + quote.n + "] “" + quote.text + "”";
+        text.appendChild(evidence);
+      }
     });
   }
 

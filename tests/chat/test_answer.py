@@ -109,6 +109,21 @@ def test_a_question_the_documents_do_not_answer_is_refused_without_citations(han
     assert result.hits  # retrieval found something (two small documents always match a little)
     assert result.status == "not_found" and result.citations == []
     assert result.answer == "The documents available to me do not contain the answer to this question."
+    # The cross-encoder reads no sentence as an answer: refused before the model is asked, whatever it would say.
+    assert result.generated is False and "cross-encoder" in result.reason
+
+
+def test_every_claim_of_an_answer_shows_the_excerpt_sentence_it_stands_on(handbook, tenant_a):
+    result = services.answer_question(tenant=tenant_a, question="What do I need to make a warranty claim?",
+                                      options=services.AnswerSettings())  # fmt: skip
+    assert result.status in ("answered", "partial") and result.citations
+    supported = [claim for claim in result.claims if claim["supported"]]
+    assert supported and all(claim["quotes"] and claim["relevant"] for claim in supported)
+    # In the answer text too: each quote on its own line under its claim, verbatim.
+    for quote in (q for claim in supported for q in claim["quotes"]):
+        assert f"> [{quote['n']}] “{quote['text']}”" in result.answer
+    assert "Claims need the original receipt and the serial number." in result.answer
+    assert result.timings["focus_ms"] > 0 and result.timings["verify_ms"] > 0
 
 
 def test_a_spanish_question_is_refused_in_spanish(handbook, tenant_a):

@@ -57,6 +57,9 @@ def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transa
     assert answer.get_attribute("data-status") == "answered"
     assert re.search(r"\b(two|2)[ -]years?\b", answer.locator(".text").inner_text().lower())
     assert "[1]" in answer.locator(".claim").first.inner_text()  # the verified citation marker
+    # Under the claim, the excerpt sentence it stands on, verbatim: checked at a glance, without hovering.
+    evidence = answer.locator(".text .evidence").first
+    assert evidence.is_visible() and "two year warranty" in evidence.inner_text()
     sources = page.locator("#citations")
     assert "Cited excerpts:" in sources.inner_text()
     assert "two year warranty" in sources.inner_text()
