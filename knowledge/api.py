@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from knowledge import ids, services
 from knowledge.bootstrap import bootstrap
 from knowledge.models import Document, IngestJob, Source, Status, Tag
+from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
 from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
 from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
@@ -155,6 +156,7 @@ class SourceOutput(serializers.Serializer):
     name = serializers.CharField(source="label")
     path = serializers.CharField()
     default_mode = serializers.CharField()
+    ocr_languages = serializers.CharField()
     tags = serializers.SerializerMethodField()
     is_default = serializers.BooleanField()
     documents = serializers.SerializerMethodField()
@@ -179,6 +181,7 @@ class SourceListApi(TenantApiView):
         name = serializers.CharField(max_length=200)
         path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
         default_mode = serializers.ChoiceField(choices=MODES, default="auto")
+        ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, default="spa+eng")
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
 
     @extend_schema(responses={200: SourceOutput(many=True)})
@@ -197,8 +200,8 @@ class SourceListApi(TenantApiView):
                     source = services.folder_source_create(tenant=self.tenant, name=data["name"], path=data["path"])
                 else:
                     source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
-                source.default_mode = data["default_mode"]
-                source.save(update_fields=["default_mode"])
+                source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
+                source.save(update_fields=["default_mode", "ocr_languages"])
                 for tag in data.get("tags") or []:
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
         except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
@@ -215,6 +218,7 @@ class SourceDetailApi(TenantApiView):
     @extend_schema_serializer(component_name="SourceUpdateInput")
     class UpdateSerializer(serializers.Serializer):
         default_mode = serializers.ChoiceField(choices=MODES, required=False)
+        ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, required=False)
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
 
     @extend_schema(responses={200: SourceOutput})
@@ -227,9 +231,10 @@ class SourceDetailApi(TenantApiView):
         incoming = self.UpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        if "default_mode" in data:
-            source.default_mode = data["default_mode"]
-            source.save(update_fields=["default_mode"])
+        for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
+            if field in data:
+                setattr(source, field, data[field])
+                source.save(update_fields=[field])
         if "tags" in data:
             services.source_set_tags(tenant=self.tenant, source=source, tags=data["tags"])
         return Response(SourceOutput(source).data)

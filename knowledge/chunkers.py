@@ -38,6 +38,18 @@ class _Block:
     start: int
     end: int
     heading: str = ""
+    header: tuple[int, int] | None = None  # a table's header lines [start, end), repeated in every chunk of it
+
+
+TABLE_SEPARATOR_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def _table_header(lines: list[str], start: int, end: int) -> tuple[int, int] | None:
+    """The header row and its separator of the first Markdown table in lines [start, end), if any."""
+    for index in range(start, end - 1):
+        if lines[index].lstrip().startswith("|") and TABLE_SEPARATOR_RE.match(lines[index + 1]):
+            return index, index + 2
+    return None
 
 
 def _line_offsets(lines: list[str]) -> list[int]:
@@ -63,24 +75,29 @@ def _split_long_line(line: str) -> list[str]:
     return [*pieces, line]
 
 
-def _pack(lines: list[str], blocks: list[_Block], *, overlap: bool) -> list[ChunkDraft]:
-    """Pack consecutive blocks into chunks near TARGET_CHARS; split blocks above MAX_CHARS by lines."""
+def _pack(
+    lines: list[str], blocks: list[_Block], *, overlap: bool, hard: frozenset[int] = frozenset()
+) -> list[ChunkDraft]:
+    """Pack consecutive blocks into chunks near TARGET_CHARS; split blocks above MAX_CHARS by lines. A block
+    starting at a line of `hard` (a slide, a sheet) always starts a new chunk."""
     offsets = _line_offsets(lines)
     units: list[_Block] = []
     for block in blocks:
         if _block_len(lines, block.start, block.end) <= MAX_CHARS:
             units.append(block)
             continue
-        # Too big: fall back to lines, grouped up to the target.
+        # Too big: fall back to lines, grouped up to the target. A table is cut between rows, never inside one,
+        # and every part of it after the first repeats its header row (a row found alone says what it holds).
+        header = _table_header(lines, block.start, block.end)
         start = block.start
         size = 0
         for index in range(block.start, block.end):
             line_size = len(lines[index]) + 1
             if size and size + line_size > TARGET_CHARS:
-                units.append(_Block(start, index, block.heading))
-                start, size = index, 0
+                units.append(_Block(start, index, block.heading, header if header and start >= header[1] else None))
+                start, size = index, (_block_len(lines, *header) if header and index >= header[1] else 0)
             size += line_size
-        units.append(_Block(start, block.end, block.heading))
+        units.append(_Block(start, block.end, block.heading, header if header and start >= header[1] else None))
 
     drafts: list[ChunkDraft] = []
     current: list[_Block] = []
@@ -97,6 +114,9 @@ def _pack(lines: list[str], blocks: list[_Block], *, overlap: bool) -> list[Chun
             text_lines, end = text_lines[:-1], end - 1
         if text_lines:
             text = "\n".join(text_lines)
+            header = next((unit.header for unit in current if unit.header), None)
+            if header and start >= header[1]:
+                text = "\n".join(lines[header[0] : header[1]]) + "\n" + text
             if len(text) > MAX_CHARS and len(text_lines) == 1:
                 for piece in _split_long_line(text):
                     drafts.append(ChunkDraft(piece, start + 1, end, current[0].heading, offsets[start]))
@@ -107,6 +127,9 @@ def _pack(lines: list[str], blocks: list[_Block], *, overlap: bool) -> list[Chun
     size = 0
     for unit in units:
         unit_size = _block_len(lines, unit.start, unit.end)
+        if current and unit.start in hard:
+            flush()
+            size = 0
         same_section = not current or unit.heading == current[0].heading
         if current and (size + unit_size > TARGET_CHARS or (not same_section and size >= TARGET_CHARS // 3)):
             previous_end = current[-1].end
@@ -168,7 +191,9 @@ def _headings(lines: list[str], source_type: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def chunk_documental(text: str, *, source_type: str = "text") -> list[ChunkDraft]:
+def chunk_documental(text: str, *, source_type: str = "text", break_level: int = 0) -> list[ChunkDraft]:
+    """Chunks of whole paragraphs under their heading path; a heading of level <= break_level (a slide's title,
+    a sheet's name) always starts a new chunk."""
     lines = text.split("\n")
     blocks: list[_Block] = []
     heading_at = {index: (level, title) for index, level, title in _headings(lines, source_type)}
@@ -198,7 +223,8 @@ def chunk_documental(text: str, *, source_type: str = "text") -> list[ChunkDraft
             merged[-1] = _Block(merged[-1].start, block.end, block.heading)
         else:
             merged.append(block)
-    return _pack(lines, merged, overlap=True)
+    hard = frozenset(index for index, (level, _) in heading_at.items() if level <= break_level)
+    return _pack(lines, merged, overlap=True, hard=hard)
 
 
 # --- code ------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ PROSE_TYPES = {
     ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".txt": "text", ".text": "text",
     ".rst": "rst", ".rest": "rst", ".html": "html", ".htm": "html", ".xhtml": "html", ".pdf": "pdf",
     ".adoc": "text", ".org": "text", ".tex": "text", ".csv": "text", ".tsv": "text",
+    ".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp",
 }  # fmt: skip
 CODE_TYPES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
+from knowledge.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
+
 logger = logging.getLogger(__name__)
 
 MIN_PAGE_CHARS = 20  # a page with less text than this is taken as an image (scanned) page
@@ -31,7 +33,7 @@ class EmptyDocument(ExtractionError):
 
 
 class NeedsOCR(ExtractionError):
-    """A PDF without extractable text (scanned): it needs OCR, which this stack does not have."""
+    """A PDF without text on any page, even by OCR (Tesseract missing, or nothing it could read)."""
 
 
 @dataclass
@@ -55,9 +57,12 @@ def normalise_text(text: str) -> str:
     return re.sub(r"[ \t]+\n", "\n", text)
 
 
-def extract(data: bytes, *, key: str, source_type: str) -> Extracted:
+def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:  # type: ignore[no-untyped-def]
+    """`progress(done, total)` is called after each page OCR reads (a scanned PDF takes seconds a page)."""
     if source_type == "pdf":
-        return extract_pdf(data, key=key)
+        return extract_pdf(data, key=key, ocr_languages=ocr_languages, progress=progress)
+    if source_type in OFFICE_TYPES.values():
+        return extract_office_document(data, key=key, source_type=source_type)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -69,6 +74,23 @@ def extract(data: bytes, *, key: str, source_type: str) -> Extracted:
         return extract_html(text, key=key)
     text = normalise_text(text)
     return Extracted(text=text, title=_title_from_text(text, source_type) or _title_from_key(key))
+
+
+def extract_office_document(data: bytes, *, key: str, source_type: str) -> Extracted:
+    """Word, Excel, PowerPoint and OpenDocument files (knowledge/office.py), with the limits of uploaded zips."""
+    from knowledge.uploads import MAX_COMPRESSION_RATIO, max_unzipped_bytes
+
+    try:
+        check_container(data, max_unzipped=max_unzipped_bytes(), max_ratio=MAX_COMPRESSION_RATIO)
+        office = extract_office(data, source_type)
+    except OfficeError as exc:
+        raise ExtractionError(str(exc)) from exc
+    text = normalise_text(office.text)
+    if not text.strip():
+        raise EmptyDocument("The document has no text.")
+    pages = [Page(number=n, label=str(n), offset=offset) for n, offset in enumerate(office.page_offsets, 1)]
+    return Extracted(text=text, title=office.title or _title_from_text(text, "markdown") or _title_from_key(key),
+                     pages=pages)  # fmt: skip
 
 
 def _title_from_key(key: str) -> str:
@@ -123,12 +145,23 @@ class _HtmlText(HTMLParser):
         self._heading: int | None = None
         self._heading_text: list[str] = []
         self._pre = 0
+        self._tables: list[list[list[str]]] = []  # open tables (innermost last): rows of cell texts
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
             self._in_title = True
         if tag in _SKIP_TAGS:
             self._skip_depth += 1
+            return
+        if tag == "table":  # kept as a Markdown table: the chunker then never cuts a row and repeats the header
+            self._tables.append([])
+            return
+        if self._tables and tag in ("tr", "td", "th"):
+            rows = self._tables[-1]
+            if tag == "tr" or not rows:
+                rows.append([])
+            if tag != "tr":
+                rows[-1].append("")
             return
         if tag == "pre":
             self._pre += 1
@@ -146,6 +179,15 @@ class _HtmlText(HTMLParser):
         if tag in _SKIP_TAGS:
             self._skip_depth = max(0, self._skip_depth - 1)
             return
+        if tag == "table" and self._tables:
+            table = markdown_table(self._tables.pop())
+            if self._tables:  # a table inside a cell: its text joins the cell
+                self._cell(" ".join(table.split()))
+            else:
+                self.parts.append(f"\n\n{table}\n\n")
+            return
+        if self._tables and tag in ("tr", "td", "th"):
+            return
         if tag == "pre":
             self._pre = max(0, self._pre - 1)
         if re.fullmatch(r"h[1-6]", tag) and self._heading is not None:
@@ -155,10 +197,21 @@ class _HtmlText(HTMLParser):
         if tag in _BLOCK_TAGS:
             self.parts.append("\n\n")
 
+    def _cell(self, text: str) -> None:
+        rows = self._tables[-1]
+        if not rows:
+            rows.append([])
+        if not rows[-1]:
+            rows[-1].append("")
+        rows[-1][-1] += text
+
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
         if self._skip_depth:
+            return
+        if self._tables:
+            self._cell(re.sub(r"\s+", " ", data))
             return
         if not self._pre:
             data = re.sub(r"\s+", " ", data)
@@ -233,7 +286,29 @@ def _pdf_page_text(page: object, mode: str) -> str:
     return page.extract_text()  # type: ignore[attr-defined]
 
 
-def extract_pdf(data: bytes, *, key: str) -> Extracted:
+def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> None:  # type: ignore[no-untyped-def]
+    """Pages without a text layer (scans) get their text from OCR, in place; each page OCR cannot read is a
+    warning with its reason, never a silent empty chunk."""
+    from knowledge.ocr import OCRUnavailable, ocr_pdf_pages
+
+    scanned = [index + 1 for index, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
+    if not scanned:
+        return
+    try:
+        result = ocr_pdf_pages(data, scanned, languages=languages, progress=progress)
+    except OCRUnavailable as exc:
+        warnings.append(f"{len(scanned)} page(s) need OCR, which is not available: {exc}")
+        return
+    for number, text in result.texts.items():
+        texts[number - 1] = normalise_text(text).strip()
+    if result.texts:
+        warnings.append(f"{len(result.texts)} page(s) read by OCR ({languages}): "
+                        + ", ".join(str(n) for n in sorted(result.texts)[:20]))  # fmt: skip
+    for number, reason in sorted(result.failures.items()):
+        warnings.append(f"page {number}: {reason}")
+
+
+def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:  # type: ignore[no-untyped-def]
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
@@ -272,11 +347,13 @@ def extract_pdf(data: bytes, *, key: str) -> Extracted:
             text = ""
         texts.append(text.strip())
 
+    _ocr_image_pages(data, texts, warnings, languages=ocr_languages, progress=progress)
     if all(len(text) < MIN_PAGE_CHARS for text in texts):
-        raise NeedsOCR(f"The PDF has no extractable text on any of its {len(pages)} page(s): it needs OCR.")
+        detail = "; ".join(warnings[-3:])
+        raise NeedsOCR(f"The PDF has no text on any of its {len(pages)} page(s), not even by OCR ({detail}).")
     empty = [str(i + 1) for i, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
     if empty:
-        warnings.append(f"{len(empty)} page(s) without text (images?): {', '.join(empty[:20])}")
+        warnings.append(f"{len(empty)} page(s) without text: {', '.join(empty[:20])}")
     if relayout:
         warnings.append(f"{relayout} page(s) re-extracted in layout mode because words ran together")
     still_glued = sum(1 for text in texts if glued_ratio(text) > 0.15)

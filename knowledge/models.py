@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from knowledge import ids
+from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
 from tenants.models import TenantOwned
 
 
@@ -39,6 +41,10 @@ class Source(TenantOwned):
     path = models.CharField(max_length=1000, blank=True, help_text="Folder on the server, for folder sources.")
     ref = models.CharField(max_length=1000, blank=True, help_text="Locator, for external sources.")
     default_mode = models.CharField(max_length=20, default="auto")
+    ocr_languages = models.CharField(
+        max_length=60, default="spa+eng", help_text="Tesseract languages for scanned pages, joined by '+'.",
+        validators=[RegexValidator(OCR_LANGUAGES_RE, "Tesseract language codes joined by '+', such as spa+eng.")],
+    )  # fmt: skip
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
     is_default = models.BooleanField(default=False, help_text="Holds the tenant's loose uploads.")
     created_at = models.DateTimeField(auto_now_add=True)

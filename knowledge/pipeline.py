@@ -29,6 +29,7 @@ from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extra
 from knowledge.jobs import source_locked, this_worker
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.vectorstore import point_id
 from knowledge.walker import Skip, WalkedFile, walk
@@ -75,6 +76,9 @@ def lexical_text(key: str, title: str, heading: str, text: str) -> str:
 def _drafts(text: str, *, mode: str, source_type: str) -> list[ChunkDraft]:
     if mode == "code":
         return chunk_code(text, language=source_type)
+    if source_type in OFFICE_TYPES.values():
+        # Extracted as Markdown (headings, tables); a slide or a sheet (a level-1 heading there) is a chunk of its own.
+        return chunk_documental(text, source_type="markdown", break_level=1 if source_type in PAGED_OFFICE else 0)
     return chunk_documental(text, source_type=source_type)
 
 
@@ -92,7 +96,11 @@ def prepare_text(source: Source, key: str, data: bytes, mode: str) -> Prepared:
     doc_mode, source_type = classify(key, head, forced=forced)
     if key.lower().endswith(".pdf"):
         source_type = "pdf"
-    extracted = extract(data, key=key, source_type=source_type)
+
+    def progress(done: int, total: int) -> None:  # a scanned PDF takes seconds a page
+        logger.info("OCR %s: page %d of %d", key, done, total)
+
+    extracted = extract(data, key=key, source_type=source_type, ocr_languages=source.ocr_languages, progress=progress)
     drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
     assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
     return Prepared(doc_mode, source_type, extracted, drafts)

@@ -45,7 +45,7 @@ class Expanded:
     skips: list[Skip] = field(default_factory=list)
 
 
-def _max_unzipped() -> int:
+def max_unzipped_bytes() -> int:
     return getattr(settings, "RAG_MAX_UNZIPPED_BYTES", 20 * settings.RAG_MAX_UPLOAD_BYTES)
 
 
@@ -84,11 +84,11 @@ def _expand_zip(out: Expanded, archive: str, data: bytes) -> None:
     if len(members) > MAX_ZIP_MEMBERS:
         raise UploadRejected(f"{archive} has {len(members)} entries; the limit is {MAX_ZIP_MEMBERS}.")
     declared = sum(m.file_size for m in members)
-    if declared > _max_unzipped():
+    if declared > max_unzipped_bytes():
         raise UploadRejected(
-            f"{archive} would expand to {declared // 2**20} MiB; the limit is {_max_unzipped() // 2**20} MiB."
+            f"{archive} would expand to {declared // 2**20} MiB; the limit is {max_unzipped_bytes() // 2**20} MiB."
         )
-    budget = _max_unzipped()
+    budget = max_unzipped_bytes()
     for member in members:
         if member.is_dir():
             continue
@@ -122,5 +122,5 @@ def _expand_zip(out: Expanded, archive: str, data: bytes) -> None:
             continue
         budget -= len(content)
         if budget < 0:
-            raise UploadRejected(f"{archive} expands beyond {_max_unzipped() // 2**20} MiB.")
+            raise UploadRejected(f"{archive} expands beyond {max_unzipped_bytes() // 2**20} MiB.")
         _accept(out, key, content)

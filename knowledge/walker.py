@@ -28,10 +28,12 @@ BINARY_SUFFIXES = {
     ".gguf", ".ggml", ".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".bin", ".h5", ".pkl", ".npy", ".npz",
     ".parquet", ".sqlite", ".sqlite3", ".db",
     # compiled code and office binaries
-    ".pyc", ".pyo", ".so", ".dll", ".dylib", ".exe", ".o", ".a", ".class", ".wasm", ".doc", ".xls", ".ppt",
-    ".docx", ".xlsx", ".pptx", ".odt",
+    ".pyc", ".pyo", ".so", ".dll", ".dylib", ".exe", ".o", ".a", ".class", ".wasm",
 }  # fmt: skip
-BINARY_OK_SUFFIXES = {".pdf"}  # binary formats an extractor reads
+# Binary formats an extractor reads (knowledge/extraction.py, knowledge/office.py); containers, so their size
+# limit is RAG_MAX_PDF_BYTES rather than the text-file limit.
+BINARY_OK_SUFFIXES = {".pdf", ".docx", ".xlsx", ".pptx", ".odt", ".ods", ".odp"}
+LEGACY_OFFICE = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ def name_skip_reason(name: str) -> str | None:
         return "lock file"
     if name.endswith((".min.js", ".min.css", ".map")):
         return "generated file"
+    if suffix in LEGACY_OFFICE:
+        return f"legacy binary Office format ({suffix}): save it as {LEGACY_OFFICE[suffix]} to ingest it"
     if suffix in BINARY_SUFFIXES:
         return f"binary or media file ({suffix})"
     return None

@@ -138,3 +138,19 @@ def test_a_long_document_is_cut_near_the_target_and_never_above_the_maximum():
     sizes = [len(c.text) for c in chunks]
     assert max(sizes) <= MAX_CHARS
     assert sum(sizes[:-1]) / len(sizes[:-1]) >= TARGET_CHARS * 0.6  # not a shower of tiny pieces
+
+
+def test_a_long_markdown_table_is_cut_between_rows_and_every_part_repeats_its_header():
+    rows = "\n".join(f"| R-{n} | Gi1/0/{n} | rack {n // 10} |" for n in range(1, 121))
+    text = f"# Network\n\nThe servers and their ports:\n\n| Server | Switch port | Rack |\n|---|---|---|\n{rows}\n"
+    drafts = chunk_documental(text, source_type="markdown")
+    parts = [d for d in drafts if "| R-" in d.text]
+    assert len(parts) >= 3
+    for part in parts:
+        lines = part.text.splitlines()
+        table = lines[lines.index("| Server | Switch port | Rack |") :]  # the header, then whole rows only
+        assert table[1] == "|---|---|---|" and len(table) > 2
+        assert all(line.startswith("| R-") and line.endswith(" |") for line in table[2:])
+    last = [d for d in parts if "| R-120 |" in d.text][0]
+    assert "| R-120 | Gi1/0/120 | rack 12 |" in last.text.splitlines()
+    assert last.line_end == text.count("\n")  # its location is its rows' lines

@@ -87,10 +87,10 @@ def test_a_folder_source_added_in_the_admin_must_lie_inside_an_allowed_root(tena
     client.force_login(admin_a)
     url = reverse("admin:knowledge_source_add")
     refused = client.post(url, {"tenant": tenant_a.pk, "kind": "folder", "label": "secrets", "path": str(secret),
-                                "default_mode": "auto"})  # fmt: skip
+                                "default_mode": "auto", "ocr_languages": "spa+eng"})  # fmt: skip
     assert refused.status_code == 200 and "outside the folders this server allows" in refused.content.decode()
     assert not Source.objects.filter(label="secrets").exists()
     added = client.post(url, {"tenant": tenant_a.pk, "kind": "folder", "label": "kb", "path": str(allowed / "."),
-                              "default_mode": "auto"})  # fmt: skip
+                              "default_mode": "auto", "ocr_languages": "spa+eng"})  # fmt: skip
     assert added.status_code == 302
     assert Source.objects.get(label="kb").path == str(allowed.resolve())

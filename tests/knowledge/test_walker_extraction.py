@@ -72,8 +72,8 @@ def test_a_real_pdf_gives_pages_and_its_metadata_title():
     assert extracted.text[extracted.pages[1].offset :].startswith("Returns")
 
 
-def test_a_pdf_without_text_needs_ocr():
-    with pytest.raises(NeedsOCR, match="needs OCR"):
+def test_a_pdf_without_text_even_by_ocr_needs_ocr():
+    with pytest.raises(NeedsOCR, match="not even by OCR"):  # blank pages: Tesseract finds nothing either
         extract((FIXTURES / "scanned.pdf").read_bytes(), key="s.pdf", source_type="pdf")
 
 
@@ -113,3 +113,17 @@ def test_words_run_together_by_pypdf_are_separated_again():
     assert extracted.text.startswith("Esto no conserva el entorno del usuario actual")
     assert glued_ratio(extracted.text) == 0
     assert not any("still have words run together" in warning for warning in extracted.warnings)
+
+
+def test_an_html_table_is_kept_as_a_table_and_a_long_one_repeats_its_header_in_every_chunk():
+    from knowledge.chunkers import chunk_documental
+
+    rows = "".join(f"<tr><td>R-{n}</td><td>Gi1/0/{n}</td></tr>" for n in range(1, 121))
+    page = (
+        f"<html><body><h1>Network</h1><table><tr><th>Server</th><th>Switch port</th></tr>{rows}</table></body></html>"
+    )
+    extracted = extract(page.encode(), key="network.html", source_type="html")
+    assert "| Server | Switch port |\n|---|---|\n| R-1 | Gi1/0/1 |" in extracted.text
+    parts = [d.text for d in chunk_documental(extracted.text, source_type="html") if "| R-" in d.text]
+    assert len(parts) >= 2 and all("| Server | Switch port |\n|---|---|" in part for part in parts)
+    assert any("| R-120 | Gi1/0/120 |" in part for part in parts)

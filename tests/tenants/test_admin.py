@@ -164,20 +164,32 @@ def test_a_key_created_in_the_admin_is_shown_once_and_works(client_a, tenant_a):
 
 
 def test_a_tenant_admin_adds_a_source_with_a_normalised_id(client_a, tenant_a):
-    data = {"tenant": tenant_a.pk, "kind": "external", "label": "Wiki Pages", "default_mode": "auto"}
+    data = {
+        "tenant": tenant_a.pk,
+        "kind": "external",
+        "label": "Wiki Pages",
+        "default_mode": "auto",
+        "ocr_languages": "spa+eng",
+    }
     client_a.post(reverse("admin:knowledge_source_add"), data)
     assert Source.objects.for_tenant(tenant_a).get(kind="external").source_id == "src:acme:external:wiki-pages"
 
 
 def test_a_source_name_the_id_scheme_refuses_is_a_form_error_not_a_crash(client_a, tenant_a):
-    data = {"tenant": tenant_a.pk, "kind": "folder", "label": "   ", "default_mode": "auto"}
+    data = {"tenant": tenant_a.pk, "kind": "folder", "label": "   ", "default_mode": "auto", "ocr_languages": "spa+eng"}
     response = client_a.post(reverse("admin:knowledge_source_add"), data)
     assert response.status_code == 200
     assert not Source.objects.for_tenant(tenant_a).filter(kind="folder").exists()
 
 
 def test_a_duplicate_source_name_is_a_form_error(client_a, tenant_a):
-    data = {"tenant": tenant_a.pk, "kind": "external", "label": "Wiki", "default_mode": "auto"}
+    data = {
+        "tenant": tenant_a.pk,
+        "kind": "external",
+        "label": "Wiki",
+        "default_mode": "auto",
+        "ocr_languages": "spa+eng",
+    }
     client_a.post(reverse("admin:knowledge_source_add"), data)
     response = client_a.post(reverse("admin:knowledge_source_add"), {**data, "label": " wiki "})
     assert response.status_code == 200 and "already exists" in response.content.decode()

@@ -11,6 +11,7 @@ from knowledge import ids, pipeline
 from knowledge.embedders import become_batch_process
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
+from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
 from knowledge.services import folder_sync_enqueue
 from knowledge.storage import StorageFull, is_storage_full, storage_full_reason
 from tenants.models import Tenant
@@ -25,10 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--source", default="", help="source name (default: the folder's name)")
         parser.add_argument("--mode", default="auto", choices=["auto", "documental", "code"])
         parser.add_argument("--tags", default="", help="comma-separated tags for every document")
+        parser.add_argument("--ocr-languages", default="", help="Tesseract languages for scanned pages (spa+eng)")
         parser.add_argument("--async", dest="run_async", action="store_true", help="enqueue a background job")
 
     def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
-               **options: Any) -> None:  # fmt: skip
+               ocr_languages: str = "", **options: Any) -> None:  # fmt: skip
         become_batch_process()  # every core for embedding, below the web server's priority
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
@@ -40,6 +42,11 @@ class Command(BaseCommand):
             folder = pipeline.folder_source_get_or_create(tenant=owner, name=source or root.name, path=root)
         except ids.InvalidIdentifier as exc:
             raise CommandError(str(exc)) from exc
+        if ocr_languages:
+            if not OCR_LANGUAGES_RE.match(ocr_languages):
+                raise CommandError(f"{ocr_languages!r} is not a list of Tesseract language codes such as spa+eng.")
+            folder.ocr_languages = ocr_languages
+            folder.save(update_fields=["ocr_languages"])
         tag_list = [t.strip() for t in tags.split(",") if t.strip()]
         if run_async:
             job = folder_sync_enqueue(tenant=owner, source=folder, mode=mode, tags=tag_list, operator=True)
