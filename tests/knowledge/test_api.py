@@ -180,7 +180,14 @@ def test_sources_crud_upload_sync_and_jobs(corpus_a, key_a, tmp_path):
         "/api/v1/tenants/acme/sources/", {"kind": "upload", "name": "Product Sheets", "tags": ["Sales"]}, format="json"
     )
     assert created.status_code == 201 and created.json()["source_id"] == "src:acme:upload:product-sheets"
+    assert created.json()["ocr_languages"] == "spa+eng"  # scanned pages: Spanish first keeps its accents
     source_id = created.json()["id"]
+    hostile = client.patch(
+        f"/api/v1/tenants/acme/sources/{source_id}/", {"ocr_languages": "eng;rm -rf /"}, format="json"
+    )
+    assert hostile.status_code == 400 and "ocr_languages" in hostile.json()
+    french = client.patch(f"/api/v1/tenants/acme/sources/{source_id}/", {"ocr_languages": "fra+eng"}, format="json")
+    assert french.status_code == 200 and Source.objects.get(public_id=source_id).ocr_languages == "fra+eng"
     duplicate = client.post(
         "/api/v1/tenants/acme/sources/", {"kind": "upload", "name": "product sheets"}, format="json"
     )
