@@ -158,6 +158,20 @@ def _cross(question: str, passages: list[str]):  # type: ignore[no-untyped-def]
     return get_reranker().score(question, passages)
 
 
+def cross_encoder():  # type: ignore[no-untyped-def]
+    """The packaged cross-encoder's scorer, or None when it cannot be loaded (its package missing or its file
+    failing the size/sha256 check): answers then go on with the checks that need no model, never fail."""
+    from inference.packaged import PackagedModelError
+    from knowledge.rerank import get_reranker
+
+    try:
+        get_reranker()
+    except (PackagedModelError, OSError, ImportError, RuntimeError) as exc:
+        logger.warning("Answers run without the cross-encoder: %s", exc)
+        return None
+    return _cross
+
+
 def prepare(
     *, tenant: Tenant, question: str, options: AnswerSettings, budget_chars: int | None = None,
     rerank: bool | None = None, cross_focus: bool | None = None,
@@ -185,7 +199,7 @@ def prepare(
     focused = focus_excerpts(
         question, [(hit.chunk.text, hit.chunk.mode == "code") for hit in candidates],
         budget_chars=budget_chars or settings.RAG_ANSWER_CONTEXT_CHARS, embed=_embed,
-        cross=_cross, choose_with_cross=cross_focus,
+        cross=cross_encoder(), choose_with_cross=cross_focus,
     )  # fmt: skip
     timings["focus_ms"] = (time.perf_counter() - focus_started) * 1000
     shown = {hit.chunk.chunk_id for hit in hits}
@@ -224,7 +238,8 @@ def verified(
     and polarity included. Otherwise it is a refusal. (Quoting the excerpt sentence the cross-encoder ranks best
     instead was measured against refusing: none of 30 such quotes held the answer; docs/evaluation.md.)"""
     language = language_of(question)
-    verifier = Verifier(evidence, question=question, embed=_embed, cross=_cross if _cross_available() else None)
+    cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
+    verifier = Verifier(evidence, question=question, embed=_embed, cross=cross)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
     if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
@@ -249,10 +264,6 @@ WEAK_EVIDENCE_LOGIT = -8.0
 
 def weak_evidence(sources: Sources) -> bool:
     return sources.strength is not None and sources.strength < WEAK_EVIDENCE_LOGIT
-
-
-def _cross_available() -> bool:
-    return settings.RAG_ANSWER_CROSS_CHECK
 
 
 class AnswersBusy(Exception):

@@ -225,3 +225,21 @@ def test_a_claim_about_a_name_the_question_asks_about_needs_that_name_in_its_exc
     claim = "The predicate that connects to a PostgreSQL database is `socket_connect`."
     assert _check(SOCKETS, claim, question)[0].supported is False
     assert _check(SOCKETS, "The predicate `socket_connect` connects a socket to an address.", question)[0].supported
+
+
+def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant_a, tmp_path, monkeypatch):
+    """A missing or tampered cross-encoder file costs the relevance and weak-evidence checks, never the answer."""
+    from chat import services
+    from inference import packaged
+    from knowledge import rerank
+    from tests.factories import make_folder_source
+
+    def tampered() -> None:
+        raise packaged.PackagedModelError("reranker_en/model.onnx: sha256 mismatch")
+
+    monkeypatch.setattr(rerank, "_reranker", None)
+    monkeypatch.setattr(packaged, "packaged_reranker_files", tampered)
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": f"# Warranty\n\n{WARRANTY}\n"})
+    sources = services.prepare(tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings())
+    assert sources.excerpts and sources.strength is None and not services.weak_evidence(sources)
+    assert services.cross_encoder() is None
