@@ -158,17 +158,27 @@ def _cross(question: str, passages: list[str]):  # type: ignore[no-untyped-def]
     return get_reranker().score(question, passages)
 
 
+CROSS_RETRY_S = 300  # a cross-encoder that failed to load is tried again after this long, not on every answer
+_cross_failed_at: float | None = None
+
+
 def cross_encoder():  # type: ignore[no-untyped-def]
     """The packaged cross-encoder's scorer, or None when it cannot be loaded (its package missing or its file
-    failing the size/sha256 check): answers then go on with the checks that need no model, never fail."""
+    failing the size/sha256 check): answers then go on with the checks that need no model, never fail. A failed
+    load is not retried on every answer (it hashes 34 MB each time)."""
+    global _cross_failed_at
     from inference.packaged import PackagedModelError
     from knowledge.rerank import get_reranker
 
+    if _cross_failed_at is not None and time.monotonic() - _cross_failed_at < CROSS_RETRY_S:
+        return None
     try:
         get_reranker()
     except (PackagedModelError, OSError, ImportError, RuntimeError) as exc:
-        logger.warning("Answers run without the cross-encoder: %s", exc)
+        logger.warning("Answers run without the cross-encoder for %d s: %s", CROSS_RETRY_S, exc)
+        _cross_failed_at = time.monotonic()
         return None
+    _cross_failed_at = None
     return _cross
 
 

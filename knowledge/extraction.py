@@ -156,12 +156,15 @@ class _HtmlText(HTMLParser):
         if tag == "table":  # kept as a Markdown table: the chunker then never cuts a row and repeats the header
             self._tables.append([])
             return
-        if self._tables and tag in ("tr", "td", "th"):
-            rows = self._tables[-1]
-            if tag == "tr" or not rows:
-                rows.append([])
-            if tag != "tr":
-                rows[-1].append("")
+        if self._tables:  # inside a table only rows and cells shape the text; a <p>, <br> or <h3> in a cell is a space
+            if tag in ("tr", "td", "th"):
+                rows = self._tables[-1]
+                if tag == "tr" or not rows:
+                    rows.append([])
+                if tag != "tr":
+                    rows[-1].append("")
+            elif tag in _BLOCK_TAGS:
+                self._cell(" ")
             return
         if tag == "pre":
             self._pre += 1
@@ -186,7 +189,9 @@ class _HtmlText(HTMLParser):
             else:
                 self.parts.append(f"\n\n{table}\n\n")
             return
-        if self._tables and tag in ("tr", "td", "th"):
+        if self._tables:
+            if tag in _BLOCK_TAGS and tag not in ("tr", "td", "th"):
+                self._cell(" ")
             return
         if tag == "pre":
             self._pre = max(0, self._pre - 1)

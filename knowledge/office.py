@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 OFFICE_TYPES = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp"}
 PAGED_OFFICE = {"pptx", "odp", "xlsx", "ods"}  # a slide or a sheet per level-1 heading: each starts a chunk
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+XLSX_FULL_LOAD_BYTES = 32 * 2**20  # past this much XML a workbook is streamed (openpyxl's read-only mode)
 MIN_RATIO_CHECK_BYTES = 2**20  # small files may compress well; the ratio only counts past a MiB expanded
 
 
@@ -137,7 +138,11 @@ def _docx(data: bytes) -> OfficeText:
 def _xlsx(data: bytes) -> OfficeText:
     import openpyxl
 
-    book = openpyxl.load_workbook(io.BytesIO(data), data_only=True)  # values as last computed, not formulas
+    # Values as last computed, not formulas. A large workbook is streamed (read-only mode: memory stays flat, but
+    # cell comments are not available there); a small one is loaded whole, comments included.
+    declared = sum(member.file_size for member in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    streamed = declared > XLSX_FULL_LOAD_BYTES
+    book = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=streamed)
     sheets = []
     for sheet in book.worksheets:
         rows, notes = [], {}
@@ -145,11 +150,13 @@ def _xlsx(data: bytes) -> OfficeText:
             if not any(cell.value is not None for cell in row):
                 continue
             rows.append(["" if cell.value is None else str(cell.value) for cell in row])
-            found = [cell.comment.text.strip() for cell in row if cell.comment is not None]
+            found = [cell.comment.text.strip() for cell in row if getattr(cell, "comment", None) is not None]
             if found:
                 notes[len(rows) - 1] = found
         sheets.append(sheet_records(f"Sheet {sheet.title}", rows, notes))
-    return OfficeText(_join(sheets), title=(book.properties.title or "").strip())
+    title = (book.properties.title or "").strip()
+    book.close()
+    return OfficeText(_join(sheets), title=title)
 
 
 # --- PowerPoint ------------------------------------------------------------------------------------------------

@@ -238,8 +238,11 @@ def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant
         raise packaged.PackagedModelError("reranker_en/model.onnx: sha256 mismatch")
 
     monkeypatch.setattr(rerank, "_reranker", None)
+    monkeypatch.setattr(services, "_cross_failed_at", None)
     monkeypatch.setattr(packaged, "packaged_reranker_files", tampered)
     make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": f"# Warranty\n\n{WARRANTY}\n"})
     sources = services.prepare(tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings())
     assert sources.excerpts and sources.strength is None and not services.weak_evidence(sources)
+    assert services.cross_encoder() is None
+    monkeypatch.setattr(packaged, "packaged_reranker_files", lambda: 1 / 0)  # not even tried again meanwhile
     assert services.cross_encoder() is None

@@ -167,3 +167,13 @@ def test_office_files_uploaded_alone_or_inside_a_zip_are_ingested(
     assert job.errors == [] and job.skips == []
     assert _top(tenant_a, "Which switch port does server R-117 use?").chunk.document.document_key == "it/network.xlsx"
     assert _top(tenant_a, "When does IT hand out laptops?").page == 3
+
+
+def test_a_large_workbook_is_streamed_with_its_rows_under_their_headers(tmp_path, monkeypatch):
+    from knowledge import office
+
+    write_xlsx(tmp_path / "network.xlsx")
+    monkeypatch.setattr(office, "XLSX_FULL_LOAD_BYTES", 0)  # every workbook counts as large
+    text = office.extract_office((tmp_path / "network.xlsx").read_bytes(), "xlsx").text
+    assert "- Server: R-117; Switch port: Gi1/0/18; VLAN: 20" in text and "# Sheet Prices" in text
+    assert "comment" not in text  # read-only mode has no comments: the price of flat memory

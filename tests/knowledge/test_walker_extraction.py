@@ -127,3 +127,13 @@ def test_an_html_table_is_kept_as_a_table_and_a_long_one_repeats_its_header_in_e
     parts = [d.text for d in chunk_documental(extracted.text, source_type="html") if "| R-" in d.text]
     assert len(parts) >= 2 and all("| Server | Switch port |\n|---|---|" in part for part in parts)
     assert any("| R-120 | Gi1/0/120 |" in part for part in parts)
+
+
+def test_blocks_inside_a_table_cell_stay_in_the_cell():
+    page = (
+        "<table><tr><th>Option</th><th>Meaning</th></tr><tr><td><h3>-y</h3></td><td><p>Assume yes.</p>"
+        "<ul><li>Also for prompts.</li></ul>Line<br>two</td></tr></table><p>After the table.</p>"
+    )
+    text = extract(page.encode(), key="t.html", source_type="html").text
+    assert "| -y | Assume yes. Also for prompts. Line two |" in text
+    assert "#" not in text and "- " not in text and text.rstrip().endswith("After the table.")
