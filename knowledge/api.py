@@ -277,6 +277,7 @@ class JobOutput(serializers.Serializer):
             "chunks_done": job.chunks_done,
             "chunks_total": job.chunks_total,
             "percent": round(percent, 1),
+            "activity": "" if job.is_finished else job.activity,
         }
 
     def get_counts(self, job: IngestJob) -> dict[str, int]:

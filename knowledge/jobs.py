@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from knowledge.models import IngestJob, Source, SourceLock
@@ -88,6 +88,18 @@ def source_locked(source: Source, job: IngestJob) -> Iterator[None]:
         yield
     finally:
         SourceLock.objects.filter(pk=lock.pk).delete()
+
+
+def report_activity(job: IngestJob | None, text: str) -> None:
+    """Say what the running job is doing now (shown while it runs). A row update of that one column, so a
+    thread working ahead of the job's own (the sync's lookahead) can report too; best effort: a locked
+    database loses a report, never the work."""
+    if job is None or job.pk is None:
+        return
+    try:
+        IngestJob.objects.filter(pk=job.pk).update(activity=text[:300])
+    except DatabaseError:
+        logger.debug("Job %s: activity not recorded (%s)", job.public_id, text, exc_info=True)
 
 
 def _job_label(job: IngestJob | None) -> str:

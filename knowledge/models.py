@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -217,6 +219,9 @@ class IngestJob(TenantOwned):
     errors = models.JSONField(default=list, blank=True)
     skips = models.JSONField(default=list, blank=True)
     message = models.TextField(blank=True)
+    # What the running job is doing now ("Reading scan.pdf with OCR: page 3 of 12"). Written only by
+    # knowledge.jobs.report_activity, as a row update from whichever thread does the work; save() leaves it alone.
+    activity = models.CharField(max_length=300, blank=True)
     cancel_requested = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -228,6 +233,14 @@ class IngestJob(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.kind} job {self.public_id} ({self.state})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Saving the job's counts never writes `activity` back: another thread may have just reported it."""
+        if not self._state.adding and kwargs.get("update_fields") is None and not kwargs.get("force_insert"):
+            kwargs["update_fields"] = [
+                f.name for f in self._meta.concrete_fields if not f.primary_key and f.name != "activity"
+            ]
+        super().save(*args, **kwargs)
 
     @property
     def seconds(self) -> float | None:

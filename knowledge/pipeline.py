@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from knowledge.classify import classify
 from knowledge.embedders import Embedder, get_embedder
 from knowledge.enrichment import EnrichmentRequest, enrich
 from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
-from knowledge.jobs import source_locked, this_worker
+from knowledge.jobs import report_activity, source_locked, this_worker
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from knowledge.office import OFFICE_TYPES, PAGED_OFFICE
@@ -89,16 +89,18 @@ class Prepared(NamedTuple):
     drafts: list[ChunkDraft]
 
 
-def prepare_text(source: Source, key: str, data: bytes, mode: str) -> Prepared:
-    """A document's bytes classified, extracted and chunked; raises ExtractionError / NeedsOCR."""
+def prepare_text(source: Source, key: str, data: bytes, mode: str, *, job: IngestJob | None = None) -> Prepared:
+    """A document's bytes classified, extracted and chunked; raises ExtractionError / NeedsOCR. A scanned PDF
+    takes seconds a page: the job's activity follows its pages."""
     head = data[:200].decode("utf-8", errors="ignore")
     forced = mode if mode != "auto" else (source.default_mode or "auto")
     doc_mode, source_type = classify(key, head, forced=forced)
     if key.lower().endswith(".pdf"):
         source_type = "pdf"
 
-    def progress(done: int, total: int) -> None:  # a scanned PDF takes seconds a page
-        logger.info("OCR %s: page %d of %d", key, done, total)
+    def progress(done: int, total: int) -> None:
+        logger.info("OCR %s: %d of %d pages read", key, done, total)
+        report_activity(job, f"Reading {ids.display_name(key)} with OCR: {done} of {total} scanned pages read")
 
     extracted = extract(data, key=key, source_type=source_type, ocr_languages=source.ocr_languages, progress=progress)
     drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
@@ -135,15 +137,24 @@ class Lookahead:
         self._ahead: deque[tuple[list, set[str], Future[dict[str, Any]]]] = deque()  # being embedded, in order
         self._stop = threading.Event()
         self._tenant: Tenant | None = None
+        self._job: IngestJob | None = None
         self._read_all = True
+        self.failed: dict[tuple[str, str], Exception] = {}  # (key, sha256) → why it could not be prepared
 
-    def start(self, tenant: Tenant, source: Source, files: list[tuple[int, str, Path]], mode: str) -> None:
+    def start(
+        self, tenant: Tenant, source: Source, files: list[tuple[int, str, Path]], mode: str, job: IngestJob | None
+    ) -> None:
         """Begin reading `files` ((position in the sync, key, path), in the order the sync visits them)."""
-        self._tenant, self._read_all = tenant, not files
+        self._tenant, self._job, self._read_all = tenant, job, not files
         if files:
             self._reader.submit(self._read, source, files, mode)
 
     def take(self, key: str, digest: str) -> Prepared | None:
+        """What was prepared for these bytes, or None; raises what preparing them raised (a scan is not read
+        twice to fail twice)."""
+        failure = self.failed.pop((key, digest), None)
+        if failure is not None:
+            raise failure
         entry = self.prepared.pop((key, digest), None)
         return entry[1] if entry else None
 
@@ -151,6 +162,8 @@ class Lookahead:
         """The file was handled: drop what was prepared for it."""
         for entry in [e for e in self.prepared if e[0] == key]:
             del self.prepared[entry]
+        for entry in [e for e in self.failed if e[0] == key]:
+            del self.failed[entry]
 
     def close(self) -> None:
         self._stop.set()
@@ -170,10 +183,15 @@ class Lookahead:
                     return
                 try:
                     data = path.read_bytes()
-                    prepared = prepare_text(source, key, data, mode)
-                except Exception:  # noqa: BLE001  (ingest_bytes meets the same error and records it)
+                except OSError:
+                    continue  # ingest_bytes meets the same error and records it
+                digest = hashlib.sha256(data).hexdigest()
+                try:
+                    prepared = prepare_text(source, key, data, mode, job=self._job)
+                except Exception as exc:  # noqa: BLE001  (ingest_bytes takes it and records it)
+                    self.failed[(key, digest)] = exc
                     continue
-                batch.append((position, key, hashlib.sha256(data).hexdigest(), prepared))
+                batch.append((position, key, digest, prepared))
                 chunks += len(prepared.drafts)
                 if chunks >= self.BATCH_CHUNKS:
                     self._put(batch)
@@ -182,6 +200,7 @@ class Lookahead:
                 self._put(batch)
         finally:
             self._put(None)  # the end: the sync prepares anything else itself
+            connections.close_all()  # this thread's own connection (activity reports)
 
     def _put(self, item: list | None) -> None:
         while not self._stop.is_set():
@@ -268,7 +287,7 @@ def ingest_bytes(
             return Outcome(key, "unchanged")
 
     prepared = lookahead.take(key, digest) if lookahead is not None else None
-    doc_mode, source_type, extracted, drafts = prepared or prepare_text(source, key, data, mode)
+    doc_mode, source_type, extracted, drafts = prepared or prepare_text(source, key, data, mode, job=job)
     if not drafts:
         if not extracted.text.strip():
             raise EmptyDocument("empty")
@@ -440,7 +459,7 @@ def sync_folder(
         job.save()
         known = _fast_unchanged(source)
         if lookahead is not None:
-            lookahead.start(source.tenant, source, _changed(files, known), mode)
+            lookahead.start(source.tenant, source, _changed(files, known), mode, job)
         keep: set[str] = set()
         tags = list(tags)
         embedder = get_embedder()
@@ -614,6 +633,7 @@ def _checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) ->
 def _finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> IngestJob:
     job.state = IngestJob.State.INDEXING
     job.save()
+    report_activity(job, "")
     indexer.drain()
     job.refresh_from_db()
     indexer.finish_job_if_indexed(job)
