@@ -11,10 +11,13 @@ class AssistantAdmin(TenantScopedAdmin):
     search_fields = ["name", "description"]
 
 
+MESSAGE_FIELDS = ("role", "text", "model", "generated", "status", "citations", "ttft_ms", "total_ms", "created_at")
+
+
 class ChatMessageInline(TenantScopedReadOnlyInline):
     model = ChatMessage
-    fields = ["role", "text", "model", "generated", "status", "citations", "ttft_ms", "total_ms", "created_at"]
-    readonly_fields = fields
+    fields = MESSAGE_FIELDS
+    readonly_fields = MESSAGE_FIELDS
 
 
 @admin.register(ChatSession)

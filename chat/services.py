@@ -28,6 +28,7 @@ from chat.verify import (
 from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
 from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
+from knowledge.shapes import chunk_location
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class AnswerSettings:
         if assistant is None:
             return cls(top_k=top_k or 6, filters=filters or RetrieveFilters(), max_tokens=settings.RAG_LLM_MAX_TOKENS)
         scope = filters or RetrieveFilters(source_ids=_names(assistant.source_ids), tags=_names(assistant.tags))
-        chosen = assistant.model.path if assistant.model_id else assistant.model_path
+        chosen = assistant.model.path if assistant.model is not None else assistant.model_path
         if not assistant.model_id and chosen and not model_path_allowed(chosen):  # checked where it is used
             logger.warning("Assistant %s names a model path outside the allowed ones; using the default", assistant)
             chosen = ""
@@ -87,7 +88,7 @@ class Sources:
         return max(read) if read else None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Answer:
     answer: str
     generated: bool
@@ -106,17 +107,7 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages)."""
     chunk = hit.chunk
     page = page_of(chunk, cited_text) if cited_text else hit.location_page
-    return {
-        "n": n,
-        "chunk_id": chunk.chunk_id,
-        "document_id": chunk.document.document_id,
-        "document_key": chunk.document.display_key,
-        "title": chunk.document.title,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "page": page,
-        "label": hit.label_at(page),
-    }
+    return {"n": n, **chunk_location(chunk, page=page), "label": hit.label_at(page)}
 
 
 def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
@@ -129,7 +120,7 @@ def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[st
     return "\n\n".join(lines), [citation_of(n, hit) for n, hit in enumerate(excerpts[:3], 1)]
 
 
-def _embed(texts: list[str]):  # type: ignore[no-untyped-def]
+def _embed(texts: list[str]):
     return get_embedder().embed(texts)
 
 
@@ -152,7 +143,7 @@ def context_budget(prefill_rate: float | None) -> int:
     return max(MIN_CONTEXT_CHARS, min(budget, affordable))
 
 
-def _cross(question: str, passages: list[str]):  # type: ignore[no-untyped-def]
+def _cross(question: str, passages: list[str]):
     from knowledge.rerank import get_reranker
 
     return get_reranker().score(question, passages)
@@ -162,7 +153,7 @@ CROSS_RETRY_S = 300  # a cross-encoder that failed to load is tried again after 
 _cross_failed_at: float | None = None
 
 
-def cross_encoder():  # type: ignore[no-untyped-def]
+def cross_encoder():
     """The packaged cross-encoder's scorer, or None when it cannot be loaded (its package missing or its file
     failing the size/sha256 check): answers then go on with the checks that need no model, never fail. A failed
     load is not retried on every answer (it hashes 34 MB each time)."""
@@ -220,7 +211,7 @@ def prepare(
 
 def focused_prompt(
     question: str, sources: Sources, options: AnswerSettings, count_tokens=None, max_prompt_tokens: int | None = None
-) -> tuple[GroundedPrompt, list[EvidenceText]]:  # type: ignore[no-untyped-def]
+) -> tuple[GroundedPrompt, list[EvidenceText]]:
     """The grounded prompt of the focused excerpts, and what each claim may be checked against."""
     pairs = list(zip(sources.focused, sources.excerpts, strict=True))
     excerpts = [PromptExcerpt(text=f.text, label=hit.label) for f, hit in pairs]
@@ -238,10 +229,19 @@ def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
     return f"The documents available to me do not mention {listed}, so they do not contain the answer to this question."
 
 
-def verified(
-    question: str, draft: str, sources: Sources, evidence: list[EvidenceText]
-) -> tuple[str, str, list, list, str]:
-    """(status, answer text, citations, claims, reason) for a generated draft.
+@dataclass(kw_only=True)
+class Verdict:
+    """What the checks made of a generated draft."""
+
+    status: str  # answered | partial | not_found
+    text: str  # the answer shown: supported sentences with their evidence, or the refusal
+    citations: list[dict[str, Any]]
+    claims: list[dict[str, Any]]  # every sentence of the draft, checked
+    reason: str = ""  # why it was refused
+
+
+def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText]) -> Verdict:
+    """The verdict on a generated draft.
 
     The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
     its first claim or one sharing a content term with the question) and is supported by an excerpt, values
@@ -257,13 +257,14 @@ def verified(
             "The model said the excerpts do not contain the answer." if says_not_found(draft)
             else "No sentence of the model's draft that answers the question is supported by the excerpts."
         )  # fmt: skip
-        return "not_found", REFUSALS[language], [], [c.as_dict() for c in claims], reason
+        return Verdict(status="not_found", text=REFUSALS[language], citations=[], claims=[c.as_dict() for c in claims],
+                       reason=reason)  # fmt: skip
     used = sorted({n for c in claims for n in c.citations})
     cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
     status = "partial" if any(c.supported is False or c.relevant is False for c in checked) else "answered"
     text = render(claims, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
-    return status, text, citations, [c.as_dict() for c in claims], ""
+    return Verdict(status=status, text=text, citations=citations, claims=[c.as_dict() for c in claims])
 
 
 # Below this cross-encoder logit the best sentence the model would read is unrelated to the question (an
@@ -334,26 +335,25 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
     if not sources.excerpts:
         text = NOTHING_RETRIEVED[language_of(question)]
         yield text
-        yield Answer(text, False, "", "no_evidence", [], sources.hits, "Retrieval found nothing.", None, elapsed())
+        yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed())
         return
     if sources.missing:
         text = unknown_identifiers_refusal(question, sources.missing)
         yield text
-        yield Answer(text, False, "", "not_found", [], sources.hits,
-                     f"No document mentions {', '.join(sources.missing)}.", None, elapsed())  # fmt: skip
+        yield _unanswered(text, "not_found", f"No document mentions {', '.join(sources.missing)}.", sources,
+                          elapsed())  # fmt: skip
         return
     if weak_evidence(sources):
         text = REFUSALS[language_of(question)]
         yield text
-        yield Answer(text, False, "", "not_found", [], sources.hits,
-                     f"The best excerpt sentence does not answer the question (cross-encoder logit "
-                     f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).", None, elapsed(), timings=timings)  # fmt: skip
+        reason = (f"The best excerpt sentence does not answer the question (cross-encoder logit "
+                  f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).")  # fmt: skip
+        yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings)
         return
     if model is None:
         text, citations = extractive_answer(sources.excerpts)
         yield text
-        yield Answer(text, False, "", "extractive", citations, sources.hits, gateway.unavailable_reason(),
-                     None, elapsed())  # fmt: skip
+        yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations)
         return
     budget = model.n_ctx - options.max_tokens - 64
     prompt, evidence = focused_prompt(question, sources, options, model.count_tokens, budget)
@@ -377,11 +377,22 @@ def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) ->
     finally:
         tokens.close()  # the client went away: stop generating now
     checked_at = elapsed()
-    status, text, citations, claims, reason = verified(question, "".join(pieces), sources, evidence)
+    verdict = verified(question, "".join(pieces), sources, evidence)
     timings["verify_ms"] = elapsed() - checked_at
-    reason = " ".join(part for part in (gateway.fallback_note(), reason) if part)
-    yield Answer(text, True, model.name, status, citations, sources.hits, reason, ttft, elapsed(),
-                 claims, {k: round(v, 1) for k, v in timings.items()})  # fmt: skip
+    yield Answer(
+        answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
+        hits=sources.hits, reason=" ".join(part for part in (gateway.fallback_note(), verdict.reason) if part),
+        ttft_ms=ttft, total_ms=elapsed(), claims=verdict.claims, timings={k: round(v, 1) for k, v in timings.items()},
+    )  # fmt: skip
+
+
+def _unanswered(
+    text: str, status: str, reason: str, sources: Sources, total_ms: float, *,
+    citations: list[dict[str, Any]] | None = None, timings: dict[str, float] | None = None,
+) -> Answer:  # fmt: skip
+    """An answer the model did not write: a refusal, or the excerpts themselves when no model is available."""
+    return Answer(answer=text, generated=False, model="", status=status, citations=citations or [],
+                  hits=sources.hits, reason=reason, total_ms=total_ms, timings=timings or {})  # fmt: skip
 
 
 def preload_chat_model(wait_s: float | None = None) -> None:

@@ -267,7 +267,7 @@ META_CITATION_RE = re.compile(
 
 def split_claims(answer: str) -> list[tuple[str, list[int]]]:
     """(sentence without markers, the [n] numbers it carried) for each sentence of the answer."""
-    claims = []
+    claims: list[tuple[str, list[int]]] = []
     for piece in CLAIM_SPLIT_RE.split(answer):
         if not piece or not piece.strip():
             continue
@@ -362,7 +362,7 @@ class Verifier:
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
 
-    def _anchors(self, sentence: str) -> set[str]:
+    def _anchors(self, sentence: str) -> set[int]:
         """The names (capitalised words past the first) the claim repeats from the question: what the question
         is about ("… opens a connection to a PostgreSQL database") must be in the excerpt that supports it."""
         words = NAME_RE.findall(sentence)[1:] if sentence[:1].isupper() else NAME_RE.findall(sentence)

@@ -5,20 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from django.db.models import QuerySet
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import services
-from chat.api import chain, sse_response, stream_events
 from chat.models import Assistant, ChatSession
+from chat.streaming import chain, sse_response, stream_events
 from inference.llm import ModelUnavailable
 from inference.runtime import model_status
 from tenants.access import TenantRequest, tenant_member_required
+from tenants.models import TenantQuerySet
 
 
-def _own_sessions(request: TenantRequest) -> QuerySet[ChatSession]:
+def _own_sessions(request: TenantRequest) -> TenantQuerySet[ChatSession]:
     return ChatSession.objects.for_tenant(request.tenant).filter(user=request.user)
 
 

@@ -20,7 +20,7 @@ class ModelEntryAdmin(admin.ModelAdmin):
     readonly_fields = ["size_bytes", "context_length", "loads", "load_error", "packaged", "checked_at"]
     actions = ["check_models"]
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[no-untyped-def]
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
         catalog_register_packaged()
         return super().changelist_view(request, extra_context)
 

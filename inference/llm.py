@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -222,7 +222,7 @@ class ChatModel:
         seed: int | None = None,
         stop: list[str] | None = None,
         response_format: dict[str, Any] | None = None,
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Token deltas as they are generated. Closing the iterator closes the connection, and the server stops
         generating. A server that fails or dies raises ModelUnavailable, before or after the first token."""
         import httpx2 as httpx  # the HTTP client openai 3 is built on
@@ -320,11 +320,12 @@ class LLMGateway:
             return self._model
 
     def _remote(self) -> ChatModel:
-        key = ("remote", settings.RAG_LLM_URL, settings.RAG_LLM_MODEL, settings.RAG_LLM_API_KEY)
+        url, api_key, name = settings.RAG_LLM_URL or "", settings.RAG_LLM_API_KEY or "", settings.RAG_LLM_MODEL or ""
+        key = ("remote", url, name, api_key)
         if key not in self._models:
-            name = settings.RAG_LLM_MODEL or "default"
-            self._models[key] = ChatModel(name=name, url=settings.RAG_LLM_URL.rstrip("/"), request_model=name,
-                                          n_ctx=settings.RAG_LLM_CONTEXT, api_key=settings.RAG_LLM_API_KEY,
+            name = name or "default"
+            self._models[key] = ChatModel(name=name, url=url.rstrip("/"), request_model=name,
+                                          n_ctx=settings.RAG_LLM_CONTEXT, api_key=api_key,
                                           llama_cpp=False)  # fmt: skip
         self.failures = []
         return self._models[key]

@@ -456,7 +456,7 @@ def _remote_reachable(url: str, api_key: str) -> bool:
 def model_status() -> dict[str, Any]:
     """The chat model's state as the health endpoint and the chat page show it (no key, no paths)."""
     if settings.RAG_LLM_URL:
-        reachable = _remote_reachable(settings.RAG_LLM_URL, settings.RAG_LLM_API_KEY)
+        reachable = _remote_reachable(settings.RAG_LLM_URL, settings.RAG_LLM_API_KEY or "")
         return {"state": READY if reachable else "unreachable", "model": settings.RAG_LLM_MODEL, "remote": True}
     state = read_state()
     if state is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
@@ -12,7 +14,7 @@ from knowledge import ids, services
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Tag
 from knowledge.services import FolderNotAllowed, folder_path_check
 from tenants.admin import TenantAdmin, TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
-from tenants.models import Tenant
+from tenants.models import Tenant, TenantQuerySet
 
 
 class TagListFilter(admin.SimpleListFilter):
@@ -37,11 +39,13 @@ class CurationActionsMixin:
     """Bulk actions shared by documents and chunks. The tenant of each row is its own tenant."""
 
     action_form = TagActionForm
-    actions = ["mark_critical", "unmark_critical", "add_tag", "remove_tag"]
+    actions: Any = ["mark_critical", "unmark_critical", "add_tag", "remove_tag"]
 
-    def _by_tenant(self, request: HttpRequest, queryset: QuerySet) -> list[tuple[object, QuerySet]]:
+    message_user: Any  # from the ModelAdmin it is mixed into
+
+    def _by_tenant(self, request: HttpRequest, queryset: QuerySet) -> list[tuple[Tenant, TenantQuerySet[Any]]]:
         tenants = admin_tenants(request).filter(pk__in=queryset.values("tenant_id"))
-        return [(tenant, queryset.filter(tenant=tenant)) for tenant in tenants]
+        return [(tenant, cast(TenantQuerySet[Any], queryset.filter(tenant=tenant))) for tenant in tenants]
 
     def _tag_name(self, request: HttpRequest) -> str:
         return request.POST.get("tag", "").strip()
@@ -55,14 +59,13 @@ class CurationActionsMixin:
         self._set_critical(request, queryset, False)
 
     def _set_critical(self, request: HttpRequest, queryset: QuerySet, critical: bool) -> None:
-        setter = services.documents_set_critical if queryset.model is Document else services.chunks_set_critical
         count = 0
         for tenant, rows in self._by_tenant(request, queryset):
-            count += setter(tenant=tenant, **{self._rows_kwarg(queryset): rows}, critical=critical)
+            if queryset.model is Document:
+                count += services.documents_set_critical(tenant=tenant, documents=rows, critical=critical)
+            else:
+                count += services.chunks_set_critical(tenant=tenant, chunks=rows, critical=critical)
         self.message_user(request, f"{'Marked' if critical else 'Unmarked'} {count} as critical.")
-
-    def _rows_kwarg(self, queryset: QuerySet) -> str:
-        return "documents" if queryset.model is Document else "chunks"
 
     @admin.action(description="Add tag (type it in the Tag box)")
     def add_tag(self, request: HttpRequest, queryset: QuerySet) -> None:
@@ -72,7 +75,7 @@ class CurationActionsMixin:
     def remove_tag(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._change_tag(request, queryset, services.rows_remove_tag, "Untagged")
 
-    def _change_tag(self, request: HttpRequest, queryset: QuerySet, change, verb: str) -> None:  # type: ignore[no-untyped-def]
+    def _change_tag(self, request: HttpRequest, queryset: QuerySet, change, verb: str) -> None:
         tag_name = self._tag_name(request)
         if not tag_name:
             self.message_user(request, "Type a tag name in the Tag box first.", level=messages.ERROR)
@@ -93,8 +96,8 @@ class SourceAdminForm(forms.ModelForm):
         model = Source
         fields = "__all__"
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
         tenant, kind, label = data.get("tenant"), data.get("kind"), data.get("label")
         if self.instance.pk is None and tenant and kind and label:
             try:
@@ -121,7 +124,7 @@ def drop_foreign_tags(request: HttpRequest, obj: Source | Document | Chunk) -> N
         messages.warning(request, f"Removed tags of another tenant: {', '.join(t.name for t in foreign)}.")
 
 
-def rows_deleted_through_services(summary):  # type: ignore[no-untyped-def]
+def rows_deleted_through_services(summary):
     """Documents, chunks and jobs cannot be deleted one by one in the admin (they are retired, or read-only);
     with their source or tenant they go, through the services, so their own delete permission is not needed."""
     deleted, counts, _, protected = summary
@@ -149,7 +152,7 @@ class SourceAdmin(TenantScopedAdmin):
         for source in queryset.select_related("tenant"):
             services.source_delete(tenant=source.tenant, source=source)
 
-    def get_deleted_objects(self, objs, request: HttpRequest):  # type: ignore[no-untyped-def]
+    def get_deleted_objects(self, objs, request: HttpRequest):
         return rows_deleted_through_services(super().get_deleted_objects(objs, request))
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
@@ -167,10 +170,13 @@ class SourceAdmin(TenantScopedAdmin):
         return [*self.readonly_fields, *fixed]
 
 
+VERSION_FIELDS = ("version", "status", "content_hash", "size", "chunk_count", "embedding_model", "created_at")
+
+
 class DocumentVersionInline(TenantScopedReadOnlyInline):
     model = DocumentVersion
-    fields = ["version", "status", "content_hash", "size", "chunk_count", "embedding_model", "created_at"]
-    readonly_fields = fields
+    fields = VERSION_FIELDS
+    readonly_fields = VERSION_FIELDS
 
 
 @admin.register(Document)
@@ -192,12 +198,12 @@ class DocumentAdmin(CurationActionsMixin, TenantScopedAdmin):
     fields = [*readonly_fields[:8], "mode", "title", "tags", "critical", *readonly_fields[8:]]
     filter_horizontal = ["tags"]
     inlines = [DocumentVersionInline]
-    actions = [*CurationActionsMixin.actions, "retire"]
+    actions: Any = [*CurationActionsMixin.actions, "retire"]
 
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False  # documents come from ingestion, never from a blank form
 
-    def has_delete_permission(self, request: HttpRequest, obj: Document | None = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # retire instead (kept in history; the vector store follows), or delete the source
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
@@ -230,7 +236,7 @@ class ChunkAdmin(CurationActionsMixin, TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # chunks belong to their document's version
 
     def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
@@ -249,14 +255,14 @@ class IngestJobAdmin(TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: IngestJob | None = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # jobs are records; retry and cancel go through the API or the curation pages
 
 
 # Deleting a tenant in the admin must reach its vectors and files, which only knowledge knows about (tenants
 # never imports knowledge): the Tenant admin is re-registered here with deletes through the service.
 class TenantWithKnowledgeAdmin(TenantAdmin):
-    def get_deleted_objects(self, objs, request: HttpRequest):  # type: ignore[no-untyped-def]
+    def get_deleted_objects(self, objs, request: HttpRequest):
         return rows_deleted_through_services(super().get_deleted_objects(objs, request))
 
     def delete_model(self, request: HttpRequest, obj: Tenant) -> None:

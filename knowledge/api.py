@@ -11,7 +11,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -19,81 +18,38 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from knowledge import ids, services
+from knowledge import ids, selectors, services
 from knowledge.bootstrap import bootstrap
-from knowledge.models import Document, IngestJob, Source, Status, Tag
+from knowledge.jobs import IngestOptions
+from knowledge.models import Document, IngestJob, Source, Status
 from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
 from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
+from knowledge.shapes import (
+    MAX_QUERY_CHARS,
+    BootstrapInput,
+    DocumentDetailOutput,
+    DocumentOutput,
+    DocumentPageOutput,
+    HitSerializer,
+    JobOutput,
+    RetrieveInput,
+    SourceOutput,
+    StoreUnavailable,
+    hit_location,
+    plain_errors,
+    run_retrieval,
+    scope_filters,
+)
 from knowledge.uploads import request_too_large
 from knowledge.vectorstore import StoreBusy
 from ragsite.parsers import SafeJSONParser
-from tenants.access import TenantApiView
+from tenants.access import TenantApiView, found_or_404
 from tenants.authentication import BearerApiKeyAuthentication
 from tenants.models import ApiKey
 
 logger = logging.getLogger(__name__)
 
-MAX_QUERY_CHARS = 2000
 QUOTA_RETRY_SECONDS = 60  # Retry-After when a tenant's queued uploads are at their limit
-
-
-class StoreUnavailable(exceptions.APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The vector store is busy or unavailable; retry shortly."
-
-
-class IndexNeedsRebuild(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The index was built with another embedder."
-
-
-def run_retrieval(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    try:
-        return fn(*args, **kwargs)
-    except IndexMismatch as exc:
-        raise IndexNeedsRebuild(str(exc)) from exc
-    except StoreBusy as exc:
-        raise StoreUnavailable() from exc
-
-
-class ScopeSerializer(serializers.Serializer):
-    source_ids = serializers.ListField(child=serializers.CharField(max_length=700), required=False, max_length=100)
-    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
-
-
-def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
-    scope = scope or {}
-    return RetrieveFilters(
-        source_ids=scope.get("source_ids"),
-        tags=[t.strip().lower() for t in scope.get("tags") or []] or None,
-        mode=mode,
-        critical_only=critical_only,
-    )
-
-
-class HitSerializer(serializers.Serializer):
-    def to_representation(self, hit: Any) -> dict[str, Any]:
-        chunk, document = hit.chunk, hit.chunk.document
-        return {
-            "chunk_id": chunk.chunk_id,
-            "document_id": document.document_id,
-            "source_id": document.source.source_id,
-            "document_key": document.display_key,
-            "title": document.title,
-            "heading": chunk.heading,
-            "text": chunk.text,
-            "score": round(hit.score, 6),
-            "mode": chunk.mode,
-            "line_start": chunk.line_start,
-            "line_end": chunk.line_end,
-            "page": hit.location_page,
-            "page_start": chunk.page,
-            "page_end": chunk.page_end or chunk.page,
-            "tags": hit.tags,
-            "critical": bool(chunk.critical or document.critical),
-            "version": chunk.document_version.version if chunk.document_version_id else None,
-            "signals": hit.signals,
-        }
 
 
 MAX_OFFSET = 10**9  # beyond any real table; larger offsets overflow the database's integer
@@ -102,18 +58,7 @@ MAX_OFFSET = 10**9  # beyond any real table; larger offsets overflow the databas
 class RetrieveApi(TenantApiView):
     reads_with_post = True
 
-    @extend_schema_serializer(component_name="RetrieveInput")
-    class InputSerializer(serializers.Serializer):
-        query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
-        top_k = serializers.IntegerField(min_value=1, max_value=50, default=8)
-        mode = serializers.ChoiceField(choices=MODES, default="auto")
-        scope = ScopeSerializer(required=False)
-        specific = serializers.BooleanField(default=False)
-        critical_only = serializers.BooleanField(default=False)
-        include_superseded = serializers.BooleanField(default=False)
-        # The packaged cross-encoder reads the first 20 candidates; its order is fused with the hybrid one.
-        # Off by default: measured, it does not win on every set and costs ~1.5 s a query on 2 cores.
-        rerank = serializers.BooleanField(default=False)
+    InputSerializer = RetrieveInput
 
     @extend_schema(request=InputSerializer, responses={200: dict})
     def post(self, request: Request, tenant_slug: str) -> Response:
@@ -133,10 +78,7 @@ class RetrieveApi(TenantApiView):
 class BootstrapApi(TenantApiView):
     reads_with_post = True
 
-    @extend_schema_serializer(component_name="BootstrapInput")
-    class InputSerializer(serializers.Serializer):
-        intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
-        scope = ScopeSerializer(required=False)
+    InputSerializer = BootstrapInput
 
     @extend_schema(request=InputSerializer, responses={200: dict})
     def post(self, request: Request, tenant_slug: str) -> Response:
@@ -149,29 +91,10 @@ class BootstrapApi(TenantApiView):
 
 
 # --- sources -------------------------------------------------------------------------------
-class SourceOutput(serializers.Serializer):
-    id = serializers.UUIDField(source="public_id")
-    source_id = serializers.CharField()
-    kind = serializers.CharField()
-    name = serializers.CharField(source="label")
-    path = serializers.CharField()
-    default_mode = serializers.CharField()
-    ocr_languages = serializers.CharField()
-    tags = serializers.SerializerMethodField()
-    is_default = serializers.BooleanField()
-    documents = serializers.SerializerMethodField()
-    last_synced_at = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
-
-    def get_tags(self, source: Source) -> list[str]:
-        return sorted(t.name for t in source.tags.all())
-
-    def get_documents(self, source: Source) -> int:
-        return source.documents.exclude(status=Status.RETIRED).count()
 
 
 def _source(view: TenantApiView, source_id: str) -> Source:
-    return get_object_or_404(Source.objects.for_tenant(view.tenant), public_id=source_id)
+    return found_or_404(selectors.source_get(tenant=view.tenant, public_id=source_id))
 
 
 class SourceListApi(TenantApiView):
@@ -186,8 +109,7 @@ class SourceListApi(TenantApiView):
 
     @extend_schema(responses={200: SourceOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        sources = Source.objects.for_tenant(self.tenant).prefetch_related("tags")
-        return Response(SourceOutput(sources, many=True).data)
+        return Response(SourceOutput(selectors.source_list(tenant=self.tenant), many=True).data)
 
     @extend_schema(request=InputSerializer, responses={201: SourceOutput})
     def post(self, request: Request, tenant_slug: str) -> Response:
@@ -249,41 +171,6 @@ class SourceDetailApi(TenantApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class JobOutput(serializers.Serializer):
-    id = serializers.UUIDField(source="public_id")
-    kind = serializers.CharField()
-    status = serializers.CharField(source="state")
-    source_id = serializers.CharField(source="source.source_id", allow_null=True)
-    progress = serializers.SerializerMethodField()
-    counts = serializers.SerializerMethodField()
-    errors = serializers.JSONField()
-    skips = serializers.JSONField()
-    message = serializers.CharField()
-    attempts = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
-    seconds = serializers.FloatField(allow_null=True)
-
-    def get_progress(self, job: IngestJob) -> dict[str, Any]:
-        percent = (
-            100.0
-            if job.is_finished
-            else (100.0 * job.documents_done / job.documents_total if job.documents_total else 0.0)
-        )
-        return {
-            "documents_done": job.documents_done,
-            "documents_total": job.documents_total,
-            "chunks_done": job.chunks_done,
-            "chunks_total": job.chunks_total,
-            "percent": round(percent, 1),
-            "activity": "" if job.is_finished else job.activity,
-        }
-
-    def get_counts(self, job: IngestJob) -> dict[str, int]:
-        return {k: getattr(job, k) for k in ("added", "updated", "unchanged", "retired", "skipped", "failed")}
-
-
 class SourceUploadApi(TenantApiView):
     parser_classes = [MultiPartParser, FormParser]
 
@@ -314,13 +201,15 @@ class SourceUploadApi(TenantApiView):
                     ]
                 }
             )
-        mode = request.data.get("mode", "auto")
+        form: Any = request.data  # multipart: a QueryDict
+        mode = form.get("mode", "auto")
         if mode not in MODES:
             raise serializers.ValidationError({"mode": [f"Use one of {', '.join(MODES)}."]})
-        tags = [t.strip() for t in str(request.data.get("tags", "")).split(",") if t.strip()]
+        tags = [t.strip() for t in str(form.get("tags", "")).split(",") if t.strip()]
         uploads = [(f.name, f.read()) for f in files]
         try:
-            job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, mode=mode, tags=tags)
+            options = IngestOptions(mode=mode, tags=tuple(tags))
+            job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options)
         except services.UploadQuotaExceeded as exc:
             raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
@@ -335,20 +224,21 @@ class SourceSyncApi(TenantApiView):
                 {"source": ["Only folder sources can be re-synced; upload files instead."]}
             )
         try:  # the service checks the folder against the allowed roots
-            job = services.folder_sync_enqueue(tenant=self.tenant, source=source, mode=source.default_mode)
+            options = IngestOptions(mode=source.default_mode)
+            job = services.folder_sync_enqueue(tenant=self.tenant, source=source, options=options)
         except services.FolderNotAllowed as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _job(view: TenantApiView, job_id: str) -> IngestJob:
-    return get_object_or_404(IngestJob.objects.for_tenant(view.tenant).select_related("source"), public_id=job_id)
+    return found_or_404(selectors.job_get(tenant=view.tenant, public_id=job_id))
 
 
 class JobListApi(TenantApiView):
     @extend_schema(responses={200: JobOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        jobs = IngestJob.objects.for_tenant(self.tenant).select_related("source")[:100]
+        jobs = selectors.job_list(tenant=self.tenant)[:100]
         return Response(JobOutput(jobs, many=True).data)
 
 
@@ -383,78 +273,24 @@ class JobRetryApi(TenantApiView):
 
 
 # --- documents -----------------------------------------------------------------------------
-class VersionOutput(serializers.Serializer):
-    version = serializers.IntegerField()
-    status = serializers.CharField()
-    content_hash = serializers.CharField()
-    size = serializers.IntegerField()
-    chunk_count = serializers.IntegerField()
-    embedding_model = serializers.CharField()
-    warnings = serializers.JSONField()
-    created_at = serializers.DateTimeField()
-    status_changed_at = serializers.DateTimeField()
-
-
-class DocumentOutput(serializers.Serializer):
-    id = serializers.UUIDField(source="public_id")
-    document_id = serializers.CharField()
-    source_id = serializers.CharField(source="source.source_id")
-    document_key = serializers.CharField(source="display_key")
-    title = serializers.CharField()
-    source_type = serializers.CharField()
-    mode = serializers.CharField()
-    status = serializers.CharField()
-    version = serializers.IntegerField()
-    critical = serializers.BooleanField()
-    tags = serializers.SerializerMethodField()
-    updated_at = serializers.DateTimeField()
-
-    def get_tags(self, document: Document) -> list[str]:
-        return sorted(t.name for t in document.tags.all())
-
-
-class DocumentDetailOutput(DocumentOutput):
-    versions = VersionOutput(many=True)
 
 
 def _document(view: TenantApiView, document_id: str) -> Document:
-    return get_object_or_404(
-        Document.objects.for_tenant(view.tenant).select_related("source").prefetch_related("tags", "versions"),
-        public_id=document_id,
-    )
-
-
-class DocumentPageOutput(serializers.Serializer):
-    count = serializers.IntegerField(help_text="Documents matching the filters, all pages.")
-    results = DocumentOutput(many=True)
+    return found_or_404(selectors.document_get(tenant=view.tenant, document_id=document_id))
 
 
 class DocumentListApi(TenantApiView):
     @extend_schema(responses={200: DocumentPageOutput}, operation_id="tenants_documents_list")
     def get(self, request: Request, tenant_slug: str) -> Response:
-        documents = Document.objects.for_tenant(self.tenant).select_related("source").prefetch_related("tags")
         params = request.query_params
-        if params.get("source_id"):
-            documents = documents.filter(source__source_id=params["source_id"])
-        if params.get("status"):
-            documents = documents.filter(status=params["status"])
-        if params.get("mode"):
-            documents = documents.filter(mode=params["mode"])
-        if params.get("tag"):
-            documents = documents.filter(tags__name=params["tag"].strip().lower())
-        if params.get("critical") in ("true", "1"):
-            documents = documents.filter(critical=True)
-        if params.get("q"):
-            documents = documents.filter(document_key__icontains=params["q"]) | documents.filter(
-                title__icontains=params["q"]
-            )
+        documents = selectors.document_list(tenant=self.tenant, filters=selectors.DocumentFilters.from_params(params))
         try:
             limit = min(max(int(params.get("limit", 100)), 1), 500)
             offset = min(max(int(params.get("offset", 0)), 0), MAX_OFFSET)
         except ValueError as exc:
             raise serializers.ValidationError({"limit": ["limit and offset are integers."]}) from exc
         total = documents.count()
-        page = documents.order_by("source__source_id", "document_key")[offset : offset + limit]
+        page = documents[offset : offset + limit]
         return Response({"count": total, "results": DocumentOutput(page, many=True).data})
 
 
@@ -474,7 +310,7 @@ class DocumentDetailApi(TenantApiView):
         incoming = self.UpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        rows = Document.objects.filter(pk=document.pk)
+        rows = selectors.document_rows(tenant=self.tenant, document=document)
         if "critical" in data:
             services.documents_set_critical(tenant=self.tenant, documents=rows, critical=data["critical"])
         if "tags" in data:
@@ -486,19 +322,12 @@ class DocumentRetireApi(TenantApiView):
     @extend_schema(request=None, responses={200: DocumentDetailOutput})
     def post(self, request: Request, tenant_slug: str, document_id: str) -> Response:
         document = _document(self, document_id)
-        services.documents_retire(tenant=self.tenant, documents=Document.objects.filter(pk=document.pk))
+        rows = selectors.document_rows(tenant=self.tenant, document=document)
+        services.documents_retire(tenant=self.tenant, documents=rows)
         return Response(DocumentDetailOutput(_document(self, document_id)).data)
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------
-def plain_errors(errors: Any, prefix: str = "") -> str:
-    """DRF's nested error dict as "field.sub: message; …" (not a Python repr of ErrorDetail objects)."""
-    if isinstance(errors, dict):
-        return "; ".join(plain_errors(v, f"{prefix}{k}." if prefix or k != "non_field_errors" else "")
-                         for k, v in errors.items())  # fmt: skip
-    if isinstance(errors, list):
-        return "; ".join(plain_errors(v, prefix) for v in errors)
-    return f"{prefix.rstrip('.')}: {errors}" if prefix else str(errors)
 
 
 def _dify_error(code: int, message: str, http_status: int) -> Response:
@@ -541,18 +370,11 @@ class DifyRetrievalApi(APIView):
             return _dify_error(400, f"Invalid request: {plain_errors(incoming.errors)}", 400)
         data = incoming.validated_data
         knowledge_id = data["knowledge_id"].strip()
-        source = Source.objects.for_tenant(tenant).filter(source_id=knowledge_id).first()
-        if source is None and ids.is_uuid(knowledge_id):
-            source = Source.objects.for_tenant(tenant).filter(public_id=knowledge_id).first()
-        if source is None:
-            source = Source.objects.for_tenant(tenant).filter(label__iexact=knowledge_id).first()
-        filters = RetrieveFilters()
-        if source is not None:
-            filters.source_ids = [source.source_id]
-        elif Tag.objects.for_tenant(tenant).filter(name=Tag.normalise(knowledge_id)).exists():
-            filters.tags = [Tag.normalise(knowledge_id)]
-        else:
+        scope = selectors.knowledge_scope(tenant=tenant, knowledge_id=knowledge_id)
+        if scope is None:
             return _dify_error(2001, "The knowledge does not exist.", 404)
+        kind, name = scope
+        filters = RetrieveFilters(source_ids=[name]) if kind == "source" else RetrieveFilters(tags=[name])
         try:
             hits = retrieve(
                 tenant=tenant, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
@@ -575,13 +397,8 @@ class DifyRetrievalApi(APIView):
                     "title": document.title,
                     "metadata": {
                         "path": document.display_key,
-                        "document_id": document.document_id,
-                        "chunk_id": chunk.chunk_id,
                         "source_id": document.source.source_id,
-                        "heading": chunk.heading,
-                        "line_start": chunk.line_start,
-                        "line_end": chunk.line_end,
-                        "page": hit.location_page,
+                        **hit_location(hit),
                     },
                 }
             )

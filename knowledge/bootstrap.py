@@ -14,8 +14,9 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from knowledge.models import Chunk, Document, Status
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.selectors import live_chunks, live_documents
+from knowledge.shapes import ChunkLocation, chunk_location
 from tenants.models import Tenant
 
 PROBES = {
@@ -28,35 +29,18 @@ EXCERPT_CHARS = 320
 OVERVIEW_NAMES = ("readme", "index", "overview", "introduction", "intro", "about")
 
 
-def chunk_ref(chunk: Chunk) -> dict[str, Any]:
-    document = chunk.document
-    return {
-        "chunk_id": chunk.chunk_id,
-        "document_id": document.document_id,
-        "document_key": document.display_key,
-        "title": document.title,
-        "heading": chunk.heading,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "page": chunk.page,
-    }
-
-
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
-def _scoped_chunks(tenant: Tenant, filters: RetrieveFilters):  # type: ignore[no-untyped-def]
-    chunks = Chunk.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
-    if filters.source_ids is not None:
-        chunks = chunks.filter(document__source__source_id__in=filters.source_ids)
-    if filters.tags:
-        chunks = chunks.filter(Q(document__tags__name__in=filters.tags) | Q(tags__name__in=filters.tags)).distinct()
-    return chunks
+def _scoped_chunks(tenant: Tenant, filters: RetrieveFilters):
+    return live_chunks(tenant=tenant, source_ids=filters.source_ids, tags=filters.tags)
 
 
-def _summary(tenant: Tenant, filters: RetrieveFilters, overview: list[RetrievedChunk]) -> tuple[str, list[dict]]:
+def _summary(
+    tenant: Tenant, filters: RetrieveFilters, overview: list[RetrievedChunk]
+) -> tuple[str, list[ChunkLocation]]:
     chunks = _scoped_chunks(tenant, filters).select_related("document")
     candidates = [
         c for c in chunks.filter(index=0).order_by("document__document_key")[:500]
@@ -71,7 +55,7 @@ def _summary(tenant: Tenant, filters: RetrieveFilters, overview: list[RetrievedC
         p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.strip().startswith(("#", "=", "-"))
     ]
     summary = " ".join(paragraphs)[:800] if paragraphs else _excerpt(text)
-    return " ".join(summary.split()), [chunk_ref(picked[0])]
+    return " ".join(summary.split()), [chunk_location(picked[0])]
 
 
 def _topics(tenant: Tenant, filters: RetrieveFilters) -> list[dict[str, Any]]:
@@ -91,7 +75,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
         .select_related("document")
         .order_by("document__document_key", "index")[:20]
     )
-    critical_points = [{**chunk_ref(c), "also": [], "excerpt": _excerpt(c.text)} for c in critical]
+    critical_points = [{**chunk_location(c), "also": [], "excerpt": _excerpt(c.text)} for c in critical]
     seen = {c.pk for c in critical}
     probes = dict(PROBES)
     if intent.strip():
@@ -120,7 +104,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
             item = {
                 "kind": kind,
                 "also": [],
-                **chunk_ref(hit.chunk),
+                **chunk_location(hit.chunk),
                 "excerpt": _excerpt(hit.chunk.text),
                 "score": hit.score,
             }
@@ -145,11 +129,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
         mode = "documental"
     else:
         mode = "mixed"
-    documents = Document.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
-    if filters.source_ids is not None:
-        documents = documents.filter(source__source_id__in=filters.source_ids)
-    if filters.tags:
-        documents = documents.filter(tags__name__in=filters.tags).distinct()
+    documents = live_documents(tenant=tenant, source_ids=filters.source_ids, tags=filters.tags)
     return {
         "mode": mode,
         "intent": intent,

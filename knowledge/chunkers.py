@@ -11,6 +11,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 TARGET_CHARS = 1500
 MAX_CHARS = 2200
@@ -243,7 +244,7 @@ TREE_SITTER_GRAMMARS = {
 
 
 @cache
-def _tree_sitter_parser(language: str):  # type: ignore[no-untyped-def]
+def _tree_sitter_parser(language: str):
     import importlib
 
     import tree_sitter
@@ -374,7 +375,7 @@ def assign_pages(drafts: list[ChunkDraft], page_offsets: list[tuple[int, int, st
         position = max(0, bisect.bisect_right(starts, draft.char_start) - 1)
         draft.page, draft.page_label = page_offsets[position][1], page_offsets[position][2]
         end = draft.char_start + len(draft.text)
-        spans = [[0, draft.page, draft.page_label]]
+        spans: list[list[Any]] = [[0, draft.page, draft.page_label]]
         for offset, number, label in page_offsets[position + 1 :]:
             if offset >= end:
                 break

@@ -119,7 +119,7 @@ class PackagedMiniLM:
         np.add.at(vectors, owner, pooled * weights[:, None])
         return _normalise(vectors)
 
-    def _pooled(self, encodings) -> np.ndarray:  # type: ignore[no-untyped-def]
+    def _pooled(self, encodings) -> np.ndarray:
         width_all = max(len(e.ids) for e in encodings)
         all_ids = np.array([e.ids + [0] * (width_all - len(e.ids)) for e in encodings], dtype=np.int64)
         all_mask = np.array([e.attention_mask + [0] * (width_all - len(e.ids)) for e in encodings], dtype=np.int64)

@@ -57,7 +57,7 @@ def normalise_text(text: str) -> str:
     return re.sub(r"[ \t]+\n", "\n", text)
 
 
-def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:  # type: ignore[no-untyped-def]
+def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:
     """`progress(done, total)` is called after each page OCR reads (a scanned PDF takes seconds a page)."""
     if source_type == "pdf":
         return extract_pdf(data, key=key, ocr_languages=ocr_languages, progress=progress)
@@ -291,7 +291,7 @@ def _pdf_page_text(page: object, mode: str) -> str:
     return page.extract_text()  # type: ignore[attr-defined]
 
 
-def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> None:  # type: ignore[no-untyped-def]
+def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> None:
     """Pages without a text layer (scans) get their text from OCR, in place; each page OCR cannot read is a
     warning with its reason, never a silent empty chunk."""
     from knowledge.ocr import OCRUnavailable, ocr_pdf_pages
@@ -313,7 +313,7 @@ def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, lang
         warnings.append(f"page {number}: {reason}")
 
 
-def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:  # type: ignore[no-untyped-def]
+def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
@@ -375,7 +375,7 @@ def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progre
         offset += len(text) + 2
     title = ""
     try:
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
+        title = str((reader.metadata or {}).get("/Title") or "").strip()  # type: ignore[call-overload]  # pypdf's DocumentInformation is a dict of PDF names
     except Exception:  # broken metadata is not worth failing over
         title = ""
     if not title:

@@ -29,6 +29,7 @@ from django.utils import timezone
 from knowledge import storage
 from knowledge.embedders import EmbedderIdentity
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
+from knowledge.shapes import chunk_location
 from knowledge.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
 
 logger = logging.getLogger(__name__)
@@ -62,20 +63,13 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
     return {
         "tenant": str(document.tenant.public_id),
         "source_id": document.source.source_id,
-        "document_id": document.document_id,
-        "document_key": document.display_key,
-        "chunk_id": chunk.chunk_id,
         "version": chunk.document_version.version,
         "version_key": version_key(document.document_id, chunk.document_version.version),
         "status": status,
         "mode": chunk.mode,
         "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
         "critical": int(document.critical or chunk.critical),
-        "title": document.title,
-        "heading": chunk.heading,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "page": chunk.page,
+        **chunk_location(chunk, document=document),
     }
 
 
@@ -110,8 +104,8 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
             [
                 StorePoint(
                     id=chunk.point_id,
-                    dense=np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
-                    sparse=(chunk.sparse["i"], chunk.sparse["v"]),
+                    dense=np.frombuffer(bytes(chunk.dense or b""), dtype=np.float32).tolist(),
+                    sparse=(chunk.sparse["i"], chunk.sparse["v"]) if chunk.sparse else ([], []),
                     payload=chunk_payload(
                         chunk=chunk,
                         document=document,
@@ -223,19 +217,11 @@ def sync_document(document: Document) -> None:
             store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
 
 
-def finish_job_if_indexed(job: IngestJob) -> bool:
-    """A job waiting for the indexer is done once none of its versions is pending any more."""
-    if job.state != IngestJob.State.INDEXING or DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists():
-        return False
-    job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
-    job.finished_at = timezone.now()
-    job.save(update_fields=["state", "finished_at"])
-    return True
-
-
 def _finish_jobs(job_ids: set[int]) -> None:
+    from knowledge import jobs
+
     for job in IngestJob.objects.filter(pk__in=job_ids, state=IngestJob.State.INDEXING):
-        finish_job_if_indexed(job)
+        jobs.finish_if_indexed(job)
 
 
 def drain(*, limit: int | None = None) -> DrainResult:

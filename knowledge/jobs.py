@@ -1,4 +1,16 @@
-"""Jobs that outlive their process: one sync per source at a time, and recovery of jobs whose worker died.
+"""The ingest job's lifecycle, and jobs that outlive their process.
+
+Every change of `IngestJob.state` is made here, by one of the transitions (an import test checks no other
+module assigns it):
+
+    queued ──start──▶ running ──indexing──▶ indexing ──finish_if_indexed──▶ succeeded | partial
+      ▲                  │ checkpoint (a cancel request) ──▶ cancelled
+      └──queue (retry)───┴─fail(reason, reference)──▶ failed
+
+A failed job says why in plain words; an unexpected error says only that it was logged, with the reference
+that finds the log line (never the exception's text, which the job page and the jobs API would show).
+
+One sync per source at a time, and recovery of jobs whose worker died:
 
 A job records the process running it (host and pid, in `params["worker"]`), and the source it syncs is
 locked by a SourceLock row naming the same holder. A worker killed with SIGKILL runs no cleanup, so
@@ -23,18 +35,108 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from knowledge.models import IngestJob, Source, SourceLock
+from knowledge.enrichment import EnrichmentRequest
+from knowledge.models import DocumentVersion, IngestJob, Source, SourceLock, Status
 
 logger = logging.getLogger(__name__)
 
 LOCK_POLL_S = 1.0
 MAX_ATTEMPTS = 2  # a job whose worker died is run once more, then marked failed
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How a job ingests, the same object from the form or the API to the pipeline (kept whole in `job.params`)."""
+
+    mode: str = "auto"  # auto | documental | code
+    tags: tuple[str, ...] = ()
+    critical: bool = False  # every document of the job is marked critical
+    enrichment: EnrichmentRequest | None = None  # a model reads each document (title, summary, topics)
+
+    def to_params(self) -> dict[str, Any]:
+        return {"mode": self.mode, "tags": list(self.tags), "critical": self.critical,
+                **({"enrichment": asdict(self.enrichment)} if self.enrichment else {})}  # fmt: skip
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> IngestOptions:
+        params = params or {}
+        enrichment = params.get("enrichment")
+        return cls(
+            mode=params.get("mode") or "auto",
+            tags=tuple(params.get("tags") or ()),
+            critical=bool(params.get("critical")),
+            enrichment=EnrichmentRequest(**enrichment) if enrichment else None,
+        )
+
+
+DEFAULT_OPTIONS = IngestOptions()
+
+
+class JobCancelled(Exception):
+    """The job stopped at a checkpoint because a cancel was requested; it already says so."""
+
+
+COUNTS = ("added", "updated", "unchanged", "retired", "skipped", "failed", "documents_done", "chunks_done",
+          "chunks_total")  # fmt: skip
+
+
+# --- transitions ---------------------------------------------------------------------------------------------
+def queue(job: IngestJob) -> None:
+    """Queued again (a retry): the worker runs it from the start; incremental sync redoes only what is missing."""
+    job.cancel_requested, job.state = False, IngestJob.State.QUEUED
+    job.save(update_fields=["cancel_requested", "state"])
+
+
+def start(job: IngestJob) -> None:
+    """Running in this process: counts start again, the worker is recorded (how a dead one is found)."""
+    job.state, job.started_at, job.attempts = IngestJob.State.RUNNING, timezone.now(), job.attempts + 1
+    job.params = {**(job.params or {}), "worker": this_worker()}
+    for name in COUNTS:
+        setattr(job, name, 0)
+    job.errors, job.skips, job.finished_at = [], [], None
+    job.save()
+
+
+def checkpoint(job: IngestJob) -> None:
+    """Save the progress; a cancel requested meanwhile ends the job here (JobCancelled)."""
+    if IngestJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
+        job.state, job.finished_at, job.message = IngestJob.State.CANCELLED, timezone.now(), "Cancelled on request."
+        job.save()
+        raise JobCancelled()
+    job.save()
+
+
+def fail(job: IngestJob, reason: str, *, reference: str = "") -> None:
+    """Failed, with a plain reason; `reference` ties it to the log line that has the details."""
+    job.state, job.finished_at = IngestJob.State.FAILED, timezone.now()
+    job.message = f"{reason.rstrip('.')} (ref {reference})." if reference else reason
+    job.save(update_fields=["state", "finished_at", "message"])
+
+
+def indexing(job: IngestJob) -> None:
+    """Every file was handled: the job waits for the indexer to make its versions visible."""
+    job.state = IngestJob.State.INDEXING
+    job.save()
+    report_activity(job, "")
+
+
+def finish_if_indexed(job: IngestJob) -> bool:
+    """A job waiting for the indexer is done once none of its versions is pending any more."""
+    if job.state != IngestJob.State.INDEXING or DocumentVersion.objects.filter(job=job, status=Status.PENDING).exists():
+        return False
+    job.state = IngestJob.State.PARTIAL if job.failed else IngestJob.State.SUCCEEDED
+    job.finished_at = timezone.now()
+    job.save(update_fields=["state", "finished_at"])
+    return True
 
 
 class SourceBusy(Exception):
@@ -45,7 +147,7 @@ def this_worker() -> dict[str, object]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def holder_alive(host: str, pid: int, since) -> bool:  # type: ignore[no-untyped-def]
+def holder_alive(host: str, pid: int, since) -> bool:
     """Whether the process that took a lock or started a job still runs (on this host: asked; elsewhere: by age)."""
     if host == socket.gethostname():
         try:
@@ -55,7 +157,7 @@ def holder_alive(host: str, pid: int, since) -> bool:  # type: ignore[no-untyped
         except PermissionError:
             return True
         return True
-    return since is None or timezone.now() - since < timedelta(seconds=settings.Q_CLUSTER["timeout"])
+    return since is None or timezone.now() - since < timedelta(seconds=float(settings.Q_CLUSTER["timeout"]))  # type: ignore[arg-type]  # a number of seconds
 
 
 @contextmanager
@@ -133,7 +235,7 @@ def recover_orphaned_jobs() -> list[IngestJob]:
         if retry:
             from django_q.tasks import async_task
 
-            transaction.on_commit(lambda pk=job.pk: async_task("knowledge.tasks.ingest_job_task", pk))
+            transaction.on_commit(partial(async_task, "knowledge.tasks.ingest_job_task", job.pk))
         job.refresh_from_db()
         recovered.append(job)
     return recovered

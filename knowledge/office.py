@@ -193,19 +193,19 @@ def _paged(pages: list[str], *, title: str) -> OfficeText:
 
 
 # --- OpenDocument ----------------------------------------------------------------------------------------------
-def _odf_nodes(node) -> Iterator:  # type: ignore[no-untyped-def]
+def _odf_nodes(node) -> Iterator:
     for child in node.childNodes:
         if child.nodeType == child.ELEMENT_NODE:
             yield child
 
 
-def _odf_text(node) -> str:  # type: ignore[no-untyped-def]
+def _odf_text(node) -> str:
     from odf import teletype
 
     return " ".join(teletype.extractText(node).split())
 
 
-def _odf_table_rows(table) -> list[list[str]]:  # type: ignore[no-untyped-def]
+def _odf_table_rows(table) -> list[list[str]]:
     rows = []
     for row in table.getElementsByType(_odf_class("table", "TableRow")):
         cells = []
@@ -220,13 +220,13 @@ def _odf_table_rows(table) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return rows
 
 
-def _odf_class(module: str, name: str):  # type: ignore[no-untyped-def]
+def _odf_class(module: str, name: str):
     import importlib
 
     return getattr(importlib.import_module(f"odf.{module}"), name)
 
 
-def _odf_blocks(parent) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _odf_blocks(parent) -> Iterator[str]:
     for node in _odf_nodes(parent):
         kind = node.qname[1]
         if kind == "h":
@@ -243,7 +243,7 @@ def _odf_blocks(parent) -> Iterator[str]:  # type: ignore[no-untyped-def]
             yield from _odf_blocks(node)
 
 
-def _odf_title(document) -> str:  # type: ignore[no-untyped-def]
+def _odf_title(document) -> str:
     titles = document.meta.getElementsByType(_odf_class("dc", "Title"))
     return _odf_text(titles[0]) if titles else ""
 

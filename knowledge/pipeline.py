@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,13 +20,13 @@ from django.db import connections, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from knowledge import ids, indexer
+from knowledge import ids, indexer, jobs
 from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.classify import classify
 from knowledge.embedders import Embedder, get_embedder
-from knowledge.enrichment import EnrichmentRequest, enrich
+from knowledge.enrichment import enrich
 from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
-from knowledge.jobs import report_activity, source_locked, this_worker
+from knowledge.jobs import DEFAULT_OPTIONS, IngestOptions, report_activity, source_locked
 from knowledge.lexical import document_vector
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from knowledge.office import OFFICE_TYPES, PAGED_OFFICE
@@ -40,10 +40,6 @@ logger = logging.getLogger(__name__)
 
 INDEXING_VERSION = 2
 CODE_PATH_INDEXING = 2  # from this version on, code chunks are embedded with their file's path
-
-
-class JobCancelled(Exception):
-    pass
 
 
 @dataclass
@@ -227,6 +223,7 @@ class Lookahead:
             display_key, title = ids.display_name(ids.normalise_document_key(key)), prepared.extracted.title[:500]
             inputs += [embedding_text(display_key, title, prepared.mode, d.heading, d.text) for d in prepared.drafts]
             texts += [d.text for d in prepared.drafts]
+        assert self._tenant is not None  # set by start()
         stored = _known_vectors(self._tenant, self.identity, texts)  # ingest_bytes takes these from SQL itself
         pending = set().union(*(wanted for _, wanted, _ in self._ahead)) if self._ahead else set()
         wanted = [t for t in dict.fromkeys(inputs) if t not in stored and t not in self.vectors and t not in pending]
@@ -250,17 +247,17 @@ class Lookahead:
         if len(self._ahead) < self.DEPTH:
             self._embed_next(wait=False)
 
-    def embed(self, texts: list[str]):  # type: ignore[no-untyped-def]
+    def embed(self, texts: list[str]):
         return _embed_missing(self.embedder, texts, self.vectors)
 
 
 def ingest_bytes(
     *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
-    mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None, embedder: Embedder | None = None,
-    on_chunks: Callable[[int], None] | None = None, enrichment: EnrichmentRequest | None = None,
-    critical: bool = False, lookahead: Lookahead | None = None,
+    options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None, embedder: Embedder | None = None,
+    lookahead: Lookahead | None = None,
 ) -> Outcome:  # fmt: skip
     """Ingest one document's bytes as a new pending version, unless its content is unchanged."""
+    mode, tags, enrichment, critical = options.mode, options.tags, options.enrichment, options.critical
     tenant = source.tenant
     normalised_key = ids.normalise_document_key(key)
     document_id = ids.document_id(source.source_id, key)
@@ -363,12 +360,10 @@ def ingest_bytes(
                 )  # fmt: skip
             )
         Chunk.objects.bulk_create(rows, batch_size=500)
-    if on_chunks:
-        on_chunks(len(drafts))
     return Outcome(key, result, chunks=len(drafts))
 
 
-def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, bytes]:
     """Embedder input → stored vector, for this tenant's chunks whose text is one of `texts` (same embedder)."""
     hashes = {hashlib.sha256(text.encode()).hexdigest() for text in texts}
     known: dict[str, bytes] = {}
@@ -381,7 +376,8 @@ def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, byte
         .only("text", "heading", "dense", "document_version__title", "document__document_key", "document__mode")
     )  # fmt: skip
     for chunk in candidates.iterator():
-        known.setdefault(stored_embedding_text(chunk), bytes(chunk.dense))
+        if chunk.dense is not None:
+            known.setdefault(stored_embedding_text(chunk), bytes(chunk.dense))
     return known
 
 
@@ -438,18 +434,17 @@ def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
 
 
 def sync_folder(
-    *, source: Source, root: Path, mode: str = "auto", tags: Iterable[str] = (), job: IngestJob | None = None,
-    progress: Callable[[IngestJob], None] | None = None, enrichment: EnrichmentRequest | None = None,
-    critical: bool = False,
+    *, source: Source, root: Path, options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None,
+    progress: Callable[[IngestJob], None] | None = None,
 ) -> IngestJob:  # fmt: skip
     """Bring a folder source up to date: add and update what changed, retire what disappeared."""
     job = job or IngestJob.objects.create(  # run in-process by the operator (CLI): a retry re-reads this root
         tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
         params={"path": str(Path(root).resolve()), "operator": True},
     )  # fmt: skip
-    _start(job)
+    jobs.start(job)
     # One sync of a source at a time (knowledge/jobs.py); enrichment adds a chunk per document, so no lookahead.
-    with source_locked(source, job), _stopped_when_full(job), _lookahead(enrichment is None) as lookahead:
+    with source_locked(source, job), _stopped_when_full(job), _lookahead(options.enrichment is None) as lookahead:
         entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
         files = [e for e in entries if isinstance(e, WalkedFile)]
         skips = [e for e in entries if isinstance(e, Skip)]
@@ -459,9 +454,8 @@ def sync_folder(
         job.save()
         known = _fast_unchanged(source)
         if lookahead is not None:
-            lookahead.start(source.tenant, source, _changed(files, known), mode, job)
+            lookahead.start(source.tenant, source, _changed(files, known), options.mode, job)
         keep: set[str] = set()
-        tags = list(tags)
         embedder = get_embedder()
         for number, walked in enumerate(files):
             try:
@@ -474,13 +468,13 @@ def sync_folder(
                                 f"(an NFC/NFD twin of {key}); rename one of them")  # fmt: skip
                 continue
             keep.add(key)
-            if known.get(key) == (walked.size, walked.mtime) and enrichment is None and not critical:
+            if known.get(key) == (walked.size, walked.mtime) and options.enrichment is None and not options.critical:
                 job.unchanged += 1
             else:
                 if lookahead is not None:
                     lookahead.fill(number)
-                if _ingest_one(job, source, walked.key, walked.path, walked.mtime, mode, tags, lookahead or embedder,
-                               None, enrichment, critical, lookahead) is False:  # fmt: skip
+                if not _ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
+                                   options=options, embedder=lookahead or embedder, lookahead=lookahead):  # fmt: skip
                     keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
                 if lookahead is not None:
                     lookahead.forget(walked.key)
@@ -494,20 +488,19 @@ def sync_folder(
 
 
 def ingest_files(
-    *, source: Source, files: list[tuple[str, bytes]], mode: str = "auto", tags: Iterable[str] = (),
+    *, source: Source, files: list[tuple[str, bytes]], options: IngestOptions = DEFAULT_OPTIONS,
     job: IngestJob | None = None, skips: list[dict] | None = None, errors: list[dict] | None = None,
-    enrichment: EnrichmentRequest | None = None, critical: bool = False,
 ) -> IngestJob:  # fmt: skip
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
-    _start(job)
+    jobs.start(job)
     with source_locked(source, job), _stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
         job.skips, job.skipped = list(skips or []), len(skips or [])
         job.errors, job.failed = list(errors or []), len(errors or [])
         job.documents_total = len(files)
         embedder = get_embedder()
         for number, (key, data) in enumerate(files):
-            _ingest_one(job, source, key, None, None, mode, list(tags), embedder, data, enrichment, critical)
+            _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder)
             job.documents_done = number + 1
             _checkpoint(job, None)
         return _finish(job, None)
@@ -522,9 +515,8 @@ def _stopped_when_full(job: IngestJob) -> Iterator[None]:
         if not isinstance(exc, StorageFull) and not is_storage_full(exc):
             raise
         reason = str(exc) if isinstance(exc, StorageFull) else storage_full_reason(None)
-        job.state, job.finished_at, job.message = IngestJob.State.FAILED, timezone.now(), reason
         try:
-            job.save()
+            jobs.fail(job, reason)
         except Exception:  # noqa: BLE001  (the disk is still full: the log has it, the job stays to be recovered)
             logger.error("Job %s stopped and could not be updated: %s", job.public_id, reason)
         raise StorageFull(reason) from exc
@@ -553,18 +545,22 @@ def _changed(files: list[WalkedFile], known: dict) -> list[tuple[int, str, Path]
     return changed
 
 
-def _ingest_one(job, source, key, path, mtime, mode, tags, embedder, data=None, enrichment=None, critical=False,  # type: ignore[no-untyped-def]  # noqa: E501
-                lookahead=None) -> bool:  # fmt: skip
+def _ingest_one(
+    *, job: IngestJob, source: Source, key: str, options: IngestOptions, embedder: Embedder | Lookahead,
+    path: Path | None = None, mtime: float | None = None, data: bytes | None = None,
+    lookahead: Lookahead | None = None,
+) -> bool:  # fmt: skip
     """Ingest one file into the job's counts; False when it was skipped (empty), so a sync retires its old
     version. A failure is recorded on the job and keeps the old version (True), as an unreadable file should.
     A full disk is not one document's failure: it raises StorageFull and stops the job."""
     check_free_space(key)
     try:
         if data is None:
+            assert path is not None
             data = path.read_bytes()
         outcome = ingest_bytes(
-            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, mode=mode, tags=tags,
-            job=job, embedder=embedder, enrichment=enrichment, critical=critical, lookahead=lookahead,
+            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, options=options,
+            job=job, embedder=embedder, lookahead=lookahead,  # a Lookahead embeds too
         )  # fmt: skip
     except EmptyDocument:
         job.skipped += 1
@@ -606,37 +602,17 @@ def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error"
     job.errors = [*job.errors, {"key": key, "error": error, "kind": kind}]
 
 
-def _start(job: IngestJob) -> None:
-    job.state, job.started_at, job.attempts = IngestJob.State.RUNNING, timezone.now(), job.attempts + 1
-    job.params = {**(job.params or {}), "worker": this_worker()}  # how a job whose process died is found
-    for name in ("added", "updated", "unchanged", "retired", "skipped", "failed", "documents_done", "chunks_done",
-                 "chunks_total"):  # fmt: skip
-        setattr(job, name, 0)
-    job.errors, job.skips, job.finished_at = [], [], None
-    job.save()
-
-
 def _checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> None:
-    if IngestJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
-        job.state, job.finished_at, job.message = (
-            IngestJob.State.CANCELLED,
-            timezone.now(),
-            "Cancelled on request.",
-        )
-        job.save()
-        raise JobCancelled()
-    job.save()
+    jobs.checkpoint(job)
     if progress:
         progress(job)
 
 
 def _finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> IngestJob:
-    job.state = IngestJob.State.INDEXING
-    job.save()
-    report_activity(job, "")
+    jobs.indexing(job)
     indexer.drain()
     job.refresh_from_db()
-    indexer.finish_job_if_indexed(job)
+    jobs.finish_if_indexed(job)
     if progress:
         progress(job)
     return job
@@ -646,7 +622,7 @@ def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
     indexer.wait_until_indexed(Q(job=job), timeout=timeout)
     indexer.drain()
     job.refresh_from_db()
-    indexer.finish_job_if_indexed(job)
+    jobs.finish_if_indexed(job)
     return job
 
 

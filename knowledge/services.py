@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from knowledge import ids
-from knowledge.models import Chunk, Document, DocumentVersion, Source, Status, Tag
-from tenants.models import Tenant
+from knowledge import ids, jobs
+from knowledge.enrichment import EnrichmentRequest
+from knowledge.jobs import DEFAULT_OPTIONS, IngestOptions
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from ragsite.errors import error_reference
+from tenants.models import Tenant, TenantQuerySet
+
+logger = logging.getLogger(__name__)
 
 
 def source_create(*, tenant: Tenant, kind: str, name: str, path: str = "", ref: str = "") -> Source:
@@ -68,7 +75,7 @@ def documents_payload_sync(*, tenant: Tenant, document_pks: Iterable[int]) -> No
     _flag_for_sync(Document.objects.for_tenant(tenant).filter(pk__in=list(document_pks)).values_list("pk", flat=True))
 
 
-def documents_set_critical(*, tenant: Tenant, documents: QuerySet[Document], critical: bool) -> int:
+def documents_set_critical(*, tenant: Tenant, documents: TenantQuerySet[Document], critical: bool) -> int:
     scoped = documents.for_tenant(tenant)
     pks = list(scoped.values_list("pk", flat=True))
     count = Document.objects.filter(pk__in=pks).update(critical=critical, updated_at=timezone.now())
@@ -76,7 +83,7 @@ def documents_set_critical(*, tenant: Tenant, documents: QuerySet[Document], cri
     return count
 
 
-def chunks_set_critical(*, tenant: Tenant, chunks: QuerySet[Chunk], critical: bool) -> int:
+def chunks_set_critical(*, tenant: Tenant, chunks: TenantQuerySet[Chunk], critical: bool) -> int:
     scoped = chunks.for_tenant(tenant)
     document_pks = set(scoped.values_list("document_id", flat=True))
     count = scoped.update(critical=critical)
@@ -84,18 +91,22 @@ def chunks_set_critical(*, tenant: Tenant, chunks: QuerySet[Chunk], critical: bo
     return count
 
 
-def rows_add_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk], tag_name: str) -> int:
+def rows_add_tag(*, tenant: Tenant, rows: TenantQuerySet[Any], tag_name: str) -> int:
     """Tag every row of this tenant in rows; returns how many rows it touched."""
     tag = tag_get_or_create(tenant=tenant, name=tag_name)
     scoped = list(rows.for_tenant(tenant))
     with transaction.atomic():
         for row in scoped:
             row.tags.add(tag)
-    _flag_for_sync({row.pk if isinstance(row, Document) else row.document_id for row in scoped})
+    _flag_for_sync(_documents_of(scoped))
     return len(scoped)
 
 
-def rows_remove_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk], tag_name: str) -> int:
+def _documents_of(rows: list[Document] | list[Chunk]) -> set[int]:
+    return {row.pk if isinstance(row, Document) else row.document_id for row in rows}
+
+
+def rows_remove_tag(*, tenant: Tenant, rows: TenantQuerySet[Any], tag_name: str) -> int:
     tag = Tag.objects.for_tenant(tenant).filter(name=Tag.normalise(tag_name)).first()
     if tag is None:
         return 0
@@ -103,11 +114,11 @@ def rows_remove_tag(*, tenant: Tenant, rows: QuerySet[Document] | QuerySet[Chunk
     with transaction.atomic():
         for row in scoped:
             row.tags.remove(tag)
-    _flag_for_sync({row.pk if isinstance(row, Document) else row.document_id for row in scoped})
+    _flag_for_sync(_documents_of(scoped))
     return len(scoped)
 
 
-def documents_retire(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
+def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document]) -> int:
     """Retire documents: readers stop seeing them; their versions stay as history."""
     now = timezone.now()
     scoped = documents.for_tenant(tenant).exclude(status=Status.RETIRED)
@@ -122,8 +133,8 @@ def documents_retire(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
     return len(pks)
 
 
-def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", tags: list[str] | None = None,
-                        options: dict | None = None, operator: bool = False):  # type: ignore[no-untyped-def]  # fmt: skip
+def folder_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
+                        operator: bool = False) -> IngestJob:  # fmt: skip
     """Queue a background sync of a folder source; returns the IngestJob that reports on it.
 
     The folder is checked here, where it is used: unless the operator's CLI queues it (`operator`), it must
@@ -132,14 +143,12 @@ def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", t
     current one."""
     from django_q.tasks import async_task
 
-    from knowledge.models import IngestJob
-
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be synced here.")
     path = str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
     job = IngestJob.objects.create(
         tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={**(options or {}), "path": path, "operator": operator, "mode": mode, "tags": tags or []},
+        params={**options.to_params(), "path": path, "operator": operator},
     )  # fmt: skip
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -147,7 +156,7 @@ def folder_sync_enqueue(*, tenant: Tenant, source: Source, mode: str = "auto", t
     return job
 
 
-def upload_files_remove(job) -> None:  # type: ignore[no-untyped-def]
+def upload_files_remove(job) -> None:
     """Delete an upload job's raw files (their text is in the index by now, or the job is gone)."""
     folder = (job.params or {}).get("dir")
     uploads_root = (Path(settings.MEDIA_ROOT) / "uploads").resolve()
@@ -155,11 +164,11 @@ def upload_files_remove(job) -> None:  # type: ignore[no-untyped-def]
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def job_cancel(*, tenant: Tenant, job) -> None:  # type: ignore[no-untyped-def]
+def job_cancel(*, tenant: Tenant, job) -> None:
     type(job).objects.for_tenant(tenant).filter(pk=job.pk).update(cancel_requested=True)
 
 
-def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
+def job_retry(*, tenant: Tenant, job):
     """Run a finished or failed job again; incremental sync makes the retry redo only what is missing.
 
     A folder job reads the path it recorded, checked again now (FolderNotAllowed) unless the operator queued it."""
@@ -171,9 +180,7 @@ def job_retry(*, tenant: Tenant, job):  # type: ignore[no-untyped-def]
         job_folder(job)
     elif not Path((job.params or {}).get("dir") or "/nonexistent").is_dir():
         raise UploadFilesGone("The uploaded files were removed once they were ingested; upload them again.")
-    job.cancel_requested = False
-    job.state = type(job).State.QUEUED
-    job.save(update_fields=["cancel_requested", "state"])
+    jobs.queue(job)
     transaction.on_commit(lambda: async_task("knowledge.tasks.ingest_job_task", job.pk))
     return job
 
@@ -208,7 +215,7 @@ def folder_path_check(path: str) -> Path:
     return resolved
 
 
-def job_folder(job) -> Path:  # type: ignore[no-untyped-def]
+def job_folder(job) -> Path:
     """The folder a folder job may read: the one it recorded, inside the allowed roots unless the operator
     queued it. Never the source's current path, which an admin may have changed since."""
     params = job.params or {}
@@ -225,13 +232,11 @@ def folder_source_create(*, tenant: Tenant, name: str, path: str) -> Source:
     return source_create(tenant=tenant, kind="folder", name=name, path=str(resolved))
 
 
-def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]], mode: str = "auto",
-                   tags: list[str] | None = None, options: dict | None = None):  # type: ignore[no-untyped-def]  # fmt: skip
+def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],
+                   options: IngestOptions = DEFAULT_OPTIONS) -> IngestJob:  # fmt: skip
     """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job."""
     from django.conf import settings
     from django_q.tasks import async_task
-
-    from knowledge.models import IngestJob
 
     source = source or source_default_get(tenant=tenant)
     if source.tenant_id != tenant.pk:
@@ -247,13 +252,14 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
     try:
         keys, skips, errors, stored = _store_uploads(folder, uploads, budget)
-    except Exception as exc:  # never leave a job queued for ever, nor half its files on disk
+    except Exception:  # never leave a job queued for ever, nor half its files on disk
         shutil.rmtree(folder, ignore_errors=True)
-        job.state, job.message = IngestJob.State.FAILED, f"The upload could not be stored: {type(exc).__name__}."
-        job.save(update_fields=["state", "message"])
+        reference = error_reference()
+        logger.exception("Upload of job %s could not be stored (ref %s)", job.public_id, reference)
+        jobs.fail(job, "The upload could not be stored; the details were logged.", reference=reference)
         raise
-    job.params = {"dir": str(folder), "files": keys, "mode": mode, "tags": tags or [], "skips": skips, "errors": errors,
-                  "bytes": stored, **(options or {})}  # fmt: skip
+    job.params = {**options.to_params(), "dir": str(folder), "files": keys, "skips": skips, "errors": errors,
+                  "bytes": stored}  # fmt: skip
     job.save(update_fields=["params"])
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -267,8 +273,6 @@ class UploadQuotaExceeded(Exception):
 
 def queued_upload_bytes(*, tenant: Tenant) -> int:
     """Bytes of this tenant's stored uploads whose jobs have not run yet (their files are removed when they end)."""
-    from knowledge.models import IngestJob
-
     waiting = IngestJob.objects.for_tenant(tenant).filter(
         kind=IngestJob.Kind.UPLOAD, state__in=[IngestJob.State.QUEUED, IngestJob.State.RUNNING]
     )
@@ -351,7 +355,7 @@ def _points_delete(*, tenant: Tenant, versions: QuerySet[DocumentVersion], sourc
     from knowledge.vectorstore import Scope, get_store
 
     identities = {
-        EmbedderIdentity(p, m, d)
+        EmbedderIdentity(p, m, cast(int, d))  # every version with an embedder has its dimensions
         for p, m, d in versions.exclude(embedding_provider="")
         .values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
     }  # fmt: skip
@@ -378,7 +382,7 @@ def tenant_delete(*, tenant: Tenant) -> None:
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
 
 
-def documents_restore(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
+def documents_restore(*, tenant: Tenant, documents: TenantQuerySet[Document]) -> int:
     """Bring retired documents back: their latest retired version becomes active again."""
     now = timezone.now()
     count = 0
@@ -397,14 +401,17 @@ def documents_restore(*, tenant: Tenant, documents: QuerySet[Document]) -> int:
     return count
 
 
-def ingest_options(*, enrich_model: str = "", directives: str = "", critical: bool = False) -> dict:
-    """Job parameters for interactive ingest: no model named means basic (mechanical) ingestion."""
+def ingest_options(
+    *, mode: str = "auto", tags: Iterable[str] = (), enrich_model: str = "", directives: str = "",
+    critical: bool = False,
+) -> IngestOptions:  # fmt: skip
+    """The options of an interactive ingest: no model named means basic (mechanical) ingestion."""
     from inference.models import ModelEntry
 
-    params: dict = {"critical": critical}
+    enrichment = None
     if enrich_model:
         entry = ModelEntry.objects.filter(name=enrich_model, kind=ModelEntry.Kind.ENRICHMENT).first()
         if entry is None:
             raise ValueError(f"No enrichment model named {enrich_model!r}.")
-        params["enrichment"] = {"model_path": entry.path, "model_name": entry.name, "directives": directives.strip()}
-    return params
+        enrichment = EnrichmentRequest(model_path=entry.path, model_name=entry.name, directives=directives.strip())
+    return IngestOptions(mode=mode, tags=tuple(tags), critical=critical, enrichment=enrichment)

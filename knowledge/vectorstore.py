@@ -231,7 +231,8 @@ class EdgeStore:
     def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
         import qdrant_edge as m
 
-        shard, found, offset = self._shard(identity), set(), None
+        found: set[str] = set()
+        shard, offset = self._shard(identity), None
         flt = _conditions(m, scope, edge=True)
         while True:
             records, offset = shard.scroll(
@@ -241,7 +242,7 @@ class EdgeStore:
             if offset is None:
                 return found
 
-    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):
         import qdrant_edge as m
 
         if _empty_scope(scope):
@@ -276,7 +277,7 @@ class EdgeStore:
             )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in shard.query(request)]
 
-    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):
         """Fused ranking and both legs' rankings in one batch (the legs explain the fused rank)."""
         import qdrant_edge as m
 
@@ -417,7 +418,7 @@ class ClientStore:
             if offset is None:
                 return found
 
-    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):
         from qdrant_client import models as m
 
         if _empty_scope(scope):
@@ -445,7 +446,7 @@ class ClientStore:
             )  # fmt: skip
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
-    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):  # type: ignore[no-untyped-def]
+    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):
         from qdrant_client import models as m
 
         if _empty_scope(scope):

@@ -12,20 +12,20 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import IntegrityError
-from django.db.models import Count, Q
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
-from knowledge import ids, services
+from knowledge import ids, selectors, services
 from knowledge.bootstrap import bootstrap
-from knowledge.models import Chunk, Document, IngestJob, Source, Status, Tag
+from knowledge.jobs import IngestOptions
+from knowledge.models import Chunk, Document, IngestJob, Source, Status
 from knowledge.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.uploads import UploadRejected, request_too_large
 from knowledge.vectorstore import StoreBusy
-from tenants.access import TenantRequest, tenant_member_required
+from tenants.access import TenantRequest, found_or_404, tenant_member_required
 
 admin_required = tenant_member_required(admin=True)
 
@@ -46,9 +46,11 @@ def _change_tags(request: TenantRequest, rows: Any) -> None:
         services.rows_add_tag(tenant=request.tenant, rows=rows, tag_name=tag)
 
 
-def _ingest_options(request: TenantRequest) -> dict[str, Any]:
+def _ingest_options(request: TenantRequest, *, mode: str = "auto") -> IngestOptions:
     enriched = request.POST.get("ingest_mode") == "enriched"
     return services.ingest_options(
+        mode=mode,
+        tags=_tags(request.POST.get("tags", "")),
         enrich_model=request.POST.get("enrich_model", "") if enriched else "",
         directives=request.POST.get("directives", "") if enriched else "",
         critical=request.POST.get("critical") == "on",
@@ -78,19 +80,14 @@ def source_list(request: TenantRequest) -> HttpResponse:
         except IntegrityError:
             messages.error(request, "A source with that name already exists.")
         return redirect("knowledge:source-list", tenant.slug)
-    sources = (
-        Source.objects.for_tenant(tenant)
-        .annotate(live=Count("documents", filter=~Q(documents__status=Status.RETIRED)))
-        .prefetch_related("tags")
-    )
-    last_jobs = {job.source_id: job for job in IngestJob.objects.for_tenant(tenant).order_by("created_at")}
-    rows = [(source, last_jobs.get(source.pk)) for source in sources]
+    last_jobs = selectors.last_job_by_source(tenant=tenant)
+    rows = [(source, last_jobs.get(source.pk)) for source in selectors.source_list(tenant=tenant)]
     context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS)}
     return render(request, "knowledge/source_list.html", context)
 
 
 def _source(request: TenantRequest, source_id: str) -> Source:
-    return get_object_or_404(Source.objects.for_tenant(request.tenant), public_id=source_id)
+    return found_or_404(selectors.source_get(tenant=request.tenant, public_id=source_id))
 
 
 @admin_required
@@ -123,7 +120,7 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
     source = _source(request, source_id)
     try:  # the service checks the folder against the allowed roots
         job = services.folder_sync_enqueue(
-            tenant=request.tenant, source=source, mode=source.default_mode, options=_ingest_options(request)
+            tenant=request.tenant, source=source, options=_ingest_options(request, mode=source.default_mode)
         )
     except (services.FolderNotAllowed, ValueError) as exc:
         messages.error(request, str(exc))
@@ -136,7 +133,7 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def upload(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    sources = Source.objects.for_tenant(tenant).exclude(kind=Source.Kind.FOLDER)
+    sources = selectors.upload_sources(tenant=tenant)
     if request.method == "POST":
         too_large = request_too_large(request.META)
         if too_large:
@@ -148,15 +145,14 @@ def upload(request: TenantRequest) -> HttpResponse:
         if not files:
             messages.error(request, "Choose or drop at least one file.")
             return redirect("knowledge:upload", tenant.slug)
-        too_big = [f.name for f in files if f.size > settings.RAG_MAX_UPLOAD_BYTES]
+        too_big = [str(f.name) for f in files if (f.size or 0) > settings.RAG_MAX_UPLOAD_BYTES]
         if too_big:
             messages.error(request, f"Larger than the upload limit: {', '.join(too_big)}.")
             return redirect("knowledge:upload", tenant.slug)
         try:
             options = _ingest_options(request)
             job = services.upload_enqueue(
-                tenant=tenant, source=source, uploads=[(f.name, f.read()) for f in files],
-                tags=_tags(request.POST.get("tags", "")), options=options,
+                tenant=tenant, source=source, uploads=[(str(f.name), f.read()) for f in files], options=options
             )  # fmt: skip
         except (UploadRejected, services.UploadQuotaExceeded, ValueError) as exc:
             messages.error(request, str(exc))
@@ -172,7 +168,7 @@ def upload(request: TenantRequest) -> HttpResponse:
 
 
 def _job(request: TenantRequest, job_id: str) -> IngestJob:
-    return get_object_or_404(IngestJob.objects.for_tenant(request.tenant).select_related("source"), public_id=job_id)
+    return found_or_404(selectors.job_get(tenant=request.tenant, public_id=job_id))
 
 
 def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
@@ -202,27 +198,14 @@ def job_progress(request: TenantRequest, job_id: str) -> HttpResponse:
 @require_GET
 def document_list(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    documents = Document.objects.for_tenant(tenant).select_related("source").prefetch_related("tags")
     params = request.GET
-    if params.get("q"):
-        documents = documents.filter(Q(document_key__icontains=params["q"]) | Q(title__icontains=params["q"]))
-    if params.get("source"):
-        documents = (
-            documents.filter(source__public_id=params["source"]) if ids.is_uuid(params["source"]) else documents.none()
-        )
-    for field in ("mode", "status"):
-        if params.get(field):
-            documents = documents.filter(**{field: params[field]})
-    if params.get("tag"):
-        documents = documents.filter(tags__name=params["tag"])
-    if params.get("critical") == "1":
-        documents = documents.filter(critical=True)
-    page = Paginator(documents.order_by("source__source_id", "document_key"), 50).get_page(params.get("page"))
+    documents = selectors.document_list(tenant=tenant, filters=selectors.DocumentFilters.from_params(params))
+    page = Paginator(documents, 50).get_page(params.get("page"))
     context = {
         "tenant": tenant,
         "page": page,
-        "sources": Source.objects.for_tenant(tenant),
-        "tags": Tag.objects.for_tenant(tenant),
+        "sources": selectors.source_list(tenant=tenant),
+        "tags": selectors.tag_list(tenant=tenant),
         "statuses": Status.choices,
         "params": params,
     }
@@ -231,10 +214,7 @@ def document_list(request: TenantRequest) -> HttpResponse:
 
 
 def _document(request: TenantRequest, document_id: str) -> Document:
-    return get_object_or_404(
-        Document.objects.for_tenant(request.tenant).select_related("source").prefetch_related("tags"),
-        public_id=document_id,
-    )
+    return found_or_404(selectors.document_get(tenant=request.tenant, document_id=document_id))
 
 
 @admin_required
@@ -242,14 +222,9 @@ def _document(request: TenantRequest, document_id: str) -> Document:
 def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
     versions = document.versions.all()
-    current = versions.filter(version=document.version).first()
+    current = selectors.version_get(document=document, version=document.version)
     chunks = (
-        Chunk.objects.for_tenant(request.tenant)
-        .filter(document_version=current)
-        .prefetch_related("tags")
-        .order_by("index")
-        if current
-        else Chunk.objects.none()
+        selectors.version_chunks(tenant=request.tenant, version=current).prefetch_related("tags") if current else []
     )
     context = {
         "tenant": request.tenant,
@@ -272,7 +247,9 @@ def _curation_fragment(request: TenantRequest, document_id: str) -> HttpResponse
 def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
     services.documents_set_critical(
-        tenant=request.tenant, documents=Document.objects.filter(pk=document.pk), critical=not document.critical
+        tenant=request.tenant,
+        documents=selectors.document_rows(tenant=request.tenant, document=document),
+        critical=not document.critical,
     )
     return _curation_fragment(request, document_id)
 
@@ -281,7 +258,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
 @require_POST
 def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    _change_tags(request, Document.objects.filter(pk=document.pk))
+    _change_tags(request, selectors.document_rows(tenant=request.tenant, document=document))
     return _curation_fragment(request, document_id)
 
 
@@ -289,7 +266,7 @@ def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
 @require_POST
 def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    rows = Document.objects.filter(pk=document.pk)
+    rows = selectors.document_rows(tenant=request.tenant, document=document)
     if request.POST.get("action") == "restore":
         services.documents_restore(tenant=request.tenant, documents=rows)
         messages.success(request, "Restored: readers see this document again.")
@@ -300,9 +277,7 @@ def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
 
 
 def _chunk(request: TenantRequest, chunk_id: str) -> Chunk:
-    return get_object_or_404(
-        Chunk.objects.for_tenant(request.tenant).select_related("document").prefetch_related("tags"), public_id=chunk_id
-    )
+    return found_or_404(selectors.chunk_get(tenant=request.tenant, public_id=chunk_id))
 
 
 @admin_required
@@ -310,7 +285,9 @@ def _chunk(request: TenantRequest, chunk_id: str) -> Chunk:
 def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
     chunk = _chunk(request, chunk_id)
     services.chunks_set_critical(
-        tenant=request.tenant, chunks=Chunk.objects.filter(pk=chunk.pk), critical=not chunk.critical
+        tenant=request.tenant,
+        chunks=selectors.chunk_rows(tenant=request.tenant, chunk=chunk),
+        critical=not chunk.critical,
     )
     return render(
         request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
@@ -321,7 +298,7 @@ def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
 @require_POST
 def chunk_tags(request: TenantRequest, chunk_id: str) -> HttpResponse:
     chunk = _chunk(request, chunk_id)
-    _change_tags(request, Chunk.objects.filter(pk=chunk.pk))
+    _change_tags(request, selectors.chunk_rows(tenant=request.tenant, chunk=chunk))
     return render(
         request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
     )

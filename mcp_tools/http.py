@@ -72,16 +72,16 @@ def authenticate(scope: dict[str, Any]) -> ApiKey:
                       {"WWW-Authenticate": "Api-Key"})  # fmt: skip
     request = _django_request(scope, headers)
     try:
-        key_guessing_check(request)
+        key_guessing_check(request)  # type: ignore[arg-type]  # these read only META, auth and user
     except exceptions.Throttled as exc:
-        raise Refused(429, str(exc.detail), {"Retry-After": str(int(exc.wait or 1))}) from exc
+        raise Refused(429, str(exc.detail), {"Retry-After": str(int(getattr(exc, "wait", None) or 1))}) from exc
     api_key = api_key_authenticate(raw_key.strip())
     if api_key is None:
-        key_failure_record(request, raw_key.strip())
+        key_failure_record(request, raw_key.strip())  # type: ignore[arg-type]
         raise Refused(401, "Invalid or revoked API key.", {"WWW-Authenticate": "Api-Key"})
     request.auth = api_key  # type: ignore[attr-defined]
     throttle = ApiKeyRateThrottle()
-    if not throttle.allow_request(request, None):
+    if not throttle.allow_request(request, None):  # type: ignore[arg-type]  # needs no view
         wait = throttle.wait()
         raise Refused(429, "Request was throttled.", {"Retry-After": str(int(wait or 1))})
     return api_key
@@ -142,7 +142,7 @@ class McpApplication:
         ready = threading.Event()
         threading.Thread(target=self._serve, args=(ready,), name="mcp-loop", daemon=True).start()
         ready.wait(timeout=30)
-        self.wsgi = ASGIMiddleware(KeyGuard(starlette), loop=self.loop)
+        self.wsgi = ASGIMiddleware(KeyGuard(starlette), loop=self.loop)  # type: ignore[arg-type]  # an ASGI app
 
     def _serve(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
@@ -155,7 +155,7 @@ class McpApplication:
         self.loop.run_until_complete(run())
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        return self.wsgi(environ, start_response)
+        return self.wsgi(environ, start_response)  # type: ignore[arg-type]  # the WSGI environ
 
 
 class WithMcp:

@@ -28,7 +28,7 @@ INSTRUCTIONS = (
     "citations, `bootstrap` for a start-up map of the knowledge base, `list_sources` and `document_history` to see "
     "what is indexed and what changed. Everything is limited to the tenant of your API key."
 )
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 Mode = Literal["auto", "documental", "code"]
 

@@ -19,7 +19,7 @@ accesslog = "-"
 errorlog = "-"
 
 
-def post_worker_init(worker) -> None:  # type: ignore[no-untyped-def]
+def post_worker_init(worker) -> None:
     from knowledge.indexer import take_store_ownership
 
     take_store_ownership()

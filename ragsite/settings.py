@@ -114,7 +114,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "ragsite.sqlite3",
+            "NAME": str(DATA_DIR / "ragsite.sqlite3"),
             "OPTIONS": dict(SQLITE_OPTIONS),
         }
     }

@@ -16,6 +16,8 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/lint-imports"
+# Types: mypy with the Django and DRF plugins (they load the settings, hence a throwaway debug configuration).
+RAG_DEBUG=true RAG_DATA_DIR="$(mktemp -d)" "$VENV/bin/mypy"
 # The suite runs twice: on the embedded defaults, and on the production configuration (PostgreSQL, Redis as
 # broker and cache, the Qdrant-server code path against qdrant-client's in-process server API, since no Qdrant
 # server binary installs here). RAG_TEST_CONFIGS=embedded (or production) runs one of them.

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
@@ -20,9 +22,18 @@ from tenants.models import ApiKey, Membership, Tenant
 class TenantRequest(HttpRequest):
     tenant: Tenant
     membership: Membership
+    user: User  # tenant_member_required lets only a signed-in member through
 
 
-ViewFunc = Callable[..., HttpResponse]
+ViewFunc = Callable[..., HttpResponseBase]
+T = TypeVar("T")
+
+
+def found_or_404(found: T | None) -> T:
+    """What a selector found for this tenant, or 404 (another tenant's row is "not found", never "forbidden")."""
+    if found is None:
+        raise Http404("No such object.")
+    return found
 
 
 def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False) -> Any:
@@ -38,7 +49,7 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
             if admin and not membership.is_admin:
                 raise Http404("No such page.")
             request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
-            return inner(request, *args, **kwargs)
+            return inner(request, *args, **kwargs)  # type: ignore[return-value]  # a streaming response too
 
         return wrapper
 

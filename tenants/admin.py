@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import QuerySet
@@ -24,7 +25,9 @@ def admin_tenants(request: HttpRequest) -> QuerySet[Tenant]:
     cache_name = "_ragsite_admin_tenants"
     if not hasattr(request, cache_name):
         tenant_ids = list(
-            Membership.objects.filter(user=request.user, role=Membership.Role.ADMIN).values_list("tenant_id", flat=True)
+            Membership.objects.filter(user=cast(User, request.user), role=Membership.Role.ADMIN).values_list(
+                "tenant_id", flat=True
+            )
         )
         setattr(request, cache_name, tenant_ids)
     return Tenant.objects.filter(pk__in=getattr(request, cache_name))
@@ -85,11 +88,13 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def _scope_choices(self, field: Any, request: HttpRequest) -> None:
         if request.user.is_superuser or not isinstance(field, ModelChoiceField | ModelMultipleChoiceField):
             return
-        model = field.queryset.model
-        if model is Tenant:
-            field.queryset = field.queryset.filter(pk__in=admin_tenants(request))
-        elif any(f.name == "tenant" for f in model._meta.fields):
-            field.queryset = field.queryset.filter(tenant__in=admin_tenants(request))
+        choices = field.queryset
+        if choices is None:
+            return
+        if choices.model is Tenant:
+            field.queryset = choices.filter(pk__in=admin_tenants(request))
+        elif any(f.name == "tenant" for f in choices.model._meta.fields):
+            field.queryset = choices.filter(tenant__in=admin_tenants(request))
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if not request.user.is_superuser and not admin_tenants(request).filter(pk=self._tenant_pk(obj)).exists():
@@ -134,7 +139,7 @@ class TenantAdmin(TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return request.user.is_superuser
 
-    def has_delete_permission(self, request: HttpRequest, obj: Tenant | None = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.is_superuser
 
 
@@ -186,7 +191,8 @@ class ApiKeyAdmin(TenantScopedAdmin):
             return super().save_model(request, obj, form, change)
         if not request.user.is_superuser and not admin_tenants(request).filter(pk=obj.tenant_id).exists():
             raise PermissionDenied("You do not administer that tenant.")
-        issued, raw_key = api_key_issue(tenant=obj.tenant, name=obj.name, created_by=request.user, scope=obj.scope)
+        issued, raw_key = api_key_issue(tenant=obj.tenant, name=obj.name, created_by=cast(User, request.user),
+                                        scope=obj.scope)  # fmt: skip
         obj.pk, obj.prefix, obj.key_hash = issued.pk, issued.prefix, issued.key_hash
         obj._state.adding = False
         messages.warning(request, f"New API key (shown only now, copy it): {raw_key}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Self
+from typing import Self, TypeVar
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -31,14 +31,17 @@ class Tenant(models.Model):
         return self.slug
 
 
-class TenantQuerySet(models.QuerySet):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class TenantQuerySet(models.QuerySet[_M]):
     def for_tenant(self, tenant: Tenant) -> Self:
         return self.filter(tenant=tenant)
 
     def for_tenants(self, tenants: models.QuerySet[Tenant] | list[Tenant]) -> Self:
         return self.filter(tenant__in=tenants)
 
-    def public_or_404(self, public_id: object) -> models.Model:
+    def public_or_404(self, public_id: object) -> _M:
         """The row with this public id, or 404 — for malformed ids too (a query parameter is not trusted)."""
         from django.http import Http404
 

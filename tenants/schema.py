@@ -9,7 +9,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "tenants.authentication.ApiKeyAuthentication"
     name = "ApiKey"
 
-    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+    def get_security_definition(self, auto_schema):
         return {
             "type": "apiKey",
             "in": "header",
@@ -22,7 +22,7 @@ class BearerApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "tenants.authentication.BearerApiKeyAuthentication"
     name = "BearerApiKey"
 
-    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+    def get_security_definition(self, auto_schema):
         return {
             "type": "http",
             "scheme": "bearer",

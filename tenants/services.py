@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
@@ -23,7 +23,7 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
     return tenant
 
 
-def membership_add(*, tenant: Tenant, user: AbstractBaseUser, role: str = Membership.Role.STAFF) -> Membership:
+def membership_add(*, tenant: Tenant, user: User, role: str = Membership.Role.STAFF) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError(f"Unknown role {role!r}; use one of {', '.join(Membership.Role.values)}.")
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
@@ -38,7 +38,7 @@ def _hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def api_key_issue(*, tenant: Tenant, name: str = "", created_by: AbstractBaseUser | None = None,
+def api_key_issue(*, tenant: Tenant, name: str = "", created_by: User | None = None,
                   scope: str = ApiKey.Scope.WRITE) -> tuple[ApiKey, str]:  # fmt: skip
     """Create a key and return it with its clear text, which is never stored or shown again."""
     if scope not in ApiKey.Scope.values:

@@ -9,5 +9,5 @@ from tenants.models import Membership
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    memberships = Membership.objects.filter(user=request.user).select_related("tenant")
+    memberships = Membership.objects.filter(user=request.user).select_related("tenant")  # type: ignore[misc]  # login_required: a User
     return render(request, "home.html", {"memberships": memberships})

@@ -23,3 +23,43 @@ def test_no_module_imports_a_private_name_of_another_app():
                     if private:
                         offences.append(f"{path.relative_to(ROOT)} imports {', '.join(private)} from {node.module}")
     assert offences == []
+
+
+DOORS = ["knowledge/api.py", "knowledge/views.py", "chat/api.py", "chat/views.py", "chat/streaming.py",
+         "chat/shapes.py", *(str(p.relative_to(ROOT)) for p in (ROOT / "mcp_tools").glob("*.py"))]  # fmt: skip
+READ_MODELS = {"Document", "DocumentVersion", "Chunk", "Source", "IngestJob", "Tag"}
+
+
+def test_no_door_queries_the_knowledge_models_itself():
+    """Pages, REST, Dify, MCP and chat read documents, chunks, sources, jobs and tags through knowledge/selectors.py,
+    so a scope rule (tenant, tags, sources) has one owner: `Model.objects` appears in no door."""
+    offences = []
+    for name in DOORS:
+        tree = ast.parse((ROOT / name).read_text(), filename=name)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "objects"
+                and isinstance(node.value, ast.Name)
+                and node.value.id in READ_MODELS
+            ):
+                offences.append(f"{name}:{node.lineno} {node.value.id}.objects")
+    assert offences == []
+
+
+def test_the_ingest_job_state_changes_in_one_module():
+    """Every transition of IngestJob.state is in knowledge/jobs.py (queue, start, checkpoint, fail, indexing,
+    finish_if_indexed, recovery); nothing else assigns it or writes it in an update()."""
+    offences = []
+    for app in ("knowledge", "chat", "mcp_tools", "tenants", "ragsite"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts or path == ROOT / "knowledge" / "jobs.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Attribute) and node.attr == "state" and isinstance(node.ctx, ast.Store):
+                    offences.append(f"{path.relative_to(ROOT)}:{node.lineno} assigns .state")
+                writes = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "update", "create", "get_or_create", "update_or_create")  # fmt: skip
+                if writes and any(k.arg == "state" for k in node.keywords):
+                    offences.append(f"{path.relative_to(ROOT)}:{node.lineno} writes state=")
+    assert offences == []

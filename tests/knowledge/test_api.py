@@ -67,7 +67,8 @@ def test_retrieve_returns_located_hits_with_signals(corpus_a, key_a):
     assert hit["document_key"] == "install.md" and hit["source_id"] == "src:acme:folder:handbook"
     assert set(hit) == {
         "chunk_id", "document_id", "source_id", "document_key", "title", "heading", "text", "score", "mode",
-        "line_start", "line_end", "page", "page_start", "page_end", "tags", "critical", "version", "signals",
+        "line_start", "line_end", "page", "page_start", "page_end", "page_label", "tags", "critical", "version",
+        "signals",
     }  # fmt: skip
     assert hit["chunk_id"].startswith("chk:doc:src:acme:folder:handbook:install.md:documental:")
     assert hit["signals"]["lexical_rank"] == 1 and set(hit["signals"]) == {"dense_rank", "lexical_rank", "boost"}
@@ -436,3 +437,17 @@ def test_the_dify_endpoint_is_rate_limited_per_key_like_the_rest(tenant_a):
         assert codes == [404, 404, 404, 429]
     finally:
         ApiKeyRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+
+
+def test_specific_retrieval_finds_the_code_and_the_open_items_a_question_asks_for(corpus_a, key_a):
+    """`specific`: "where is X implemented" searches the code on its own and lifts code chunks; a question about
+    pending work lifts list items; the question's own ranks stay in the signals."""
+    client = api(key_a)
+    question = {"query": "Where is the token signature checked?", "top_k": 2, "specific": True}
+    where = client.post("/api/v1/tenants/acme/retrieve/", question, format="json").json()
+    first = where["hits"][0]
+    assert first["document_key"] == "src/auth.py" and first["mode"] == "code"
+    assert first["signals"]["boost"] > 0 and first["signals"]["dense_rank"] is not None
+    question = {"query": "What pending tasks remain?", "top_k": 1, "specific": True}
+    pending = client.post("/api/v1/tenants/acme/retrieve/", question, format="json").json()
+    assert pending["hits"][0]["document_key"] == "README.md" and "rotate keys" in pending["hits"][0]["text"]

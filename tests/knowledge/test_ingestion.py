@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from knowledge import indexer, pipeline
 from knowledge.embedders import get_embedder
+from knowledge.jobs import IngestOptions
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.retrieval import retrieve
 from knowledge.vectorstore import Scope, get_store
@@ -311,7 +313,7 @@ def test_a_background_job_syncs_a_folder_and_can_be_retried(tenant_a, tree, djan
 
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
     with django_capture_on_commit_callbacks(execute=True):
-        job = folder_sync_enqueue(tenant=tenant_a, source=source, tags=["kb"], operator=True)
+        job = folder_sync_enqueue(tenant=tenant_a, source=source, options=IngestOptions(tags=("kb",)), operator=True)
     job.refresh_from_db()
     assert (job.state, job.added, job.documents_done, job.documents_total) == (IngestJob.State.PARTIAL, 7, 9, 9)
     assert job.chunks_done == job.chunks_total > 0 and job.seconds is not None
@@ -517,10 +519,11 @@ def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own
     assert hit.chunk.document.document_key == "note-17.md"
 
 
-def test_a_model_file_that_vanished_fails_the_job_with_its_reason_and_a_retry_completes(
-    tenant_a, settings, tmp_path, django_capture_on_commit_callbacks
+def test_a_model_file_that_vanished_fails_the_job_with_a_reference_to_its_reason_and_a_retry_completes(
+    tenant_a, settings, tmp_path, django_capture_on_commit_callbacks, caplog
 ):  # fmt: skip
-    """The embedding GGUF a user configured is gone when the job starts: the job says so; back, the retry works."""
+    """The embedding GGUF a user configured is gone when the job starts: the job says it failed and where the
+    details are (the log, by reference), not the server's paths; back, the retry works."""
     from inference.packaged import packaged_gemma_path
     from knowledge.services import job_retry, upload_enqueue
 
@@ -536,7 +539,12 @@ def test_a_model_file_that_vanished_fails_the_job_with_its_reason_and_a_retry_co
             upload_enqueue(tenant=tenant_a, source=None, uploads=uploads)
         job = IngestJob.objects.for_tenant(tenant_a).get()
         assert job.state == IngestJob.State.FAILED
-        assert "RAG_EMBEDDING_MODEL_PATH" in job.message and "is not a file" in job.message
+        # The job page says what happened and where the details are; the operator's log has the setting's name.
+        reference = re.search(r"\(ref ([0-9a-f]{12})\)", job.message).group(1)
+        assert job.message.startswith("The job stopped on an unexpected error; the details were logged")
+        assert "RAG_EMBEDDING_MODEL_PATH" not in job.message and str(tmp_path) not in job.message
+        logged = [r for r in caplog.records if reference in r.getMessage()]
+        assert logged and "is not a file" in str(logged[0].exc_info[1])
         assert not Document.objects.for_tenant(tenant_a).exists()  # nothing half-written
         (tmp_path / "moved-away.gguf").rename(model)
         get_embedder.cache_clear()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.core.management.base import CommandError, CommandParser
 
@@ -27,7 +27,7 @@ class Command(StoreCommand):
         live = [Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED]
         chunks = Chunk.objects.for_tenant(owner).filter(document_version__status__in=live)
         identities = {
-            EmbedderIdentity(p, m, d)
+            EmbedderIdentity(p, m, cast(int, d))  # every chunk with an embedder has its dimensions
             for p, m, d in chunks.values_list("embedding_provider", "embedding_model", "embedding_dims").distinct()
         }
         missing: set[str] = set()

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from knowledge import ids, pipeline
 from knowledge.embedders import become_batch_process
-from knowledge.jobs import SourceBusy
+from knowledge.jobs import IngestOptions, SourceBusy
 from knowledge.models import IngestJob
 from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
 from knowledge.services import folder_sync_enqueue
@@ -47,14 +47,14 @@ class Command(BaseCommand):
                 raise CommandError(f"{ocr_languages!r} is not a list of Tesseract language codes such as spa+eng.")
             folder.ocr_languages = ocr_languages
             folder.save(update_fields=["ocr_languages"])
-        tag_list = [t.strip() for t in tags.split(",") if t.strip()]
+        how = IngestOptions(mode=mode, tags=tuple(t.strip() for t in tags.split(",") if t.strip()))
         if run_async:
-            job = folder_sync_enqueue(tenant=owner, source=folder, mode=mode, tags=tag_list, operator=True)
+            job = folder_sync_enqueue(tenant=owner, source=folder, options=how, operator=True)
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
         try:
-            job = pipeline.sync_folder(source=folder, root=root, mode=mode, tags=tag_list, progress=self._progress)
+            job = pipeline.sync_folder(source=folder, root=root, options=how, progress=self._progress)
         except (SourceBusy, StorageFull) as exc:
             raise CommandError(str(exc)) from exc
         except Exception as exc:

@@ -5,10 +5,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from knowledge import embedders, indexer, pipeline
+from knowledge import embedders
 from knowledge.embedders import become_batch_process
 from knowledge.management.commands._store import StoreCommand
-from knowledge.models import Chunk, Document, DocumentVersion, Status
+from knowledge.reindex import stale_versions, tenant_reindex
 from tenants.models import Tenant
 
 
@@ -25,48 +25,20 @@ class Command(StoreCommand):
             for owner in Tenant.objects.order_by("slug"):
                 self.reindex(owner)
             return
-        owner = Tenant.objects.filter(slug=tenant).first() if tenant else None
-        if owner is None:
+        found = Tenant.objects.filter(slug=tenant).first() if tenant else None
+        if found is None:
             raise CommandError(f"No tenant with slug {tenant!r}." if tenant else "Name a tenant, or pass --all.")
-        self.reindex(owner)
+        self.reindex(found)
 
     def reindex(self, owner: Tenant) -> None:
-        embedder = embedders.get_embedder()  # looked up now: tests and callers may swap the embedder
-        identity = embedder.identity
-        versions = list(
-            DocumentVersion.objects.for_tenant(owner).filter(status=Status.ACTIVE).select_related("document")
-        )
-        stale = [
-            v
-            for v in versions
-            if (v.embedding_provider, v.embedding_model, v.embedding_dims)
-            != (identity.provider, identity.model, identity.dims)
-            or (v.document.mode == "code" and v.indexing_version < pipeline.CODE_PATH_INDEXING)
-        ]
+        identity = embedders.get_embedder().identity
+        stale, live = stale_versions(tenant=owner, identity=identity)
         self.stdout.write(
-            f"{owner.slug}: {len(stale)} of {len(versions)} active version(s) need "
+            f"{owner.slug}: {len(stale)} of {live} active version(s) need "
             f"{identity.provider}/{identity.model} (or code embedded with its path)."
         )
-        for number, version in enumerate(stale, 1):
-            chunks = list(version.chunks.select_related("document", "document_version").order_by("index"))
-            vectors = embedder.embed([pipeline.stored_embedding_text(c) for c in chunks])
-            for chunk, vector in zip(chunks, vectors, strict=True):
-                chunk.dense = vector.astype("float32").tobytes()
-                chunk.embedding_provider, chunk.embedding_model, chunk.embedding_dims = (
-                    identity.provider,
-                    identity.model,
-                    identity.dims,
-                )
-            Chunk.objects.bulk_update(chunks, ["dense", "embedding_provider", "embedding_model", "embedding_dims"])
-            DocumentVersion.objects.filter(pk=version.pk).update(
-                embedding_provider=identity.provider,
-                embedding_model=identity.model,
-                embedding_dims=identity.dims,
-                indexing_version=max(version.indexing_version, pipeline.CODE_PATH_INDEXING),
-            )
-            version.refresh_from_db()
-            indexer.activate_version(version)
-            sys.stderr.write(f"\r{number}/{len(stale)} documents re-embedded")
-        Document.objects.for_tenant(owner).filter(status=Status.RETIRED).update(needs_sync=True)
-        indexer.drain()
-        self.stdout.write(f"\nReindexed {len(stale)} document(s) for {owner.slug} with {identity.collection}.")
+        done = tenant_reindex(tenant=owner, progress=self._progress)
+        self.stdout.write(f"\nReindexed {done.stale} document(s) for {owner.slug} with {done.identity.collection}.")
+
+    def _progress(self, done: int, total: int) -> None:
+        sys.stderr.write(f"\r{done}/{total} documents re-embedded")

@@ -1,0 +1,252 @@
+"""The read side of the knowledge base: every door (pages, REST, Dify, MCP, chat, bootstrap) reads documents,
+chunks, sources and jobs through these functions, so one rule has one owner.
+
+- Every function takes the tenant and scopes itself; a public id of another tenant finds nothing.
+- The scope rule of a search lives here once (`scope_documents`, `scope_chunks`): a tag matches a
+  chunk's own tags, its document's and its source's, as the vector payloads do (knowledge/indexer.py).
+- One set of document filters (`DocumentFilters`) serves the documents page and the documents API.
+
+Writes live in knowledge/services.py; shapes (what a location or a hit looks like) in knowledge/shapes.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q
+
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from tenants.models import Tenant, TenantQuerySet
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+# --- the scope rule ------------------------------------------------------------------------------------------
+def _tag_names(tags: Iterable[str] | None) -> list[str]:
+    return [Tag.normalise(t) for t in tags or () if t.strip()]
+
+
+def scope_documents(
+    documents: TenantQuerySet[Document], *, source_ids: list[str] | None = None, tags: Iterable[str] | None = None
+) -> TenantQuerySet[Document]:
+    """Documents of these sources (None: all) carrying any of these tags, their own or their source's."""
+    if source_ids is not None:
+        documents = documents.filter(source__source_id__in=source_ids)
+    names = _tag_names(tags)
+    if names:
+        documents = documents.filter(Q(tags__name__in=names) | Q(source__tags__name__in=names)).distinct()
+    return documents
+
+
+def scope_chunks(
+    chunks: TenantQuerySet[Chunk], *, source_ids: list[str] | None = None, tags: Iterable[str] | None = None
+) -> TenantQuerySet[Chunk]:
+    """Chunks of these sources carrying any of these tags: the chunk's own, its document's or its source's."""
+    if source_ids is not None:
+        chunks = chunks.filter(document__source__source_id__in=source_ids)
+    names = _tag_names(tags)
+    if names:
+        chunks = chunks.filter(
+            Q(tags__name__in=names) | Q(document__tags__name__in=names) | Q(document__source__tags__name__in=names)
+        ).distinct()
+    return chunks
+
+
+def live_chunks(*, tenant: Tenant, source_ids: list[str] | None = None, tags: Iterable[str] | None = None):
+    """The active chunks a search in this scope can find."""
+    chunks = Chunk.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    return scope_chunks(chunks, source_ids=source_ids, tags=tags)
+
+
+def live_documents(
+    *, tenant: Tenant, source_ids: list[str] | None = None, tags: Iterable[str] | None = None
+) -> TenantQuerySet[Document]:
+    documents = Document.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    return scope_documents(documents, source_ids=source_ids, tags=tags)
+
+
+# --- sources -------------------------------------------------------------------------------------------------
+def source_list(*, tenant: Tenant) -> TenantQuerySet[Any]:  # Source rows annotated with `live`
+    """The tenant's sources by source_id, with their tags and the count of documents not retired (`live`)."""
+    return (
+        Source.objects.for_tenant(tenant)
+        .annotate(live=Count("documents", filter=~Q(documents__status=Status.RETIRED), distinct=True))
+        .prefetch_related("tags")
+        .order_by("source_id")
+    )
+
+
+def source_get(*, tenant: Tenant, public_id: Any) -> Source | None:
+    """By the source's public id (a UUID, or its text); None when it is not this tenant's."""
+    wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
+    if wanted is None:
+        return None
+    return source_list(tenant=tenant).filter(public_id=wanted).first()
+
+
+def source_documents(*, source: Source) -> TenantQuerySet[Document]:
+    return source.documents.exclude(status=Status.RETIRED).order_by("document_key")
+
+
+# --- documents -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DocumentFilters:
+    """The documents page's and the documents API's filters, one meaning each."""
+
+    q: str = ""  # in the key or the title
+    source: str = ""  # a source's source_id or its public id
+    status: str = ""
+    mode: str = ""
+    tag: str = ""  # the document's own tag or its source's
+    critical: bool = False
+
+    @classmethod
+    def from_params(cls, params: Any) -> DocumentFilters:
+        """From a query string: `source` or `source_id`, `critical=1|true`."""
+        return cls(
+            q=(params.get("q") or "").strip(),
+            source=(params.get("source") or params.get("source_id") or "").strip(),
+            status=(params.get("status") or "").strip(),
+            mode=(params.get("mode") or "").strip(),
+            tag=(params.get("tag") or "").strip(),
+            critical=params.get("critical") in ("1", "true"),
+        )
+
+
+def document_list(*, tenant: Tenant, filters: DocumentFilters = DocumentFilters()) -> TenantQuerySet[Document]:
+    documents = Document.objects.for_tenant(tenant).select_related("source").prefetch_related("tags")
+    if filters.q:
+        documents = documents.filter(Q(document_key__icontains=filters.q) | Q(title__icontains=filters.q))
+    if filters.source:
+        wanted = _uuid(filters.source)
+        documents = documents.filter(
+            Q(source__public_id=wanted) if wanted is not None else Q(source__source_id=filters.source)
+        )
+    if filters.status:
+        documents = documents.filter(status=filters.status)
+    if filters.mode:
+        documents = documents.filter(mode=filters.mode)
+    if filters.tag:
+        documents = scope_documents(documents, tags=[filters.tag])
+    if filters.critical:
+        documents = documents.filter(critical=True)
+    return documents.order_by("source__source_id", "document_key")
+
+
+def document_get(*, tenant: Tenant, document_id: Any) -> Document | None:
+    """By the `document_id` hits and citations carry, or by the document's public id (a UUID)."""
+    lookup = Q(document_id=str(document_id))
+    wanted = document_id if isinstance(document_id, uuid.UUID) else _uuid(str(document_id))
+    if wanted is not None:
+        lookup |= Q(public_id=wanted)
+    return (
+        Document.objects.for_tenant(tenant)
+        .select_related("source")
+        .prefetch_related("tags", "versions")
+        .filter(lookup)
+        .first()
+    )
+
+
+def recent_documents(*, tenant: Tenant, limit: int) -> list[Document]:
+    documents = Document.objects.for_tenant(tenant).exclude(status=Status.RETIRED).order_by("-updated_at")
+    return list(documents[:limit])
+
+
+def version_chunks(*, tenant: Tenant, version: DocumentVersion) -> TenantQuerySet[Chunk]:
+    return Chunk.objects.for_tenant(tenant).filter(document_version=version).order_by("index")
+
+
+def document_history(*, tenant: Tenant, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:
+    """Every version, oldest first, with what changed from the one before it (chunks added, removed, kept)."""
+    versions = list(document.versions.order_by("version"))
+    hashes: dict[int, set[str]] = {v.pk: set() for v in versions}
+    rows = Chunk.objects.for_tenant(tenant).filter(document=document).values_list("document_version_id", "content_hash")
+    for version_pk, content_hash in rows:
+        hashes.setdefault(version_pk, set()).add(content_hash)
+    history: list[tuple[DocumentVersion, dict[str, int] | None]] = []
+    previous: DocumentVersion | None = None
+    for version in versions:
+        mine = hashes.get(version.pk, set())
+        if previous is None:
+            history.append((version, None))
+        else:
+            before = hashes.get(previous.pk, set())
+            history.append((version, {"chunks_added": len(mine - before), "chunks_removed": len(before - mine),
+                                      "chunks_kept": len(mine & before)}))  # fmt: skip
+        previous = version
+    return history
+
+
+# --- jobs ----------------------------------------------------------------------------------------------------
+def job_list(*, tenant: Tenant) -> TenantQuerySet[IngestJob]:
+    return IngestJob.objects.for_tenant(tenant).select_related("source").order_by("-created_at")
+
+
+def job_get(*, tenant: Tenant, public_id: Any) -> IngestJob | None:
+    wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
+    if wanted is None:
+        return None
+    return job_list(tenant=tenant).filter(public_id=wanted).first()
+
+
+def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
+    """Each source's newest job (by source pk)."""
+    jobs = IngestJob.objects.for_tenant(tenant).filter(source__isnull=False).order_by("created_at")
+    return {job.source_id: job for job in jobs if job.source_id is not None}
+
+
+def document_rows(*, tenant: Tenant, document: Document) -> TenantQuerySet[Document]:
+    """The one document as rows a curation service changes."""
+    return Document.objects.for_tenant(tenant).filter(pk=document.pk)
+
+
+def version_get(*, document: Document, version: int) -> DocumentVersion | None:
+    return document.versions.filter(version=version).first()
+
+
+# --- chunks and tags -----------------------------------------------------------------------------------------
+def chunk_get(*, tenant: Tenant, public_id: Any) -> Chunk | None:
+    wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
+    if wanted is None:
+        return None
+    chunks = Chunk.objects.for_tenant(tenant).select_related("document").prefetch_related("tags")
+    return chunks.filter(public_id=wanted).first()
+
+
+def chunk_rows(*, tenant: Tenant, chunk: Chunk) -> TenantQuerySet[Chunk]:
+    return Chunk.objects.for_tenant(tenant).filter(pk=chunk.pk)
+
+
+def tag_list(*, tenant: Tenant) -> TenantQuerySet[Tag]:
+    return Tag.objects.for_tenant(tenant)
+
+
+def upload_sources(*, tenant: Tenant) -> TenantQuerySet[Source]:
+    """The sources an upload may go to (folder sources are read from their folder only)."""
+    return Source.objects.for_tenant(tenant).exclude(kind=Source.Kind.FOLDER)
+
+
+def knowledge_scope(*, tenant: Tenant, knowledge_id: str) -> tuple[str, str] | None:
+    """Dify's `knowledge_id`: ("source", source_id) for a source's id, public id or label; ("tag", name) for a
+    tag; None for neither."""
+    sources = Source.objects.for_tenant(tenant)
+    source = sources.filter(source_id=knowledge_id).first()
+    wanted = _uuid(knowledge_id)
+    if source is None and wanted is not None:
+        source = sources.filter(public_id=wanted).first()
+    if source is None:
+        source = sources.filter(label__iexact=knowledge_id).first()
+    if source is not None:
+        return "source", source.source_id
+    if Tag.objects.for_tenant(tenant).filter(name=Tag.normalise(knowledge_id)).exists():
+        return "tag", Tag.normalise(knowledge_id)
+    return None

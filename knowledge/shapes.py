@@ -1,0 +1,236 @@
+"""The shapes every door (REST, Dify, MCP, chat) shares: one location, hit, source, job, version and document
+shape each, the request inputs the REST API and MCP both validate, and the mapping of retrieval errors to API
+errors. A door imports shapes from here, never from another door's module (an import contract says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import exceptions, serializers, status
+
+from knowledge.models import Chunk, Document, IngestJob, Source, Status
+from knowledge.retrieval import MODES, IndexMismatch, RetrievedChunk, RetrieveFilters
+from knowledge.vectorstore import StoreBusy
+
+MAX_QUERY_CHARS = 2000
+
+
+class StoreUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The vector store is busy or unavailable; retry shortly."
+
+
+class IndexNeedsRebuild(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The index was built with another embedder."
+
+
+def run_retrieval(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except IndexMismatch as exc:
+        raise IndexNeedsRebuild(str(exc)) from exc
+    except StoreBusy as exc:
+        raise StoreUnavailable() from exc
+
+
+class ScopeSerializer(serializers.Serializer):
+    source_ids = serializers.ListField(child=serializers.CharField(max_length=700), required=False, max_length=100)
+    tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+
+
+def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
+    scope = scope or {}
+    return RetrieveFilters(
+        source_ids=scope.get("source_ids"),
+        tags=[t.strip().lower() for t in scope.get("tags") or []] or None,
+        mode=mode,
+        critical_only=critical_only,
+    )
+
+
+class ChunkLocation(TypedDict):
+    """Where a chunk is, the same in hits, citations, bootstrap items, MCP chunks and vector payloads."""
+
+    chunk_id: str
+    document_id: str
+    document_key: str
+    title: str
+    heading: str
+    line_start: int | None
+    line_end: int | None
+    page: int | None  # the page the matched or cited text is on (a chunk may span pages); else the first
+    page_start: int | None  # the chunk's first page
+    page_end: int | None  # the chunk's last page
+    page_label: str  # the document's own label of `page` ("iv", "A-3", or its number); "" when not known
+
+
+def chunk_location(chunk: Chunk, *, page: int | None = None, document: Document | None = None) -> ChunkLocation:
+    """The location of a chunk; `page` is where the matched or cited text sits, when the caller knows it
+    (`document`: the chunk's, when the caller has it at hand)."""
+    document = document or chunk.document
+    page = page if page is not None else chunk.page
+    label = chunk.page_label if page == chunk.page else ""
+    for _, number, span_label in chunk.page_spans or []:
+        if number == page:
+            label = str(span_label or "")
+    return {
+        "chunk_id": chunk.chunk_id,
+        "document_id": document.document_id,
+        "document_key": document.display_key,
+        "title": document.title,
+        "heading": chunk.heading,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "page": page,
+        "page_start": chunk.page,
+        "page_end": chunk.page_end or chunk.page,
+        "page_label": label,
+    }
+
+
+def hit_location(hit: RetrievedChunk) -> ChunkLocation:
+    return chunk_location(hit.chunk, page=hit.location_page)
+
+
+class HitSerializer(serializers.Serializer):
+    def to_representation(self, hit: Any) -> dict[str, Any]:
+        chunk, document = hit.chunk, hit.chunk.document
+        return {
+            **hit_location(hit),
+            "source_id": document.source.source_id,
+            "text": chunk.text,
+            "score": round(hit.score, 6),
+            "mode": chunk.mode,
+            "tags": hit.tags,
+            "critical": bool(chunk.critical or document.critical),
+            "version": chunk.document_version.version if chunk.document_version_id else None,
+            "signals": hit.signals,
+        }
+
+
+@extend_schema_serializer(component_name="RetrieveInput")
+class RetrieveInput(serializers.Serializer):
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
+    top_k = serializers.IntegerField(min_value=1, max_value=50, default=8)
+    mode = serializers.ChoiceField(choices=MODES, default="auto")
+    scope = ScopeSerializer(required=False)
+    specific = serializers.BooleanField(default=False)
+    critical_only = serializers.BooleanField(default=False)
+    include_superseded = serializers.BooleanField(default=False)
+    # The packaged cross-encoder reads the first 20 candidates; its order is fused with the hybrid one.
+    # Off by default: measured, it does not win on every set and costs ~1.5 s a query on 2 cores.
+    rerank = serializers.BooleanField(default=False)
+
+
+@extend_schema_serializer(component_name="BootstrapInput")
+class BootstrapInput(serializers.Serializer):
+    intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
+    scope = ScopeSerializer(required=False)
+
+
+class SourceOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    source_id = serializers.CharField()
+    kind = serializers.CharField()
+    name = serializers.CharField(source="label")
+    path = serializers.CharField()
+    default_mode = serializers.CharField()
+    ocr_languages = serializers.CharField()
+    tags = serializers.SerializerMethodField()
+    is_default = serializers.BooleanField()
+    documents = serializers.SerializerMethodField()
+    last_synced_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+    def get_tags(self, source: Source) -> list[str]:
+        return sorted(t.name for t in source.tags.all())
+
+    def get_documents(self, source: Source) -> int:
+        return source.documents.exclude(status=Status.RETIRED).count()
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    kind = serializers.CharField()
+    status = serializers.CharField(source="state")
+    source_id = serializers.CharField(source="source.source_id", allow_null=True)
+    progress = serializers.SerializerMethodField()
+    counts = serializers.SerializerMethodField()
+    errors = serializers.JSONField()  # type: ignore[assignment]  # the job's field, not Serializer.errors
+    skips = serializers.JSONField()
+    message = serializers.CharField()
+    attempts = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    seconds = serializers.FloatField(allow_null=True)
+
+    def get_progress(self, job: IngestJob) -> dict[str, Any]:
+        percent = (
+            100.0
+            if job.is_finished
+            else (100.0 * job.documents_done / job.documents_total if job.documents_total else 0.0)
+        )
+        return {
+            "documents_done": job.documents_done,
+            "documents_total": job.documents_total,
+            "chunks_done": job.chunks_done,
+            "chunks_total": job.chunks_total,
+            "percent": round(percent, 1),
+            "activity": "" if job.is_finished else job.activity,
+        }
+
+    def get_counts(self, job: IngestJob) -> dict[str, int]:
+        return {k: getattr(job, k) for k in ("added", "updated", "unchanged", "retired", "skipped", "failed")}
+
+
+class VersionOutput(serializers.Serializer):
+    version = serializers.IntegerField()
+    status = serializers.CharField()
+    content_hash = serializers.CharField()
+    size = serializers.IntegerField()
+    chunk_count = serializers.IntegerField()
+    embedding_model = serializers.CharField()
+    warnings = serializers.JSONField()
+    created_at = serializers.DateTimeField()
+    status_changed_at = serializers.DateTimeField()
+
+
+class DocumentOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    document_id = serializers.CharField()
+    source_id = serializers.CharField(source="source.source_id")
+    document_key = serializers.CharField(source="display_key")
+    title = serializers.CharField()
+    source_type = serializers.CharField()
+    mode = serializers.CharField()
+    status = serializers.CharField()
+    version = serializers.IntegerField()
+    critical = serializers.BooleanField()
+    tags = serializers.SerializerMethodField()
+    updated_at = serializers.DateTimeField()
+
+    def get_tags(self, document: Document) -> list[str]:
+        return sorted(t.name for t in document.tags.all())
+
+
+class DocumentDetailOutput(DocumentOutput):
+    versions = VersionOutput(many=True)
+
+
+class DocumentPageOutput(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Documents matching the filters, all pages.")
+    results = DocumentOutput(many=True)
+
+
+def plain_errors(errors: Any, prefix: str = "") -> str:
+    """DRF's nested error dict as "field.sub: message; …" (not a Python repr of ErrorDetail objects)."""
+    if isinstance(errors, dict):
+        return "; ".join(plain_errors(v, f"{prefix}{k}." if prefix or k != "non_field_errors" else "")
+                         for k, v in errors.items())  # fmt: skip
+    if isinstance(errors, list):
+        return "; ".join(plain_errors(v, prefix) for v in errors)
+    return f"{prefix.rstrip('.')}: {errors}" if prefix else str(errors)
