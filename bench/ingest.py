@@ -33,8 +33,8 @@ def main() -> None:
     setup()
     import os
 
+    from inference.embedders import become_batch_process, get_embedder
     from knowledge import pipeline
-    from knowledge.embedders import become_batch_process, get_embedder
     from knowledge.models import Chunk
     from tenants.services import tenant_create
 

@@ -20,8 +20,8 @@ from _django import setup
 
 def main() -> None:
     setup()
+    from inference.embedders import get_embedder
     from knowledge import pipeline
-    from knowledge.embedders import get_embedder
     from tenants.services import tenant_create
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 5000

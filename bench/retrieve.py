@@ -58,9 +58,9 @@ def main() -> None:
     import django
     from django.db import transaction
 
+    from inference.embedders import get_embedder
     from knowledge import ids
     from knowledge.chunkers import chunk_code
-    from knowledge.embedders import get_embedder
     from knowledge.indexer import chunk_payload
     from knowledge.lexical import document_vector, query_vector
     from knowledge.models import Chunk, Document, DocumentVersion, Status

@@ -25,8 +25,8 @@ from chat.verify import (
     render,
     says_not_found,
 )
+from inference.embedders import get_embedder
 from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
-from knowledge.embedders import get_embedder
 from knowledge.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from knowledge.shapes import chunk_location
 from tenants.models import Tenant

@@ -18,9 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-MINILM_TOKENIZER = (
-    Path(__file__).resolve().parent.parent / "knowledge" / "vendor" / "all-minilm-l6-v2" / "tokenizer.json"
-)
+MINILM_TOKENIZER = Path(__file__).resolve().parent / "vendor" / "all-minilm-l6-v2" / "tokenizer.json"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 COPY_BLOCK = 8 * 1024 * 1024
 

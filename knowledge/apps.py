@@ -9,6 +9,6 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         if sys.argv[1:2] == ["qcluster"]:  # a django-q worker: ingestion jobs embed in bulk here
-            from knowledge.embedders import become_batch_process
+            from inference.embedders import become_batch_process
 
             become_batch_process()

@@ -26,8 +26,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from inference.embedders import EmbedderIdentity
 from knowledge import storage
-from knowledge.embedders import EmbedderIdentity
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.shapes import chunk_location
 from knowledge.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
@@ -311,7 +311,7 @@ def start_background_indexer(*, interval: float = 1.0) -> None:
 
 def take_store_ownership(*, interval: float = 1.0) -> bool:
     """Open the store now (taking its lock) and start the indexer thread; False if another process owns it."""
-    from knowledge.embedders import get_embedder
+    from inference.embedders import get_embedder
 
     global _owner
     try:

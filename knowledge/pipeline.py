@@ -20,10 +20,10 @@ from django.db import connections, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from inference.embedders import Embedder, get_embedder
 from knowledge import ids, indexer, jobs
 from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.classify import classify
-from knowledge.embedders import Embedder, get_embedder
 from knowledge.enrichment import enrich
 from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
 from knowledge.jobs import DEFAULT_OPTIONS, IngestOptions, report_activity, source_locked

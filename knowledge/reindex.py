@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from knowledge import embedders, indexer, pipeline
+from inference import embedders
+from knowledge import indexer, pipeline
 from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Tenant
 

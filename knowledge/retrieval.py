@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from knowledge.embedders import get_embedder
+from inference.embedders import get_embedder
 from knowledge.lexical import query_vector
 from knowledge.models import Chunk, DocumentVersion, Status
 from knowledge.ranking import rrf_merge

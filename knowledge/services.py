@@ -351,7 +351,7 @@ def document_set_tags(*, tenant: Tenant, document: Document, tags: list[str]) ->
 
 def _points_delete(*, tenant: Tenant, versions: QuerySet[DocumentVersion], source_ids: list[str] | None) -> None:
     """Remove the tenant's points (of these sources, or all) from every collection these versions were embedded in."""
-    from knowledge.embedders import EmbedderIdentity
+    from inference.embedders import EmbedderIdentity
     from knowledge.vectorstore import Scope, get_store
 
     identities = {

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from knowledge.embedders import EmbedderIdentity
+from inference.embedders import EmbedderIdentity
 
 logger = logging.getLogger(__name__)
 

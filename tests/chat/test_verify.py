@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chat.focus import focus_excerpts, split_units
 from chat.verify import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
-from knowledge.embedders import get_embedder
+from inference.embedders import get_embedder
 
 RETURNS = "Returns are accepted within thirty days of purchase. Refunds go back to the original card."
 WARRANTY = (

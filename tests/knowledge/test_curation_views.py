@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from knowledge.embedders import get_embedder
+from inference.embedders import get_embedder
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
 from knowledge.vectorstore import Scope, get_store
 from tenants.models import Membership

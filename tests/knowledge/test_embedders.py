@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from knowledge import embedders, pipeline
-from knowledge.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
+from inference import embedders
+from inference.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
+from knowledge import pipeline
 from knowledge.retrieval import IndexMismatch, retrieve
 
 
@@ -81,7 +82,7 @@ def test_replicas_embed_batches_side_by_side_and_give_the_same_vectors_in_the_ca
 
 
 def test_a_batch_process_embeds_on_a_replica_per_core_and_the_web_process_on_one_session(monkeypatch):
-    from knowledge import embedders
+    from inference import embedders
 
     monkeypatch.setattr(embedders.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(embedders, "_batch_process", False)
@@ -169,7 +170,7 @@ def test_reindex_all_brings_every_tenants_index_up_to_date_after_an_upgrade(tena
 
 
 def test_windows_let_the_packaged_embedder_read_the_end_of_a_long_chunk():
-    from knowledge.embedders import PackagedMiniLM
+    from inference.embedders import PackagedMiniLM
 
     filler = "The dashboard lists every device of the office network with its status. " * 30
     chunk = filler + "To reset the router, hold its button for ten seconds."
@@ -185,7 +186,7 @@ def test_windows_let_the_packaged_embedder_read_the_end_of_a_long_chunk():
 def test_code_is_embedded_with_its_path_and_reindex_upgrades_code_embedded_before(tenant_a, tmp_path, capsys):
     """A code chunk's vector reads `pkg/sessions.py › class Session › def send`, not the bare file name; an
     index built before that (indexing version 1) has its code re-embedded by `reindex`, its prose left alone."""
-    from knowledge.embedders import get_embedder
+    from inference.embedders import get_embedder
     from knowledge.models import Chunk, DocumentVersion
 
     root = tmp_path / "repo"

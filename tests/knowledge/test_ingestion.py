@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from inference.embedders import get_embedder
 from knowledge import indexer, pipeline
-from knowledge.embedders import get_embedder
 from knowledge.jobs import IngestOptions
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.retrieval import retrieve

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from knowledge.embedders import EmbedderIdentity
+from inference.embedders import EmbedderIdentity
 from knowledge.lexical import document_vector, query_vector
 from knowledge.vectorstore import ClientStore, EdgeStore, Scope, StoreBusy, StorePoint, point_id
 
@@ -120,7 +120,7 @@ def test_a_second_process_cannot_open_the_embedded_store_and_the_owner_keeps_wor
         os.environ["DJANGO_SETTINGS_MODULE"] = "ragsite.test_settings"
         import django; django.setup()
         from knowledge.vectorstore import EdgeStore, StoreBusy
-        from knowledge.embedders import EmbedderIdentity
+        from inference.embedders import EmbedderIdentity
         try:
             EdgeStore({str(tmp_path / "q")!r}).ensure_collection(EmbedderIdentity("test", "unit-vectors", 8))
         except StoreBusy as exc:

@@ -4,8 +4,8 @@ from typing import Any, cast
 
 from django.core.management.base import CommandError, CommandParser
 
+from inference.embedders import EmbedderIdentity
 from knowledge import indexer
-from knowledge.embedders import EmbedderIdentity
 from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, DocumentVersion, Status
 from knowledge.vectorstore import Scope, get_store

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from inference.embedders import become_batch_process
 from knowledge import ids, pipeline
-from knowledge.embedders import become_batch_process
 from knowledge.jobs import IngestOptions, SourceBusy
 from knowledge.models import IngestJob
 from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE

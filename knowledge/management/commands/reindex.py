@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from knowledge import embedders
-from knowledge.embedders import become_batch_process
+from inference import embedders
+from inference.embedders import become_batch_process
 from knowledge.management.commands._store import StoreCommand
 from knowledge.reindex import stale_versions, tenant_reindex
 from tenants.models import Tenant
