@@ -87,7 +87,7 @@ def main() -> None:
         sources = prepare(tenant=tenant, question=question, options=options)
         prompt, _ = focused_prompt(question, sources, options, approximate_tokens, n_ctx - MAX_TOKENS - 64)
         prompts.append(prompt.messages)
-    from knowledge.vectorstore import reset_store
+    from knowledge.index.vectorstore import reset_store
 
     reset_store()  # gunicorn owns the embedded store from here on
 

@@ -3,7 +3,7 @@
     python bench/documents.py [--pages 4] [--repeat 3]
 
 Writes the files itself (python-docx, openpyxl, python-pptx, odfpy; a scan is a page image without a text
-layer), then times `knowledge.extraction.extract` on each, best of --repeat: characters of text a second for
+layer), then times `knowledge.ingest.extraction.extract` on each, best of --repeat: characters of text a second for
 the Office formats (the part before chunking and embedding, which bench/ingest.py measures), and seconds a page
 for OCR (PDFium rendering at 300 dpi plus Tesseract, spa+eng). Tesseract runs one page at a time on one
 thread (OMP_THREAD_LIMIT=1 is what the worker sees too), so a job's OCR time is pages × the figure.
@@ -80,7 +80,7 @@ def main() -> None:
     django.setup()
     from test_ocr import ENGLISH, SPANISH, scanned_pdf
 
-    from knowledge.extraction import extract
+    from knowledge.ingest.extraction import extract
 
     folder = Path(tempfile.mkdtemp(prefix="ragsite-docs-"))
     print(f"cores: {os.cpu_count()}")

@@ -34,7 +34,7 @@ def main() -> None:
     import os
 
     from inference.embedders import become_batch_process, get_embedder
-    from knowledge import pipeline
+    from knowledge.ingest import pipeline
     from knowledge.models import Chunk
     from tenants.services import tenant_create
 
@@ -133,7 +133,7 @@ def edit_one_paragraph(tenant, embedder) -> None:  # type: ignore[no-untyped-def
     """A new version of the longest prose document with one paragraph changed: how many chunks are embedded."""
     from django.db.models import Count
 
-    from knowledge import pipeline
+    from knowledge.ingest import pipeline
     from knowledge.models import Document
 
     document = (

@@ -78,7 +78,7 @@ def environment(data: Path, port: int, production: bool) -> dict[str, str]:
 
 SETUP = """
 from pathlib import Path
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from tenants.services import api_key_issue, tenant_create
 import secrets
 tenant = tenant_create(slug="load-" + secrets.token_hex(3), name="Load")

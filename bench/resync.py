@@ -21,7 +21,7 @@ from _django import setup
 def main() -> None:
     setup()
     from inference.embedders import get_embedder
-    from knowledge import pipeline
+    from knowledge.ingest import pipeline
     from tenants.services import tenant_create
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 5000

@@ -60,12 +60,12 @@ def main() -> None:
 
     from inference.embedders import get_embedder
     from knowledge import ids
-    from knowledge.chunkers import chunk_code
-    from knowledge.indexer import chunk_payload
-    from knowledge.lexical import document_vector, query_vector
+    from knowledge.index.indexer import chunk_payload
+    from knowledge.index.lexical import document_vector, query_vector
+    from knowledge.index.vectorstore import Scope, StorePoint, get_store, point_id, reset_store
+    from knowledge.ingest.chunkers import chunk_code
     from knowledge.models import Chunk, Document, DocumentVersion, Status
     from knowledge.services import source_create
-    from knowledge.vectorstore import Scope, StorePoint, get_store, point_id, reset_store
     from tenants.services import api_key_issue, tenant_create
 
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
@@ -138,7 +138,7 @@ def main() -> None:
             t0 = time.perf_counter()
             store.hybrid(identity, scope, dense=dense, sparse=sparse, limit=50)
             qdrant.append((time.perf_counter() - t0) * 1000)
-    from knowledge.retrieval import retrieve
+    from knowledge.search.retrieval import retrieve
 
     in_process = []
     for _ in range(5):

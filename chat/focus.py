@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from knowledge.lexical import document_vector, query_vector
+from knowledge.index.lexical import document_vector, query_vector
 
 SENTENCE_END_RE = re.compile(
     r"(?<=[.!?;:])\s+(?=[\"'(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9`*])"  # a sentence end before a capital, digit or quote

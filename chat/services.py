@@ -27,8 +27,7 @@ from chat.verify import (
 )
 from inference.embedders import get_embedder
 from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
-from knowledge.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
-from knowledge.shapes import chunk_location
+from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages)."""
     chunk = hit.chunk
     page = page_of(chunk, cited_text) if cited_text else hit.location_page
-    return {"n": n, **chunk_location(chunk, page=page), "label": hit.label_at(page)}
+    return {"n": n, **chunk.location(page=page), "label": hit.label_at(page)}
 
 
 def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
@@ -144,7 +143,7 @@ def context_budget(prefill_rate: float | None) -> int:
 
 
 def _cross(question: str, passages: list[str]):
-    from knowledge.rerank import get_reranker
+    from knowledge.search.rerank import get_reranker
 
     return get_reranker().score(question, passages)
 
@@ -159,7 +158,7 @@ def cross_encoder():
     load is not retried on every answer (it hashes 34 MB each time)."""
     global _cross_failed_at
     from inference.packaged import PackagedModelError
-    from knowledge.rerank import get_reranker
+    from knowledge.search.rerank import get_reranker
 
     if _cross_failed_at is not None and time.monotonic() - _cross_failed_at < CROSS_RETRY_S:
         return None

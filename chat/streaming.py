@@ -12,11 +12,11 @@ from django.http import StreamingHttpResponse
 
 from chat import services
 from chat.shapes import answer_payload, sources_payload
+from core.errors import error_reference
 from inference.llm import ModelUnavailable
-from knowledge.retrieval import IndexMismatch
+from knowledge.index.vectorstore import StoreBusy
+from knowledge.search.retrieval import IndexMismatch
 from knowledge.shapes import StoreUnavailable
-from knowledge.vectorstore import StoreBusy
-from ragsite.errors import error_reference
 
 logger = logging.getLogger(__name__)
 

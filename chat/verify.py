@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from knowledge.lexical import document_vector, query_vector
+from knowledge.index.lexical import document_vector, query_vector
 
 MARKER_RE = re.compile(r"\s*\[(\d+(?:\s*[,;-]\s*\d+)*)\]")
 # Sentence ends, line breaks before list items, and blank lines split an answer into claims.

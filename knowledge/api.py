@@ -18,12 +18,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import SafeJSONParser
 from knowledge import ids, selectors, services
-from knowledge.bootstrap import bootstrap
-from knowledge.jobs import IngestOptions
+from knowledge.ids import OCR_LANGUAGES_RE
+from knowledge.index.vectorstore import StoreBusy
+from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
-from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
-from knowledge.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
+from knowledge.options import IngestOptions
+from knowledge.search.bootstrap import bootstrap
+from knowledge.search.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import (
     MAX_QUERY_CHARS,
     BootstrapInput,
@@ -40,9 +43,6 @@ from knowledge.shapes import (
     run_retrieval,
     scope_filters,
 )
-from knowledge.uploads import request_too_large
-from knowledge.vectorstore import StoreBusy
-from ragsite.parsers import SafeJSONParser
 from tenants.access import TenantApiView, found_or_404
 from tenants.authentication import BearerApiKeyAuthentication
 from tenants.models import ApiKey

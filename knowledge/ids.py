@@ -30,6 +30,9 @@ _CONTROL_CHARS = {chr(c) for c in range(32)} | {"\x7f"}
 # Text-direction controls make a name display as another ("invoice\u202efdp.exe" reads "invoiceexe.pdf").
 BIDI_CONTROLS = set("\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
+# Tesseract language codes joined by "+" (eng, spa, chi_sim …): a source's OCR languages.
+OCR_LANGUAGES_RE = re.compile(r"^[a-z_]{3,10}(\+[a-z_]{3,10}){0,5}$")
+
 
 class InvalidIdentifier(ValueError):
     """A name, key or id that cannot be part of the identity scheme."""

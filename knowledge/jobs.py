@@ -24,7 +24,7 @@ both are checked from outside:
   longer than the task timeout.
 
 Documents are never half-indexed: a version and all its chunks are written in one transaction, and a
-version becomes visible only once all its points are stored (knowledge/indexer.py).
+version becomes visible only once all its points are stored (knowledge/index/indexer.py).
 """
 
 from __future__ import annotations
@@ -35,50 +35,19 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from knowledge.enrichment import EnrichmentRequest
 from knowledge.models import DocumentVersion, IngestJob, Source, SourceLock, Status
 
 logger = logging.getLogger(__name__)
 
 LOCK_POLL_S = 1.0
 MAX_ATTEMPTS = 2  # a job whose worker died is run once more, then marked failed
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """How a job ingests, the same object from the form or the API to the pipeline (kept whole in `job.params`)."""
-
-    mode: str = "auto"  # auto | documental | code
-    tags: tuple[str, ...] = ()
-    critical: bool = False  # every document of the job is marked critical
-    enrichment: EnrichmentRequest | None = None  # a model reads each document (title, summary, topics)
-
-    def to_params(self) -> dict[str, Any]:
-        return {"mode": self.mode, "tags": list(self.tags), "critical": self.critical,
-                **({"enrichment": asdict(self.enrichment)} if self.enrichment else {})}  # fmt: skip
-
-    @classmethod
-    def from_params(cls, params: dict[str, Any] | None) -> IngestOptions:
-        params = params or {}
-        enrichment = params.get("enrichment")
-        return cls(
-            mode=params.get("mode") or "auto",
-            tags=tuple(params.get("tags") or ()),
-            critical=bool(params.get("critical")),
-            enrichment=EnrichmentRequest(**enrichment) if enrichment else None,
-        )
-
-
-DEFAULT_OPTIONS = IngestOptions()
 
 
 class JobCancelled(Exception):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from knowledge import ids
-from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
+from knowledge.ids import OCR_LANGUAGES_RE
 from tenants.models import TenantOwned
 
 
@@ -140,6 +140,22 @@ class DocumentVersion(TenantOwned):
         return f"{self.document.document_id} v{self.version} ({self.status})"
 
 
+class ChunkLocation(TypedDict):
+    """Where a chunk is, one shape in hits, citations, bootstrap items, MCP chunks and vector payloads."""
+
+    chunk_id: str
+    document_id: str
+    document_key: str
+    title: str
+    heading: str
+    line_start: int | None
+    line_end: int | None
+    page: int | None  # the page the matched or cited text is on (a chunk may span pages); else the first
+    page_start: int | None  # the chunk's first page
+    page_end: int | None  # the chunk's last page
+    page_label: str  # the document's own label of `page` ("iv", "A-3", or its number); "" when not known
+
+
 class Chunk(TenantOwned):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     document_version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="chunks")
@@ -183,6 +199,29 @@ class Chunk(TenantOwned):
 
     def __str__(self) -> str:
         return self.chunk_id
+
+    def location(self, *, page: int | None = None, document: Document | None = None) -> ChunkLocation:
+        """Where the chunk is; `page` is where the matched or cited text sits, when the caller knows it
+        (`document`: the chunk's own, when the caller has it at hand)."""
+        document = document or self.document
+        page = page if page is not None else self.page
+        label = self.page_label if page == self.page else ""
+        for _, number, span_label in self.page_spans or []:
+            if number == page:
+                label = str(span_label or "")
+        return {
+            "chunk_id": self.chunk_id,
+            "document_id": document.document_id,
+            "document_key": document.display_key,
+            "title": document.title,
+            "heading": self.heading,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "page": page,
+            "page_start": self.page,
+            "page_end": self.page_end or self.page,
+            "page_label": label,
+        }
 
 
 class IngestJob(TenantOwned):

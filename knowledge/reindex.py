@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference import embedders
-from knowledge import indexer, pipeline
+from knowledge.index import indexer
+from knowledge.ingest import pipeline
 from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Tenant
 

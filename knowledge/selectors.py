@@ -3,7 +3,7 @@ chunks, sources and jobs through these functions, so one rule has one owner.
 
 - Every function takes the tenant and scopes itself; a public id of another tenant finds nothing.
 - The scope rule of a search lives here once (`scope_documents`, `scope_chunks`): a tag matches a
-  chunk's own tags, its document's and its source's, as the vector payloads do (knowledge/indexer.py).
+  chunk's own tags, its document's and its source's, as the vector payloads do (knowledge/index/indexer.py).
 - One set of document filters (`DocumentFilters`) serves the documents page and the documents API.
 
 Writes live in knowledge/services.py; shapes (what a location or a hit looks like) in knowledge/shapes.py.

@@ -13,11 +13,10 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.errors import error_reference
 from knowledge import ids, jobs
-from knowledge.enrichment import EnrichmentRequest
-from knowledge.jobs import DEFAULT_OPTIONS, IngestOptions
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
-from ragsite.errors import error_reference
+from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
 from tenants.models import Tenant, TenantQuerySet
 
 logger = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def tag_get_or_create(*, tenant: Tenant, name: str) -> Tag:
 
 def _flag_for_sync(document_pks: Iterable[int]) -> None:
     """Curation changed these documents: the indexer pushes the new payloads to the vector store."""
-    from knowledge import indexer
+    from knowledge.index import indexer
 
     Document.objects.filter(pk__in=list(document_pks)).update(needs_sync=True)
     transaction.on_commit(indexer.drain)
@@ -286,7 +285,7 @@ def _store_uploads(
 
     Files that would take the tenant past its queued-bytes budget are refused by name (an archive can
     expand to far more than was sent); returns the keys, skips, errors and the bytes stored."""
-    from knowledge.uploads import UploadRejected, expand_upload
+    from knowledge.ingest.uploads import UploadRejected, expand_upload
 
     keys: list[str] = []
     skips: list[dict] = []
@@ -352,7 +351,7 @@ def document_set_tags(*, tenant: Tenant, document: Document, tags: list[str]) ->
 def _points_delete(*, tenant: Tenant, versions: QuerySet[DocumentVersion], source_ids: list[str] | None) -> None:
     """Remove the tenant's points (of these sources, or all) from every collection these versions were embedded in."""
     from inference.embedders import EmbedderIdentity
-    from knowledge.vectorstore import Scope, get_store
+    from knowledge.index.vectorstore import Scope, get_store
 
     identities = {
         EmbedderIdentity(p, m, cast(int, d))  # every version with an embedder has its dimensions

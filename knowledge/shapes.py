@@ -5,14 +5,14 @@ errors. A door imports shapes from here, never from another door's module (an im
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 
-from knowledge.models import Chunk, Document, IngestJob, Source, Status
-from knowledge.retrieval import MODES, IndexMismatch, RetrievedChunk, RetrieveFilters
-from knowledge.vectorstore import StoreBusy
+from knowledge.index.vectorstore import StoreBusy
+from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
+from knowledge.search.retrieval import MODES, IndexMismatch, RetrievedChunk, RetrieveFilters
 
 MAX_QUERY_CHARS = 2000
 
@@ -51,48 +51,9 @@ def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_
     )
 
 
-class ChunkLocation(TypedDict):
-    """Where a chunk is, the same in hits, citations, bootstrap items, MCP chunks and vector payloads."""
-
-    chunk_id: str
-    document_id: str
-    document_key: str
-    title: str
-    heading: str
-    line_start: int | None
-    line_end: int | None
-    page: int | None  # the page the matched or cited text is on (a chunk may span pages); else the first
-    page_start: int | None  # the chunk's first page
-    page_end: int | None  # the chunk's last page
-    page_label: str  # the document's own label of `page` ("iv", "A-3", or its number); "" when not known
-
-
-def chunk_location(chunk: Chunk, *, page: int | None = None, document: Document | None = None) -> ChunkLocation:
-    """The location of a chunk; `page` is where the matched or cited text sits, when the caller knows it
-    (`document`: the chunk's, when the caller has it at hand)."""
-    document = document or chunk.document
-    page = page if page is not None else chunk.page
-    label = chunk.page_label if page == chunk.page else ""
-    for _, number, span_label in chunk.page_spans or []:
-        if number == page:
-            label = str(span_label or "")
-    return {
-        "chunk_id": chunk.chunk_id,
-        "document_id": document.document_id,
-        "document_key": document.display_key,
-        "title": document.title,
-        "heading": chunk.heading,
-        "line_start": chunk.line_start,
-        "line_end": chunk.line_end,
-        "page": page,
-        "page_start": chunk.page,
-        "page_end": chunk.page_end or chunk.page,
-        "page_label": label,
-    }
-
-
 def hit_location(hit: RetrievedChunk) -> ChunkLocation:
-    return chunk_location(hit.chunk, page=hit.location_page)
+    """Where a hit is: its page is the one its text matching the query sits on."""
+    return hit.chunk.location(page=hit.location_page)
 
 
 class HitSerializer(serializers.Serializer):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from knowledge import jobs, pipeline
-from knowledge.jobs import IngestOptions, SourceBusy, holder_alive, recover_orphaned_jobs
+from core.errors import error_reference
+from knowledge import jobs
+from knowledge.index.storage import StorageFull
+from knowledge.ingest import pipeline
+from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.models import IngestJob
+from knowledge.options import IngestOptions
 from knowledge.services import FolderNotAllowed, job_folder, upload_files_remove
-from knowledge.storage import StorageFull
-from ragsite.errors import error_reference
 
 logger = logging.getLogger(__name__)
 

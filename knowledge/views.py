@@ -19,12 +19,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
 from knowledge import ids, selectors, services
-from knowledge.bootstrap import bootstrap
-from knowledge.jobs import IngestOptions
+from knowledge.index.vectorstore import StoreBusy
+from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
-from knowledge.retrieval import IndexMismatch, RetrieveFilters, retrieve
-from knowledge.uploads import UploadRejected, request_too_large
-from knowledge.vectorstore import StoreBusy
+from knowledge.options import IngestOptions
+from knowledge.search.bootstrap import bootstrap
+from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from tenants.access import TenantRequest, found_or_404, tenant_member_required
 
 admin_required = tenant_member_required(admin=True)

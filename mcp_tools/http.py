@@ -30,8 +30,8 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework import exceptions
 
+from core.errors import error_reference
 from mcp_tools.server import build_server
-from ragsite.errors import error_reference
 from tenants.authentication import key_failure_record, key_guessing_check
 from tenants.models import ApiKey
 from tenants.services import api_key_authenticate

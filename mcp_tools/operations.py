@@ -17,16 +17,15 @@ from chat import services as chat_services
 from chat.shapes import AnswerInput, answer_payload
 from inference.llm import ModelUnavailable
 from knowledge import selectors
-from knowledge.bootstrap import bootstrap as bootstrap_pack
 from knowledge.models import Document, Status
-from knowledge.retrieval import retrieve as retrieve_hits
+from knowledge.search.bootstrap import bootstrap as bootstrap_pack
+from knowledge.search.retrieval import retrieve as retrieve_hits
 from knowledge.shapes import (
     BootstrapInput,
     HitSerializer,
     RetrieveInput,
     SourceOutput,
     VersionOutput,
-    chunk_location,
     plain_errors,
     run_retrieval,
     scope_filters,
@@ -173,7 +172,7 @@ def get_document(key: ApiKey, document_id: str, version: int | None = None, star
         "current_version": document.version,
         "chunk_count": total,
         "chunks": [
-            {**chunk_location(c, document=document), "index": c.index, "status": c.status, "text": c.text} for c in page
+            {**c.location(document=document), "index": c.index, "status": c.status, "text": c.text} for c in page
         ],
         "next_start_chunk": following if following < total else None,
     }

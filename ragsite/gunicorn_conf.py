@@ -20,7 +20,7 @@ errorlog = "-"
 
 
 def post_worker_init(worker) -> None:
-    from knowledge.indexer import take_store_ownership
+    from knowledge.index.indexer import take_store_ownership
 
     take_store_ownership()
     if os.environ.get("RAG_LLM_PRELOAD", "true").lower() not in ("0", "false", "no", "off"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from ragsite.env import env_bool, env_float, env_int, env_list, env_path, env_str
+from core.env import env_bool, env_float, env_int, env_list, env_path, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = env_path("RAG_DATA_DIR", default=BASE_DIR / "var")
@@ -57,7 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "ragsite.middleware.SecurityHeadersMiddleware",  # CSP, Permissions-Policy, no-store on tenant data
+    "core.middleware.SecurityHeadersMiddleware",  # CSP, Permissions-Policy, no-store on tenant data
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -173,7 +173,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "ragsite.parsers.SafeJSONParser",
+        "core.parsers.SafeJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -292,7 +292,7 @@ RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, mi
 # and in both legs 2/61 ≈ 0.033: with 0.02, a critical chunk that either leg ranks in its top few moves
 # to the first place, while one the query barely reaches (rank 40+ in one leg) stays below real matches.
 RAG_CRITICAL_BOOST = env_float("RAG_CRITICAL_BOOST", default=0.02, minimum=0.0)
-# Ingestion stops, with the reason on the job, when less than this is free where it writes (knowledge/storage.py).
+# Ingestion stops, with the reason on the job, when less than this is free where it writes (knowledge/index/storage.py).
 RAG_MIN_FREE_BYTES = env_int("RAG_MIN_FREE_BYTES", default=256 * 1024 * 1024, minimum=0)
 RAG_MAX_FILE_BYTES = env_int("RAG_MAX_FILE_BYTES", default=1024 * 1024, minimum=1)
 # PDFs are mostly fonts and images: a 1.3 MB manual holds far less text than a 1 MB text file.

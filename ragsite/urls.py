@@ -23,7 +23,7 @@ urlpatterns = [
     path("", include("knowledge.urls_pages")),
 ]
 
-handler400 = "ragsite.errors.bad_request"
-handler403 = "ragsite.errors.permission_denied"
-handler404 = "ragsite.errors.page_not_found"
-handler500 = "ragsite.errors.server_error"
+handler400 = "core.errors.bad_request"
+handler403 = "core.errors.permission_denied"
+handler404 = "core.errors.page_not_found"
+handler500 = "core.errors.server_error"

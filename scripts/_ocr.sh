@@ -1,4 +1,4 @@
-# Sourced by _venv.sh: Tesseract with English and Spanish data, for scanned PDF pages (knowledge/ocr.py).
+# Sourced by _venv.sh: Tesseract with English and Spanish data, for scanned PDF pages (knowledge/ingest/ocr.py).
 # Debian's packages; installed when missing and this runs as root, otherwise a one-line hint (OCR is then
 # unavailable and a scanned page is recorded as needing it; everything else works).
 ocr_install() {

@@ -55,7 +55,7 @@ def fresh_cache():  # type: ignore[no-untyped-def]
 def vector_store(settings, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A fresh store per test: embedded Qdrant Edge in a temp dir, or (RAG_TEST_QDRANT_URL=:memory:) a fresh
     in-process Qdrant server API through qdrant-client."""
-    from knowledge.vectorstore import get_store, reset_store
+    from knowledge.index.vectorstore import get_store, reset_store
 
     settings.RAG_QDRANT_PATH = tmp_path_factory.mktemp("qdrant")
     # The production-configuration run (scripts/test.sh) goes through the Qdrant-server code path instead.

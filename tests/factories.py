@@ -71,7 +71,7 @@ def make_document(
 
 def make_folder_source(*, tenant: Tenant, root: Path, files: dict[str, str], name: str = "") -> Source:
     """Write `files` (relative path → text) under root and ingest the folder as a source, synchronously."""
-    from knowledge import pipeline
+    from knowledge.ingest import pipeline
 
     for relative, text in files.items():
         path = root / relative

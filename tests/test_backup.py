@@ -22,7 +22,7 @@ FILES = {
 }
 SETUP = """
 from pathlib import Path
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from tenants.services import api_key_issue, tenant_create
 tenant = tenant_create(slug="acme", name="Acme")
 source = pipeline.folder_source_get_or_create(tenant=tenant, name="handbook", path=Path("{folder}"))

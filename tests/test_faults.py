@@ -35,7 +35,7 @@ print(api_key_issue(tenant=tenant, scope="write")[1])
 """
 
 RETRIEVE = """
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 from tenants.models import Tenant
 print(retrieve(tenant=Tenant.objects.get(slug="acme"), query="%s", top_k=1)[0].chunk.document.display_key)
 """

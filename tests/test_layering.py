@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("ragsite", "tenants", "inference", "knowledge", "chat")
+APPS = ("ragsite", "core", "tenants", "inference", "knowledge", "chat")
 
 
 def test_no_module_imports_a_private_name_of_another_app():

@@ -36,7 +36,7 @@ GLOBEX_FILES = {"secret.md": "# Project Falcon\n\nThe Falcon launch code is kept
 SETUP = """
 import json
 from django.utils import timezone
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from tenants.services import api_key_issue, tenant_create
 from pathlib import Path
 keys = {}

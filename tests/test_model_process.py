@@ -45,7 +45,7 @@ HANDBOOK = {
 }
 SETUP = """
 from pathlib import Path
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from tenants.services import api_key_issue, tenant_create
 tenant = tenant_create(slug="acme", name="Acme")
 source = pipeline.folder_source_get_or_create(tenant=tenant, name="handbook", path=Path("{folder}"))
@@ -218,7 +218,7 @@ def test_rag_llm_url_answers_and_enriches_through_any_openai_compatible_server(p
                                                                                 tenant_a):  # fmt: skip
     from rest_framework.test import APIClient
 
-    from knowledge.enrichment import EnrichmentRequest, enrich
+    from knowledge.ingest.enrichment import EnrichmentRequest, enrich
     from tenants.services import api_key_issue
     from tests.factories import make_folder_source
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
-from ragsite.env import env_bool, env_int, env_str
+from core.env import env_bool, env_int, env_str
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ from inference.packaged import (
     packaged_embedder_files,
     prepare_packaged_models,
 )
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 from tenants.models import Membership
 
 

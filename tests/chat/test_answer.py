@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from chat import services
 from chat.models import Assistant
 from inference.llm import get_gateway
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 

@@ -160,7 +160,7 @@ LOGINS = (
 
 
 def _cross_check(question: str, answer: str):  # type: ignore[no-untyped-def]
-    from knowledge.rerank import get_reranker
+    from knowledge.search.rerank import get_reranker
 
     evidence = [EvidenceText(t, [u.text for u in split_units(t, code=False)]) for t in (UPLOADS, LOGINS)]
     verifier = Verifier(evidence, question=question, embed=get_embedder().embed, cross=get_reranker().score)
@@ -231,7 +231,7 @@ def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant
     """A missing or tampered cross-encoder file costs the relevance and weak-evidence checks, never the answer."""
     from chat import services
     from inference import packaged
-    from knowledge import rerank
+    from knowledge.search import rerank
     from tests.factories import make_folder_source
 
     def tampered() -> None:

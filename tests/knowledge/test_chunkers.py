@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.chunkers import MAX_CHARS, TARGET_CHARS, chunk_code, chunk_documental
-from knowledge.classify import classify
+from knowledge.ingest.chunkers import MAX_CHARS, TARGET_CHARS, chunk_code, chunk_documental
+from knowledge.ingest.classify import classify
 
 
 def _long_markdown() -> str:

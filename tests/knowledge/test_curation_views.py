@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from inference.embedders import get_embedder
+from knowledge.index.vectorstore import Scope, get_store
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
-from knowledge.vectorstore import Scope, get_store
 from tenants.models import Membership
 from tests.factories import CommittingClientMixin, make_folder_source, make_member
 

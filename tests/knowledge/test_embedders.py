@@ -13,8 +13,8 @@ from django.core.management import call_command
 
 from inference import embedders
 from inference.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
-from knowledge import pipeline
-from knowledge.retrieval import IndexMismatch, retrieve
+from knowledge.ingest import pipeline
+from knowledge.search.retrieval import IndexMismatch, retrieve
 
 
 class _EmbeddingHandler(BaseHTTPRequestHandler):
@@ -141,7 +141,7 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
 
     other = OpenAIEmbedder(url=embedding_server, model="test-embed")
     monkeypatch.setattr(embedders, "get_embedder", lambda: other)
-    monkeypatch.setattr("knowledge.retrieval.get_embedder", lambda: other)
+    monkeypatch.setattr("knowledge.search.retrieval.get_embedder", lambda: other)
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
         retrieve(tenant=tenant_a, query="refunds", top_k=3)
     call_command("reindex", "acme")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from knowledge import pipeline, services
+from knowledge import services
+from knowledge.ingest import pipeline
 from knowledge.models import Document, IngestJob, Source
 from knowledge.tasks import ingest_job_task
 from tenants.services import api_key_issue

@@ -11,11 +11,12 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from inference.embedders import get_embedder
-from knowledge import indexer, pipeline
-from knowledge.jobs import IngestOptions
+from knowledge.index import indexer
+from knowledge.index.vectorstore import Scope, get_store
+from knowledge.ingest import pipeline
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
-from knowledge.retrieval import retrieve
-from knowledge.vectorstore import Scope, get_store
+from knowledge.options import IngestOptions
+from knowledge.search.retrieval import retrieve
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -343,7 +344,7 @@ def test_a_cancelled_job_stops_between_documents(tenant_a, tree):
 
 
 def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenant_b, tree, settings):
-    from knowledge.vectorstore import ClientStore, reset_store
+    from knowledge.index.vectorstore import ClientStore, reset_store
 
     settings.QDRANT_URL = ":memory:"  # qdrant-client's in-process server API, same calls as a real server
     reset_store()
@@ -358,7 +359,7 @@ def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenan
 def test_maintenance_commands_explain_when_another_process_owns_the_store(tenant_a, tree, settings):
     from django.core.management import CommandError, call_command
 
-    from knowledge.vectorstore import EdgeStore, reset_store
+    from knowledge.index.vectorstore import EdgeStore, reset_store
 
     sync(tenant_a, tree)
     reset_store()

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from knowledge import pipeline
-from knowledge.extraction import NeedsOCR, extract
+from knowledge.ingest import pipeline
+from knowledge.ingest.extraction import NeedsOCR, extract
+from knowledge.ingest.ocr import installed_languages, ocr_pdf_pages
 from knowledge.models import Document, IngestJob
-from knowledge.ocr import installed_languages, ocr_pdf_pages
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 pytestmark = pytest.mark.skipif(
@@ -96,7 +96,7 @@ def test_a_crash_of_the_ocr_process_fails_the_pages_it_had_not_read_and_the_call
                 parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if b"knowledge.ocr" in command and parent == os.getpid():
+            if b"knowledge.ingest.ocr" in command and parent == os.getpid():
                 os.kill(int(entry.name), signal.SIGKILL)
 
     result = ocr_pdf_pages(scanned_pdf([ENGLISH, SPANISH, ENGLISH]), [1, 2, 3], languages="spa+eng",
@@ -112,7 +112,7 @@ def test_a_scan_that_fails_in_a_sync_is_read_once_and_its_reason_recorded(tenant
     (folder / "blank.pdf").write_bytes(scanned_pdf([[]]))
     (folder / "notes.md").write_text("# Notes\n\nThe warehouse opens at seven.\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="scans", path=folder)
-    with caplog.at_level(logging.INFO, logger="knowledge.pipeline"):
+    with caplog.at_level(logging.INFO, logger="knowledge.ingest.pipeline"):
         job = pipeline.sync_folder(source=source, root=folder)
     assert job.added == 1 and job.failed == 1
     assert "not even by OCR" in job.errors[0]["error"] and "OCR found no text" in job.errors[0]["error"]

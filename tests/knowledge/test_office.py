@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from knowledge.models import Document, Status
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 
 FILLER = " ".join(f"Paragraph {i} of this section describes how the company works in some detail." for i in range(25))
 
@@ -139,7 +139,7 @@ def test_legacy_encrypted_and_corrupt_office_files_get_a_reason_and_never_stop_t
 
 
 def test_an_office_file_that_would_expand_past_the_limit_is_refused_before_it_is_opened(settings):
-    from knowledge.extraction import ExtractionError, extract
+    from knowledge.ingest.extraction import ExtractionError, extract
 
     settings.RAG_MAX_UNZIPPED_BYTES = 5 * 2**20
     buffer = io.BytesIO()
@@ -170,7 +170,7 @@ def test_office_files_uploaded_alone_or_inside_a_zip_are_ingested(
 
 
 def test_a_large_workbook_is_streamed_with_its_rows_under_their_headers(tmp_path, monkeypatch):
-    from knowledge import office
+    from knowledge.ingest import office
 
     write_xlsx(tmp_path / "network.xlsx")
     monkeypatch.setattr(office, "XLSX_FULL_LOAD_BYTES", 0)  # every workbook counts as large

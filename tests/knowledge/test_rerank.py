@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from inference import packaged
-from knowledge.rerank import CrossEncoder
+from knowledge.search.rerank import CrossEncoder
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 

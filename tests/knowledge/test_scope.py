@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge import indexer, pipeline, services
-from knowledge.bootstrap import bootstrap
+from knowledge import services
+from knowledge.index import indexer
+from knowledge.ingest import pipeline
 from knowledge.models import Document
-from knowledge.retrieval import RetrieveFilters
+from knowledge.search.bootstrap import bootstrap
+from knowledge.search.retrieval import RetrieveFilters
 
 
 def _handbook_and_notes(tenant, tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.ingest.uploads import UploadRejected, expand_upload
 from knowledge.models import Document, IngestJob, Status
-from knowledge.retrieval import retrieve
+from knowledge.search.retrieval import retrieve
 from knowledge.services import FolderNotAllowed, folder_path_check, upload_enqueue
-from knowledge.uploads import UploadRejected, expand_upload
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -138,7 +138,7 @@ def test_raw_uploads_are_removed_once_ingested_and_with_their_source(tenant_a, d
 
 
 def test_a_bidi_name_is_refused_and_nfc_nfd_twins_do_not_silently_merge(tenant_a, tmp_path):
-    from knowledge import pipeline
+    from knowledge.ingest import pipeline
 
     root = tmp_path / "kb"
     root.mkdir()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from inference.embedders import EmbedderIdentity
-from knowledge.lexical import document_vector, query_vector
-from knowledge.vectorstore import ClientStore, EdgeStore, Scope, StoreBusy, StorePoint, point_id
+from knowledge.index.lexical import document_vector, query_vector
+from knowledge.index.vectorstore import ClientStore, EdgeStore, Scope, StoreBusy, StorePoint, point_id
 
 IDENTITY = EmbedderIdentity("test", "unit-vectors", 8)
 
@@ -119,7 +119,7 @@ def test_a_second_process_cannot_open_the_embedded_store_and_the_owner_keeps_wor
         import os, sys
         os.environ["DJANGO_SETTINGS_MODULE"] = "ragsite.test_settings"
         import django; django.setup()
-        from knowledge.vectorstore import EdgeStore, StoreBusy
+        from knowledge.index.vectorstore import EdgeStore, StoreBusy
         from inference.embedders import EmbedderIdentity
         try:
             EdgeStore({str(tmp_path / "q")!r}).ensure_collection(EmbedderIdentity("test", "unit-vectors", 8))

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from pypdf import PdfWriter
 
-from knowledge.extraction import ExtractionError, NeedsOCR, extract, glued_ratio
-from knowledge.walker import Skip, WalkedFile, walk
+from knowledge.ingest.extraction import ExtractionError, NeedsOCR, extract, glued_ratio
+from knowledge.ingest.walker import Skip, WalkedFile, walk
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -116,7 +116,7 @@ def test_words_run_together_by_pypdf_are_separated_again():
 
 
 def test_an_html_table_is_kept_as_a_table_and_a_long_one_repeats_its_header_in_every_chunk():
-    from knowledge.chunkers import chunk_documental
+    from knowledge.ingest.chunkers import chunk_documental
 
     rows = "".join(f"<tr><td>R-{n}</td><td>Gi1/0/{n}</td></tr>" for n in range(1, 121))
     page = (

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from knowledge.vectorstore import StoreBusy
+from knowledge.index.vectorstore import StoreBusy
 
 
 class StoreCommand(BaseCommand):

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from knowledge import ids
-from knowledge.retrieval import retrieve, retrieve_single_leg
+from knowledge.search.retrieval import retrieve, retrieve_single_leg
 from tenants.models import Tenant
 
 METHODS = ("dense", "lexical", "hybrid", "hybrid+specific", "hybrid+rerank")

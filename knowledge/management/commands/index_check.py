@@ -5,10 +5,10 @@ from typing import Any, cast
 from django.core.management.base import CommandError, CommandParser
 
 from inference.embedders import EmbedderIdentity
-from knowledge import indexer
+from knowledge.index import indexer
+from knowledge.index.vectorstore import Scope, get_store
 from knowledge.management.commands._store import StoreCommand
 from knowledge.models import Chunk, DocumentVersion, Status
-from knowledge.vectorstore import Scope, get_store
 from tenants.models import Tenant
 
 

@@ -8,12 +8,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from inference.embedders import become_batch_process
-from knowledge import ids, pipeline
-from knowledge.jobs import IngestOptions, SourceBusy
+from knowledge import ids
+from knowledge.ids import OCR_LANGUAGES_RE
+from knowledge.index.storage import StorageFull, is_storage_full, storage_full_reason
+from knowledge.ingest import pipeline
+from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
-from knowledge.ocr import LANGUAGES_RE as OCR_LANGUAGES_RE
+from knowledge.options import IngestOptions
 from knowledge.services import folder_sync_enqueue
-from knowledge.storage import StorageFull, is_storage_full, storage_full_reason
 from tenants.models import Tenant
 
 

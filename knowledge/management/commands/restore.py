@@ -9,8 +9,8 @@ from django.core.management.base import CommandError, CommandParser
 
 from inference.embedders import get_embedder
 from knowledge.backup import BackupError, clear_embedded_store, refuse_if_store_owned, restore_files
+from knowledge.index.vectorstore import Scope, get_store, is_shared_server, reset_store
 from knowledge.management.commands._store import StoreCommand
-from knowledge.vectorstore import Scope, get_store, is_shared_server, reset_store
 from tenants.models import Tenant
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from knowledge import pipeline
+from knowledge.ingest import pipeline
 from knowledge.models import Document, IngestJob, Status
 from tenants.models import Membership, Tenant
 from tenants.services import membership_add, tenant_create

@@ -20,20 +20,22 @@ from django.db import connections, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
-from knowledge import ids, indexer, jobs
-from knowledge.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
-from knowledge.classify import classify
-from knowledge.enrichment import enrich
-from knowledge.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
-from knowledge.jobs import DEFAULT_OPTIONS, IngestOptions, report_activity, source_locked
-from knowledge.lexical import document_vector
+from knowledge import ids, jobs
+from knowledge.index import indexer
+from knowledge.index.lexical import document_vector
+from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
+from knowledge.index.vectorstore import point_id
+from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
+from knowledge.ingest.classify import classify
+from knowledge.ingest.enrichment import enrich
+from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
+from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
+from knowledge.ingest.walker import Skip, WalkedFile, walk
+from knowledge.jobs import report_activity, source_locked
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
-from knowledge.office import OFFICE_TYPES, PAGED_OFFICE
-from knowledge.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
-from knowledge.vectorstore import point_id
-from knowledge.walker import Skip, WalkedFile, walk
-from ragsite.errors import error_reference
+from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
-from knowledge.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
+from knowledge.ingest.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "sp
 
 
 def extract_office_document(data: bytes, *, key: str, source_type: str) -> Extracted:
-    """Word, Excel, PowerPoint and OpenDocument files (knowledge/office.py), with the limits of uploaded zips."""
-    from knowledge.uploads import MAX_COMPRESSION_RATIO, max_unzipped_bytes
+    """Word, Excel, PowerPoint and OpenDocument files (knowledge/ingest/office.py), with the limits of uploaded zips."""
+    from knowledge.ingest.uploads import MAX_COMPRESSION_RATIO, max_unzipped_bytes
 
     try:
         check_container(data, max_unzipped=max_unzipped_bytes(), max_ratio=MAX_COMPRESSION_RATIO)
@@ -294,7 +294,7 @@ def _pdf_page_text(page: object, mode: str) -> str:
 def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> None:
     """Pages without a text layer (scans) get their text from OCR, in place; each page OCR cannot read is a
     warning with its reason, never a silent empty chunk."""
-    from knowledge.ocr import OCRUnavailable, ocr_pdf_pages
+    from knowledge.ingest.ocr import OCRUnavailable, ocr_pdf_pages
 
     scanned = [index + 1 for index, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
     if not scanned:

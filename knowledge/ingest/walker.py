@@ -30,8 +30,8 @@ BINARY_SUFFIXES = {
     # compiled code and office binaries
     ".pyc", ".pyo", ".so", ".dll", ".dylib", ".exe", ".o", ".a", ".class", ".wasm",
 }  # fmt: skip
-# Binary formats an extractor reads (knowledge/extraction.py, knowledge/office.py); containers, so their size
-# limit is RAG_MAX_PDF_BYTES rather than the text-file limit.
+# Binary formats an extractor reads (extraction.py, office.py); containers, so their size limit is
+# RAG_MAX_PDF_BYTES rather than the text-file limit.
 BINARY_OK_SUFFIXES = {".pdf", ".docx", ".xlsx", ".pptx", ".odt", ".ods", ".odp"}
 LEGACY_OFFICE = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
 

@@ -1,6 +1,6 @@
 """Scanned pages → text with Tesseract (one job: OCR of PDF pages that have no text layer).
 
-Native code never runs in the caller's process: a child Python process (`python -m knowledge.ocr`, no Django)
+Native code never runs in the caller's process: a child Python process (`python -m knowledge.ingest.ocr`, no Django)
 renders each page with PDFium (pypdfium2's wheel, no system library) at OCR_DPI and has Debian's `tesseract`
 read it through pytesseract, which runs Tesseract as a process of its own. A crash in PDFium or Tesseract, a
 page that makes either hang (OCR_PAGE_TIMEOUT_S) or a page too large to render fails those pages with a
@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import queue
-import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from knowledge.ids import OCR_LANGUAGES_RE
+
 logger = logging.getLogger(__name__)
 
 OCR_DPI = 300
@@ -38,7 +39,6 @@ OCR_MAX_SIDE_PX = 10_000  # a poster-sized page is rendered smaller rather than 
 OCR_PAGE_TIMEOUT_S = 120  # Tesseract's limit for one page
 CHILD_SILENCE_S = OCR_PAGE_TIMEOUT_S + 60  # no page from the child for this long: it is stopped
 CHILD_MEMORY_BYTES = 4 * 1024**3  # address space of the child (a rendered page is tens of MiB)
-LANGUAGES_RE = re.compile(r"^[a-z_]{3,10}(\+[a-z_]{3,10}){0,5}$")  # eng, spa, chi_sim … joined by "+"
 
 
 class OCRUnavailable(Exception):
@@ -65,7 +65,7 @@ def installed_languages() -> frozenset[str]:
 
 
 def check_languages(languages: str) -> None:
-    if not LANGUAGES_RE.match(languages):
+    if not OCR_LANGUAGES_RE.match(languages):
         raise OCRUnavailable(f"{languages!r} is not a list of Tesseract language codes such as spa+eng.")
     have = installed_languages()
     if not have:
@@ -91,10 +91,10 @@ def ocr_pdf_pages(
         stderr_path = Path(folder) / "stderr.txt"
         with stderr_path.open("wb") as stderr:
             child = subprocess.Popen(  # noqa: S603  (our own module, arguments checked above)
-                [sys.executable, "-m", "knowledge.ocr", str(path), languages, ",".join(map(str, pages))],
+                [sys.executable, "-m", "knowledge.ingest.ocr", str(path), languages, ",".join(map(str, pages))],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                 env={**os.environ, "OMP_THREAD_LIMIT": "1"},  # one core a page: the server keeps the other
-                cwd=Path(__file__).resolve().parent.parent,
+                cwd=Path(__file__).resolve().parents[2],  # the project root: `-m knowledge.ingest.ocr` imports
             )  # fmt: skip
             try:
                 for line in _lines(child, CHILD_SILENCE_S):

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from knowledge.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.models import ChunkLocation
+from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import live_chunks, live_documents
-from knowledge.shapes import ChunkLocation, chunk_location
 from tenants.models import Tenant
 
 PROBES = {
@@ -55,7 +55,7 @@ def _summary(
         p.strip() for p in re.split(r"\n\s*\n", text) if p.strip() and not p.strip().startswith(("#", "=", "-"))
     ]
     summary = " ".join(paragraphs)[:800] if paragraphs else _excerpt(text)
-    return " ".join(summary.split()), [chunk_location(picked[0])]
+    return " ".join(summary.split()), [picked[0].location()]
 
 
 def _topics(tenant: Tenant, filters: RetrieveFilters) -> list[dict[str, Any]]:
@@ -75,7 +75,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
         .select_related("document")
         .order_by("document__document_key", "index")[:20]
     )
-    critical_points = [{**chunk_location(c), "also": [], "excerpt": _excerpt(c.text)} for c in critical]
+    critical_points = [{**c.location(), "also": [], "excerpt": _excerpt(c.text)} for c in critical]
     seen = {c.pk for c in critical}
     probes = dict(PROBES)
     if intent.strip():
@@ -104,7 +104,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
             item = {
                 "kind": kind,
                 "also": [],
-                **chunk_location(hit.chunk),
+                **hit.chunk.location(),
                 "excerpt": _excerpt(hit.chunk.text),
                 "score": hit.score,
             }

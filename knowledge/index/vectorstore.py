@@ -142,8 +142,104 @@ def _empty_scope(scope: Scope) -> bool:
     return any(v is not None and len(v) == 0 for v in (scope.source_ids, scope.document_ids, scope.point_ids))
 
 
+# --- one query plan, both backends ------------------------------------------------------------
+@dataclass(frozen=True)
+class _Leg:
+    using: str  # DENSE or SPARSE
+    vector: Any  # the dense vector, or (indices, values)
+
+    @property
+    def lexical(self) -> bool:
+        return self.using == SPARSE
+
+
+def _legs(dense: Any, sparse: tuple[list[int], list[float]] | None) -> list[_Leg]:
+    legs = [] if dense is None else [_Leg(DENSE, list(dense))]
+    if sparse is not None and sparse[0]:
+        legs.append(_Leg(SPARSE, (list(sparse[0]), list(sparse[1]))))
+    return legs
+
+
+def _idf_of(leg: _Leg, idf: Any) -> dict[str, Any]:
+    """The lexical leg computes its IDF over the tenant's chunks; the dense leg takes no search params."""
+    return {"params": idf} if leg.lexical else {}
+
+
+class _Planned:
+    """search() and hybrid() for both backends: the same plan (filter, legs, the lexical leg's per-tenant IDF,
+    RRF fusion), built with each backend's own models module through the four hooks below."""
+
+    edge: bool
+    prefetch_field: str  # what a fused request calls its legs
+
+    def _models(self, identity: EmbedderIdentity) -> Any:
+        raise NotImplementedError
+
+    def _leg_query(self, m: Any, leg: _Leg) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _fusion(self, m: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def _one_leg(self, m: Any, leg: _Leg, flt: Any, idf: Any, *, limit: int, payload: bool) -> Any:
+        return m.QueryRequest(
+            limit=limit, filter=flt, with_payload=payload, **self._leg_query(m, leg), **_idf_of(leg, idf)
+        )
+
+    def _fused(self, m: Any, legs: list[_Leg], flt: Any, idf: Any, *, limit: int, prefetch: int) -> Any:
+        prefetches = [
+            m.Prefetch(limit=prefetch, filter=flt, **self._leg_query(m, leg), **_idf_of(leg, idf)) for leg in legs
+        ]
+        return m.QueryRequest(limit=limit, filter=flt, with_payload=True, **self._fusion(m),
+                              **{self.prefetch_field: prefetches})  # fmt: skip
+
+    def search(
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
+        sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+    ) -> list[Hit]:  # fmt: skip
+        legs = _legs(dense, sparse)
+        if _empty_scope(scope) or not legs:
+            return []
+        m = self._models(identity)
+        flt, idf = _conditions(m, scope, edge=self.edge), _tenant_idf(m, scope, edge=self.edge)
+        if len(legs) == 1:
+            request = self._one_leg(m, legs[0], flt, idf, limit=limit, payload=True)
+        else:
+            request = self._fused(m, legs, flt, idf, limit=limit, prefetch=prefetch)
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._run(m, identity, [request])[0]]
+
+    def hybrid(
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float],
+        sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+    ) -> Legs:  # fmt: skip
+        """Fused ranking and both legs' rankings in one batch (the legs explain the fused rank)."""
+        if _empty_scope(scope):
+            return Legs([], [], [])
+        m = self._models(identity)
+        flt, idf = _conditions(m, scope, edge=self.edge), _tenant_idf(m, scope, edge=self.edge)
+        legs = _legs(dense, sparse)
+        each = [self._one_leg(m, leg, flt, idf, limit=prefetch, payload=False) for leg in legs]
+        has_sparse = len(legs) == 2
+        if has_sparse:
+            fused = self._fused(m, legs, flt, idf, limit=limit, prefetch=prefetch)
+        else:
+            fused = self._one_leg(m, legs[0], flt, idf, limit=limit, payload=True)
+        results = self._run(m, identity, [fused, *each])
+        return Legs(
+            [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0]],
+            [str(p.id) for p in results[1]],
+            [str(p.id) for p in results[2]] if has_sparse else [],
+            {str(p.id): float(p.score) for p in results[1]},
+        )
+
+
 # --- Qdrant Edge ----------------------------------------------------------------------------
-class EdgeStore:
+class EdgeStore(_Planned):
+    edge, prefetch_field = True, "prefetches"
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -242,69 +338,21 @@ class EdgeStore:
             if offset is None:
                 return found
 
-    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):
+    def _models(self, identity: EmbedderIdentity) -> Any:
         import qdrant_edge as m
 
-        if _empty_scope(scope):
-            return []
-        shard = self._shard(identity)
-        flt = _conditions(m, scope, edge=True)
-        sparse_params = _tenant_idf(m, scope, edge=True)
-        legs = []
-        if dense is not None:
-            legs.append(m.Prefetch(limit=prefetch, query=m.Query.Nearest(list(dense), using=DENSE), filter=flt))
-        if sparse is not None and sparse[0]:
-            vector = m.SparseVector(list(sparse[0]), list(sparse[1]))
-            legs.append(
-                m.Prefetch(
-                    limit=prefetch,
-                    query=m.Query.Nearest(vector, using=SPARSE),
-                    filter=flt,
-                    params=sparse_params,
-                )
-            )
-        if not legs:
-            return []
-        if len(legs) == 1:
-            leg = legs[0]
-            request = m.QueryRequest(
-                limit=limit, query=leg.query, filter=flt, with_payload=True,
-                params=sparse_params if dense is None else None,
-            )  # fmt: skip
-        else:
-            request = m.QueryRequest(
-                limit=limit, prefetches=legs, query=m.Fusion.Rrf(k=RRF_K), filter=flt, with_payload=True
-            )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in shard.query(request)]
+        self._shard(identity)
+        return m
 
-    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):
-        """Fused ranking and both legs' rankings in one batch (the legs explain the fused rank)."""
-        import qdrant_edge as m
+    def _leg_query(self, m: Any, leg: _Leg) -> dict[str, Any]:
+        vector = m.SparseVector(*leg.vector) if leg.lexical else leg.vector
+        return {"query": m.Query.Nearest(vector, using=leg.using)}
 
-        if _empty_scope(scope):
-            return Legs([], [], [])
-        shard = self._shard(identity)
-        flt = _conditions(m, scope, edge=True)
-        sparse_params = _tenant_idf(m, scope, edge=True)
-        dense_query = m.Query.Nearest(list(dense), using=DENSE)
-        has_sparse = bool(sparse and sparse[0])
-        requests = [m.QueryRequest(limit=prefetch, query=dense_query, filter=flt, with_payload=False)]
-        legs = [m.Prefetch(limit=prefetch, query=dense_query, filter=flt)]
-        if has_sparse:
-            sparse_query = m.Query.Nearest(m.SparseVector(list(sparse[0]), list(sparse[1])), using=SPARSE)
-            requests.append(
-                m.QueryRequest(limit=prefetch, query=sparse_query, filter=flt, params=sparse_params, with_payload=False)
-            )
-            legs.append(m.Prefetch(limit=prefetch, query=sparse_query, filter=flt, params=sparse_params))
-        fused_query = m.Fusion.Rrf(k=RRF_K) if has_sparse else dense_query
-        fused_request = m.QueryRequest(
-            limit=limit, prefetches=legs if has_sparse else None, query=fused_query, filter=flt, with_payload=True
-        )
-        results = shard.query_batch(m.QueryBatchRequest([fused_request, *requests]))
-        fused = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0]]
-        dense_ids = [str(p.id) for p in results[1]]
-        lexical_ids = [str(p.id) for p in results[2]] if has_sparse else []
-        return Legs(fused, dense_ids, lexical_ids, {str(p.id): float(p.score) for p in results[1]})
+    def _fusion(self, m: Any) -> dict[str, Any]:
+        return {"query": m.Fusion.Rrf(k=RRF_K)}
+
+    def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
+        return list(self._shard(identity).query_batch(m.QueryBatchRequest(requests)))
 
     def flush(self) -> None:
         with self._mutex:
@@ -325,7 +373,9 @@ class EdgeStore:
 
 
 # --- qdrant-client (server, cluster, or :memory:) -------------------------------------------
-class ClientStore:
+class ClientStore(_Planned):
+    edge, prefetch_field = False, "prefetch"
+
     def __init__(self, location: str, api_key: str | None = None) -> None:
         from qdrant_client import QdrantClient
 
@@ -418,63 +468,21 @@ class ClientStore:
             if offset is None:
                 return found
 
-    def search(self, identity, scope, *, dense, sparse, limit, prefetch=100):
+    def _models(self, identity: EmbedderIdentity) -> Any:
         from qdrant_client import models as m
 
-        if _empty_scope(scope):
-            return []
         self.ensure_collection(identity)
-        flt = _conditions(m, scope, edge=False)
-        sparse_params = _tenant_idf(m, scope, edge=False)
-        legs = []
-        if dense is not None:
-            legs.append(m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt))
-        if sparse is not None and sparse[0]:
-            vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
-            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt, params=sparse_params))
-        if not legs:
-            return []
-        if len(legs) == 1:
-            result = self.client.query_points(
-                identity.collection, query=legs[0].query, using=legs[0].using, query_filter=flt, limit=limit,
-                with_payload=True, search_params=sparse_params if dense is None else None,
-            )  # fmt: skip
-        else:
-            result = self.client.query_points(
-                identity.collection, prefetch=legs, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), query_filter=flt,
-                limit=limit, with_payload=True,
-            )  # fmt: skip
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+        return m
 
-    def hybrid(self, identity, scope, *, dense, sparse, limit, prefetch=100):
-        from qdrant_client import models as m
+    def _leg_query(self, m: Any, leg: _Leg) -> dict[str, Any]:
+        vector = m.SparseVector(indices=leg.vector[0], values=leg.vector[1]) if leg.lexical else leg.vector
+        return {"query": vector, "using": leg.using}
 
-        if _empty_scope(scope):
-            return Legs([], [], [])
-        self.ensure_collection(identity)
-        flt = _conditions(m, scope, edge=False)
-        sparse_params = _tenant_idf(m, scope, edge=False)
-        has_sparse = bool(sparse and sparse[0])
-        requests = [m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=prefetch, with_payload=False)]
-        legs = [m.Prefetch(query=list(dense), using=DENSE, limit=prefetch, filter=flt)]
-        if has_sparse:
-            vector = m.SparseVector(indices=list(sparse[0]), values=list(sparse[1]))
-            requests.append(m.QueryRequest(query=vector, using=SPARSE, filter=flt, limit=prefetch, with_payload=False,
-                                           params=sparse_params))  # fmt: skip
-            legs.append(m.Prefetch(query=vector, using=SPARSE, limit=prefetch, filter=flt, params=sparse_params))
-            fused = m.QueryRequest(
-                prefetch=legs, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), filter=flt, limit=limit, with_payload=True
-            )
-        else:
-            fused = m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=limit, with_payload=True)
-        results = self.client.query_batch_points(identity.collection, [fused, *requests])
-        hits = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0].points]
-        return Legs(
-            hits,
-            [str(p.id) for p in results[1].points],
-            [str(p.id) for p in results[2].points] if has_sparse else [],
-            {str(p.id): float(p.score) for p in results[1].points},
-        )
+    def _fusion(self, m: Any) -> dict[str, Any]:
+        return {"query": m.RrfQuery(rrf=m.Rrf(k=RRF_K))}
+
+    def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
+        return [result.points for result in self.client.query_batch_points(identity.collection, requests)]
 
     def flush(self) -> None:
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from knowledge.vectorstore import RRF_K
+from knowledge.index.vectorstore import RRF_K
 
 
 def rrf_merge(rankings: list[tuple[list[str], float]]) -> dict[str, float]:

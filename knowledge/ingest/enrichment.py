@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+
+from knowledge.options import EnrichmentRequest
 
 logger = logging.getLogger(__name__)
 
@@ -31,13 +32,6 @@ ENRICHMENT_SCHEMA = {
     },
     "required": ["title", "summary", "topics", "key_points"],
 }
-
-
-@dataclass
-class EnrichmentRequest:
-    model_path: str
-    model_name: str
-    directives: str = ""
 
 
 def enrichment_messages(*, title: str, text: str, directives: str) -> list[dict[str, str]]:

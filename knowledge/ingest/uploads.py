@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 
 from knowledge import ids
-from knowledge.walker import Skip, content_skip_reason, name_skip_reason, size_limit
+from knowledge.ingest.walker import Skip, content_skip_reason, name_skip_reason, size_limit
 
 MAX_ZIP_MEMBERS = 10_000
 MAX_COMPRESSION_RATIO = 200

@@ -12,11 +12,11 @@ from typing import Any
 from django.conf import settings
 
 from inference.embedders import get_embedder
-from knowledge.lexical import query_vector
+from knowledge.index.lexical import query_vector
+from knowledge.index.vectorstore import Hit, Scope, get_store
 from knowledge.models import Chunk, DocumentVersion, Status
-from knowledge.ranking import rrf_merge
-from knowledge.specific import Plan, plan
-from knowledge.vectorstore import Hit, Scope, get_store
+from knowledge.search.ranking import rrf_merge
+from knowledge.search.specific import Plan, plan
 from tenants.models import Tenant
 
 MODES = ("auto", "documental", "code")
@@ -256,7 +256,7 @@ def cross_encoder_fused(query: str, hits: list[RetrievedChunk]) -> list[Retrieve
     """The hits in the order of the Reciprocal Rank Fusion of the hybrid order and the cross-encoder's; each
     keeps the cross-encoder's logit in its signals and gets the fused score. Fused, not replaced: measured by
     the issue's authors, the cross-encoder alone wins on some corpora and loses on others (Spanish)."""
-    from knowledge.rerank import get_reranker
+    from knowledge.search.rerank import get_reranker
 
     if not hits:
         return hits

@@ -4,7 +4,7 @@ Rule-based and cheap: no model call. For "where is X implemented" the code leg i
 its own; identifiers in the question (`X-Api-Key`, `snake_case`, `CamelCase`, `A::B`) get a
 lexical-heavy sub-query of their own, and chunks that contain them verbatim are lifted; for
 "how do I configure X" a configuration-flavoured sub-query is added; for pending work, the
-backlog vocabulary. knowledge/retrieval.py runs the rounds and fuses them by RRF (the original question weighs
+backlog vocabulary. knowledge/search/retrieval.py runs the rounds and fuses them by RRF (the original question weighs
 most), then adds each chunk's `Plan.bonus`.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from knowledge.index.vectorstore import RRF_K
 from knowledge.models import Chunk
-from knowledge.ranking import identifiers
-from knowledge.vectorstore import RRF_K
+from knowledge.search.ranking import identifiers
 
 CODE_INTENT = re.compile(
     r"(\bwhere (is|are|does)\b.*\b(implemented|defined|computed|checked|handled|done)\b"

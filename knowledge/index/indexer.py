@@ -27,10 +27,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from inference.embedders import EmbedderIdentity
-from knowledge import storage
+from knowledge.index import storage
+from knowledge.index.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
-from knowledge.shapes import chunk_location
-from knowledge.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
         "mode": chunk.mode,
         "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
         "critical": int(document.critical or chunk.critical),
-        **chunk_location(chunk, document=document),
+        **chunk.location(document=document),
     }
 
 
