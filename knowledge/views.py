@@ -174,7 +174,9 @@ def _job(request: TenantRequest, job_id: str) -> IngestJob:
 def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
     total = job.documents_total or 0
     percent = 100 if job.is_finished else (int(100 * job.documents_done / total) if total else 0)
-    return {"tenant": request.tenant, "job": job, "percent": percent}
+    # Every file skipped or failed: a warning, with the reasons open, never a green "Succeeded — 0 of 0".
+    nothing = job.is_finished and not (job.added or job.updated or job.unchanged) and bool(job.skipped or job.failed)
+    return {"tenant": request.tenant, "job": job, "percent": percent, "nothing_ingested": nothing}
 
 
 @admin_required

@@ -5,6 +5,28 @@
   const messages = document.getElementById("messages");
   const citations = document.getElementById("citations");
   const button = form.querySelector("button[type=submit]");
+  const textarea = form.querySelector("textarea");
+  const limit = Number(textarea.dataset.limit || 2000);
+  const notice = document.getElementById("ask-notice");
+
+  function say(message) {
+    notice.textContent = message;
+    notice.hidden = !message;
+  }
+
+  // Inline Markdown an answer may carry: `code` spans become <code>, never raw backticks. Text only, no HTML.
+  function appendInline(parent, text) {
+    text.split(/(`[^`\n]+`)/).forEach((part) => {
+      if (!part) return;
+      if (part.length > 2 && part.startsWith("`") && part.endsWith("`")) {
+        const code = document.createElement("code");
+        code.textContent = part.slice(1, -1);
+        parent.appendChild(code);
+      } else {
+        parent.appendChild(document.createTextNode(part));
+      }
+    });
+  }
 
   function bubble(role, text) {
     const hint = document.getElementById("empty-hint");
@@ -62,6 +84,12 @@
     showExcerpts(status, payload.excerpts, payload.hits, "retrieved");
   }
 
+  // The answer failed after retrieval: the excerpts stay, their status says what happened.
+  function sourcesKept() {
+    const status = document.getElementById("sources-status");
+    if (status && citations.querySelector(".citation")) status.textContent = "These excerpts were retrieved; no answer was written from them.";
+  }
+
   function showCitations(done) {
     let status = {
       partial: "Cited excerpts (some sentences are not supported by them, or do not answer the question):",
@@ -105,7 +133,7 @@
       }
       const markers = claim.citations.map((n) => "[" + n + "]").join("");
       const end = markers && /[.!?:;]$/.test(claim.text) ? claim.text.slice(-1) : "";
-      span.textContent = markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text;
+      appendInline(span, markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text);
       if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
       text.appendChild(span);
       for (const quote of claim.quotes || []) {
@@ -121,20 +149,71 @@
     return ["not_found", "no_evidence", "extractive"].includes(payload.status);
   }
 
+  // While the model writes, its draft is shown as a draft: greyed, labelled "checking", never as the answer.
+  // Only once the excerpts have been checked does the answer appear; a refused draft stays struck out, closed.
+  function draftArea(answer) {
+    const draft = document.createElement("div");
+    draft.className = "draft checking";
+    draft.setAttribute("aria-busy", "true");
+    const label = document.createElement("p");
+    label.className = "draft-label";
+    label.textContent = "Looking for excerpts and starting the model…";
+    const body = document.createElement("div");
+    body.className = "draft-text";
+    draft.append(label, body);
+    answer.insertBefore(draft, answer.querySelector(".text"));
+    return draft;
+  }
+
+  function settleDraft(draft, refused) {
+    if (!refused || !draft.querySelector(".draft-text").textContent.trim()) {
+      draft.remove();
+      return;
+    }
+    const kept = document.createElement("details");
+    kept.className = "draft retracted";
+    const summary = document.createElement("summary");
+    summary.textContent = "The model's draft, not given as an answer: the excerpts do not support it";
+    const struck = document.createElement("s");
+    struck.textContent = draft.querySelector(".draft-text").textContent;
+    kept.append(summary, struck);
+    draft.replaceWith(kept);
+  }
+
+  function failureText(response, body) {
+    const wait = response.headers.get("Retry-After");
+    if (response.status === 503) return (body || "The chat model is not available.") + (wait ? " Try again in " + wait + " s." : " Try again shortly.");
+    return body || "The answer could not be produced (HTTP " + response.status + ").";
+  }
+
   async function ask(event) {
     event.preventDefault();
     const data = new FormData(form);
     const question = (data.get("question") || "").toString().trim();
     if (!question) return;
+    if (question.length > limit) {
+      say("Questions are limited to " + limit.toLocaleString("en") + " characters; this one has " + question.length.toLocaleString("en") + ". Shorten it and ask again.");
+      return;
+    }
+    say("");
     bubble("user", question);
     const answer = bubble("assistant", "");
     answer.classList.add("streaming");
     const text = answer.querySelector(".text");
+    const draft = draftArea(answer);
+    const draftText = draft.querySelector(".draft-text");
+    const draftLabel = draft.querySelector(".draft-label");
+    let failed = true;
     button.disabled = true;
-    form.querySelector("textarea").value = "";
+    textarea.value = "";
     try {
-      const response = await fetch(form.action, { method: "POST", body: data, headers: { "X-CSRFToken": data.get("csrfmiddlewaretoken") } });
-      if (!response.ok) throw new Error(await response.text());
+      let response;
+      try {
+        response = await fetch(form.action, { method: "POST", body: data, headers: { "X-CSRFToken": data.get("csrfmiddlewaretoken") } });
+      } catch (error) {
+        throw new Error("The server could not be reached. Your question is back in the box: ask again in a moment.");
+      }
+      if (!response.ok) throw new Error(failureText(response, (await response.text()).trim()));
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -150,29 +229,47 @@
           const payload = JSON.parse((raw.match(/^data: (.*)$/m) || [])[1] || "{}");
           if (name === "sources") {
             showSources(payload);
+            draftLabel.textContent = payload.excerpts.length ? "The model is reading " + payload.excerpts.length + " excerpt(s)…" : "Nothing matched: writing the reply…";
           } else if (name === "token") {
-            text.textContent += payload.delta;
+            if (!draftText.textContent) draftLabel.textContent = "Draft, being checked against the excerpts (not an answer yet)…";
+            draftText.textContent += payload.delta;
             answer.dataset.tokens = String(Number(answer.dataset.tokens || 0) + 1);
           } else if (name === "done") {
-            if (isRefusal(payload)) text.textContent = payload.answer;
+            failed = false;
+            const refused = isRefusal(payload);
+            settleDraft(draft, refused && payload.generated);
+            if (refused) text.textContent = payload.answer;
             else showClaims(text, payload);
             answer.dataset.status = payload.status;
             const meta = document.createElement("footer");
             meta.className = "meta";
-            meta.textContent = (payload.model || "extractive") + " · " + payload.status.replace("_", " ") +
-              (payload.ttft_ms ? " · first token " + Math.round(payload.ttft_ms) + " ms" : "") +
-              (payload.reason ? " · " + payload.reason : "");
+            meta.textContent = payload.status.replace("_", " ") + (payload.ttft_ms ? " · first token " + Math.round(payload.ttft_ms) + " ms" : "");
             answer.appendChild(meta);
+            if (form.dataset.admin && (payload.model || payload.reason)) {
+              const why = document.createElement("details");
+              why.className = "internals";
+              const summary = document.createElement("summary");
+              summary.textContent = "Details";
+              const body = document.createElement("p");
+              body.textContent = [payload.model ? "Model: " + payload.model : "No language model: excerpts only", payload.reason].filter(Boolean).join(" · ");
+              why.append(summary, body);
+              meta.appendChild(why);
+            }
             showCitations(payload);
             form.querySelector("input[name=session]").value = payload.session;
             document.body.dispatchEvent(new Event("chat-saved"));
           } else if (name === "error") {
-            text.textContent = "Sorry, something went wrong: " + payload.detail;
+            throw new Error(payload.detail + (payload.retry_after ? " Try again in " + payload.retry_after + " s." : ""));
           }
         }
       }
+      if (failed) throw new Error("The answer stopped before it was complete. Your question is back in the box: ask again.");
     } catch (error) {
-      text.textContent = "Sorry, the answer could not be produced: " + error.message;
+      draft.remove();
+      answer.dataset.status = "failed";
+      text.textContent = error.message;
+      textarea.value = question;  // kept, to ask again
+      sourcesKept();
     } finally {
       answer.classList.remove("streaming");
       button.disabled = false;
@@ -180,7 +277,11 @@
   }
 
   form.addEventListener("submit", ask);
-  form.querySelector("textarea").addEventListener("keydown", (event) => {
+  textarea.addEventListener("input", () => {
+    const length = textarea.value.trim().length;
+    say(length > limit ? "Questions are limited to " + limit.toLocaleString("en") + " characters; this one has " + length.toLocaleString("en") + "." : "");
+  });
+  textarea.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) form.requestSubmit();
   });
 })();

@@ -81,3 +81,58 @@ def test_a_user_of_another_tenant_gets_404_on_that_chat(live_server, transaction
     assert response.status == 404
     response = page.goto(f"{live_server.url}/t/globex/chat/")
     assert response.status == 200
+
+
+def test_an_over_long_question_is_refused_in_the_page_with_the_limit(live_server, transactional_db, browser):
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.fill("#question", "Why? " * 800)  # 4,000 characters: pasted whole, not cut at the limit
+    assert len(page.input_value("#question")) == 4000
+    page.click("#ask button[type=submit]")
+    notice = page.locator("#ask-notice")
+    notice.wait_for(state="visible")
+    assert "limited to 2,000 characters" in notice.inner_text() and "3,999" in notice.inner_text()
+    assert page.locator(".message").count() == 0  # nothing was sent
+    assert not ChatMessage.objects.exists()
+
+
+def test_the_draft_is_shown_as_being_checked_and_never_as_the_answer(live_server, transactional_db, browser,
+                                                                     tmp_path, chat_model):  # fmt: skip
+    """libffi's manual says bit fields are not supported; whatever the model drafts, the page shows it only as a
+    draft being checked, and "Yes" never stands as the answer."""
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    files = {
+        "libffi.md": "# Missing features\n\nlibffi is missing a few features. There is no support for bit fields "
+        "in structures. The closure API is also missing on some platforms.\n"
+    }
+    make_folder_source(tenant=tenant, root=tmp_path / "manual", files=files)
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.evaluate("""() => {
+      window.answerTextWhileDrafting = [];
+      new MutationObserver(() => {
+        const bubble = document.querySelector('.message.assistant');
+        if (!bubble || !bubble.querySelector('.draft.checking')) return;
+        const text = bubble.querySelector('.text').textContent;
+        if (Number(bubble.dataset.tokens || 0) > 0) answerTextWhileDrafting.push(text);
+      }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+    }""")
+    page.fill("#question", "Does libffi support bit fields in structures?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    answer = page.locator(".message.assistant").last
+    drafted = page.evaluate("window.answerTextWhileDrafting")
+    assert drafted and set(drafted) == {""}  # tokens arrived, into the draft only: the answer stayed empty
+    assert page.locator(".draft.checking").count() == 0  # the draft is settled once checked
+    shown = answer.locator(".text").inner_text()
+    assert not re.match(r"\s*yes\b", shown, re.IGNORECASE)
+    if answer.get_attribute("data-status") in ("answered", "partial"):
+        assert re.search(r"\b(no|not)\b", shown, re.IGNORECASE)  # an answer that stands says there is none
+    else:  # refused: the draft, if kept, is closed and struck out
+        assert page.locator(".draft.retracted[open]").count() == 0
+        assert answer.locator(".draft.retracted s").count() == answer.locator(".draft.retracted").count()

@@ -94,3 +94,33 @@ def test_health_is_public_and_shows_the_chat_model_state_without_paths_or_keys(c
     client.force_login(staff)
     page = client.get("/t/acme/chat/").content.decode()
     assert 'id="model-status" data-state="stopped"' in page and "llm_serve" in page  # staff see why and what to do
+
+
+def test_a_saved_answer_shows_code_as_code_and_the_model_only_to_admins(tenant_a):
+    """Answers render inline code as <code>, never raw backticks, and nothing else as HTML; the model's file name
+    sits behind "Details" for tenant admins only."""
+    staff = make_member(tenant_a)
+    session = ChatSession.objects.create(tenant=tenant_a, user=staff, title="flags")
+    claims = [{"text": "Set `FLASK_DEBUG` to <b>1</b>.", "citations": [1], "supported": True, "relevant": True,
+               "quotes": [{"n": 1, "text": "FLASK_DEBUG enables the debugger."}]}]  # fmt: skip
+    model = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    ChatMessage.objects.create(tenant=tenant_a, session=session, role="assistant", text="Set `FLASK_DEBUG` to 1.",
+                               model=model, status="answered", claims=claims)  # fmt: skip
+    ChatMessage.objects.create(tenant=tenant_a, session=session, role="assistant", model="qwen.gguf",
+                               text="Run `flask run`.", status="not_found")  # fmt: skip
+    client = Client()
+    client.force_login(staff)
+    page = client.get(f"/t/acme/chat/?session={session.public_id}").content.decode()
+    assert (
+        "<code>FLASK_DEBUG</code>" in page and "<code>flask run</code>" in page and "`" not in page.split("<main")[-1]
+    )
+    assert "&lt;b&gt;1&lt;/b&gt;" in page and "<b>1</b>" not in page  # the model's text is escaped
+    assert "not found" in page and "not_found" not in page.split('data-status="not_found"')[-1]
+    assert "gguf" not in page  # staff do not see model internals
+    admin = make_member(tenant_a, role="admin")
+    client.force_login(admin)
+    own = ChatSession.objects.create(tenant=tenant_a, user=admin, title="mine")
+    ChatMessage.objects.create(tenant=tenant_a, session=own, role="assistant", text="Yes.", model="qwen.gguf",
+                               status="answered")  # fmt: skip
+    page = client.get(f"/t/acme/chat/?session={own.public_id}").content.decode()
+    assert '<details class="internals"><summary>Details</summary><p>Model: qwen.gguf</p></details>' in page

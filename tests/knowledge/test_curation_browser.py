@@ -79,3 +79,23 @@ def test_staff_and_other_tenants_admins_cannot_reach_curation(live_server, trans
         for path in ("sources/", "upload/", "documents/", "search/?q=x"):
             assert page.goto(f"{live_server.url}/t/acme/{path}").status == 404, (username, path)
     assert page.goto(f"{live_server.url}/t/globex/sources/").status == 200
+
+
+def test_an_upload_where_every_file_was_skipped_is_a_warning_with_its_reasons_open(
+    live_server, transactional_db, browser, tmp_path
+):  # fmt: skip
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.ADMIN, username="ada")
+    (tmp_path / "empty.md").write_text("")
+    (tmp_path / "setup.exe").write_bytes(b"MZ\x90\x00" + bytes(200))
+    page = _login(browser, live_server.url, "ada")
+    page.goto(f"{live_server.url}/t/acme/upload/")
+    page.set_input_files("#files", [str(tmp_path / "empty.md"), str(tmp_path / "setup.exe")])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector("#job-progress .summary", timeout=60_000)
+    progress = page.locator("#job-progress")
+    assert progress.locator(".notice.warning").is_visible()
+    assert "Nothing was ingested" in progress.inner_text() and "Succeeded" not in progress.inner_text()
+    skipped = progress.locator("details", has_text="Skipped")
+    assert skipped.get_attribute("open") is not None  # the reasons are open, not collapsed
+    assert "empty.md" in skipped.inner_text() and "setup.exe" in skipped.inner_text()

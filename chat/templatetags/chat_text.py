@@ -1,0 +1,24 @@
+"""How answers read in the chat page: inline code as code (never raw backticks), statuses in words."""
+
+from __future__ import annotations
+
+import re
+
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def code_spans(text: str) -> SafeString:
+    """`code` → <code>code</code>, everything else escaped (the answer is the model's text: no HTML passes)."""
+    return mark_safe(CODE_SPAN_RE.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text or "")))  # noqa: S308
+
+
+@register.filter
+def status_words(status: str) -> str:
+    return (status or "answered").replace("_", " ")
