@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import get_object_or_404
+from django.shortcuts import render
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -43,9 +43,18 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
         @login_required
         @wraps(inner)
         def wrapper(request: HttpRequest, tenant_slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
-            membership = get_object_or_404(  # 404, not 403: never confirm that a tenant exists
-                Membership.objects.select_related("tenant"), tenant__slug=tenant_slug, user=request.user
+            membership = (
+                Membership.objects.select_related("tenant")
+                .filter(tenant__slug=tenant_slug, user=cast(User, request.user))  # login_required: a User
+                .first()
             )
+            if membership is None:
+                operator = getattr(request.user, "is_superuser", False)
+                tenant = Tenant.objects.filter(slug=tenant_slug).first() if operator else None
+                if tenant is not None:  # the operator may know the tenant exists; say how to join it
+                    context = {"tenant_name": tenant.name, "slug": tenant.slug, "username": request.user.get_username()}
+                    return render(request, "tenants/not_a_member.html", context, status=403)
+                raise Http404("No such page.")  # 404, not 403: never confirm that a tenant exists
             if admin and not membership.is_admin:
                 raise Http404("No such page.")
             request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
