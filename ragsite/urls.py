@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/v1/", include((chat_api, "chat-api"))),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("", include("tenants.urls_pages")),
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
 ]

@@ -88,6 +88,28 @@ class Membership(TenantOwned):
         return self.role == self.Role.ADMIN
 
 
+class MembershipEvent(TenantOwned):
+    """Who changed a tenant's membership, when: an invitation, a role change, a removal."""
+
+    class Action(models.TextChoices):
+        INVITED = "invited", "Invited"
+        ADDED = "added", "Added"
+        ROLE_CHANGED = "role_changed", "Role changed"
+        REMOVED = "removed", "Removed"
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150)  # the member's, kept after their account goes
+    action = models.CharField(max_length=20, choices=Action.choices)
+    role = models.CharField(max_length=10, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} {self.username} ({self.role}) by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+
+
 class ApiKey(TenantOwned):
     """A key for one tenant. Only a SHA-256 hash is stored; the key is shown once, at creation.
 

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.models import User
+from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
-from tenants.models import ApiKey, Membership, Tenant
+from tenants.models import ApiKey, Membership, MembershipEvent, Tenant
+
+USERNAME_RE = re.compile(r"^[\w.+-]{1,150}$")
 
 API_KEY_PREFIX = "rag_"
 _LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -32,6 +40,77 @@ def membership_add(*, tenant: Tenant, user: User, role: str = Membership.Role.ST
         user.is_staff = True
         user.save(update_fields=["is_staff"])
     return membership
+
+
+class MembershipRefused(ValueError):
+    """A membership change that the rules refuse (the message says which rule)."""
+
+
+@dataclass(kw_only=True)
+class Invitation:
+    membership: Membership
+    set_password_path: str = ""  # for an account created by the invitation: the one-time link to set a password
+
+
+def _record(tenant: Tenant, actor: User | None, member: User, action: str, role: str = "") -> None:
+    MembershipEvent.objects.create(tenant=tenant, actor=actor, username=member.get_username(), action=action,
+                                   role=role)  # fmt: skip
+
+
+def member_invite(*, tenant: Tenant, actor: User | None, who: str, role: str = Membership.Role.STAFF) -> Invitation:
+    """Add a person by username or e-mail with a role (the same rules as `manage.py add_member`). Someone with no
+    account yet gets one without a password and a one-time link that sets it (the inviter passes it on)."""
+    who = who.strip()
+    if not who:
+        raise MembershipRefused("Give a username or an e-mail address.")
+    if role not in Membership.Role.values:
+        raise MembershipRefused(f"Unknown role {role!r}; use one of {', '.join(Membership.Role.values)}.")
+    user = User.objects.filter(username__iexact=who).first() or (
+        User.objects.filter(email__iexact=who).order_by("pk").first() if "@" in who else None
+    )
+    path = ""
+    if user is None:
+        username = who.split("@")[0] if "@" in who else who
+        if not USERNAME_RE.match(username) or User.objects.filter(username__iexact=username).exists():
+            raise MembershipRefused(f"No account is named {who!r}, and {username!r} cannot be a new username.")
+        user = User(username=username, email=who if "@" in who else "")
+        user.set_unusable_password()
+        user.save()
+        uidb64, token = urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
+        path = reverse("password_reset_confirm", kwargs={"uidb64": uidb64, "token": token})
+    elif Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise MembershipRefused(f"{user.get_username()} is already a member; change the role in the list.")
+    membership = membership_add(tenant=tenant, user=user, role=role)
+    _record(tenant, actor, user, MembershipEvent.Action.INVITED if path else MembershipEvent.Action.ADDED, role)
+    return Invitation(membership=membership, set_password_path=path)
+
+
+def member_set_role(*, tenant: Tenant, actor: User | None, membership: Membership, role: str) -> Membership:
+    if membership.tenant_id != tenant.pk:
+        raise MembershipRefused("Not a member of this tenant.")
+    if role not in Membership.Role.values:
+        raise MembershipRefused(f"Unknown role {role!r}; use one of {', '.join(Membership.Role.values)}.")
+    if membership.role == role:
+        return membership
+    if membership.is_admin and _last_admin(tenant, membership):
+        raise MembershipRefused("This is the tenant's last admin: make someone else admin first.")
+    membership = membership_add(tenant=tenant, user=membership.user, role=role)
+    _record(tenant, actor, membership.user, MembershipEvent.Action.ROLE_CHANGED, role)
+    return membership
+
+
+def member_remove(*, tenant: Tenant, actor: User | None, membership: Membership) -> None:
+    if membership.tenant_id != tenant.pk:
+        raise MembershipRefused("Not a member of this tenant.")
+    if membership.is_admin and _last_admin(tenant, membership):
+        raise MembershipRefused("This is the tenant's last admin: make someone else admin first.")
+    membership.delete()
+    _record(tenant, actor, membership.user, MembershipEvent.Action.REMOVED, membership.role)
+
+
+def _last_admin(tenant: Tenant, membership: Membership) -> bool:
+    admins = Membership.objects.for_tenant(tenant).filter(role=Membership.Role.ADMIN)
+    return not admins.exclude(pk=membership.pk).exists()
 
 
 def _hash_key(raw_key: str) -> str:

@@ -1,0 +1,140 @@
+"""A company sets itself up in the product: an operator creates a tenant and its first admin, the admin invites
+people with a role, changes roles and removes members, and every change is audited."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from chat.models import ChatMessage
+from tenants.models import Membership, MembershipEvent, Tenant
+from tests.factories import make_member, make_tenant
+
+User = get_user_model()
+
+
+def _client(user) -> Client:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_only_an_operator_may_create_a_tenant(db):
+    assert Client().get("/tenants/new/").status_code == 302  # sign in first
+    tenant = make_tenant(slug="acme", name="Acme")
+    admin = make_member(tenant, role="admin")
+    assert _client(admin).get("/tenants/new/").status_code == 404
+    assert _client(admin).post("/tenants/new/", {"slug": "evil", "admin": "x"}).status_code == 404
+    assert not Tenant.objects.filter(slug="evil").exists()
+
+
+def test_the_members_page_is_for_the_tenants_admins_only(tenant_a, tenant_b):
+    staff = make_member(tenant_a)
+    outsider_admin = make_member(tenant_b, role="admin")
+    membership = Membership.objects.get(user=staff)
+    for client in (_client(staff), _client(outsider_admin)):
+        assert client.get("/t/acme/members/").status_code == 404
+        assert client.post("/t/acme/members/", {"who": "mallory", "role": "admin"}).status_code == 404
+        url = f"/t/acme/members/{membership.public_id}/"
+        assert client.post(url, {"action": "role", "role": "admin"}).status_code == 404
+    assert not User.objects.filter(username="mallory").exists()
+    assert Membership.objects.get(user=staff).role == "staff"
+
+
+def test_an_admin_invites_changes_roles_and_removes_and_every_change_is_audited(tenant_a):
+    ada = make_member(tenant_a, role="admin", username="ada")
+    existing = User.objects.create_user("sam", email="sam@acme.example", password="pw-for-tests-123")
+    client = _client(ada)
+    page = client.post("/t/acme/members/", {"who": "SAM@acme.example", "role": "staff"}, follow=True)
+    assert "Added sam as staff" in page.content.decode()
+    assert Membership.objects.get(tenant=tenant_a, user=existing).role == "staff"
+    page = client.post("/t/acme/members/", {"who": "lee@acme.example", "role": "admin"}, follow=True).content.decode()
+    link = re.search(r"http://testserver(/accounts/reset/[\w-]+/[\w-]+/)", page).group(1)
+    lee = User.objects.get(username="lee")
+    assert not lee.has_usable_password() and lee.is_staff  # an admin, like add_member makes one
+    anonymous = Client()
+    form_url = anonymous.get(link).url  # Django moves the token out of the URL into the session
+    password = {"new_password1": "a-long-pass-phrase-42", "new_password2": "a-long-pass-phrase-42"}
+    assert anonymous.post(form_url, password).status_code == 302
+    assert User.objects.get(username="lee").check_password("a-long-pass-phrase-42")
+    sam = Membership.objects.get(tenant=tenant_a, user=existing)
+    client.post(f"/t/acme/members/{sam.public_id}/", {"action": "role", "role": "admin"})
+    client.post(f"/t/acme/members/{sam.public_id}/", {"action": "remove"})
+    assert not Membership.objects.filter(tenant=tenant_a, user=existing).exists()
+    events = [(e.action, e.username, e.role, e.actor.username) for e in MembershipEvent.objects.order_by("pk")]
+    assert events == [("added", "sam", "staff", "ada"), ("invited", "lee", "admin", "ada"),
+                      ("role_changed", "sam", "admin", "ada"), ("removed", "sam", "admin", "ada")]  # fmt: skip
+    audit = client.get("/t/acme/members/").content.decode()
+    assert "Removed <strong>sam</strong> (admin) by ada" in audit
+
+
+def test_the_last_admin_can_be_neither_demoted_nor_removed(tenant_a):
+    ada = make_member(tenant_a, role="admin", username="ada")
+    mine = Membership.objects.get(user=ada)
+    client = _client(ada)
+    page = client.post(f"/t/acme/members/{mine.public_id}/", {"action": "remove"}, follow=True).content.decode()
+    assert "last admin" in page
+    client.post(f"/t/acme/members/{mine.public_id}/", {"action": "role", "role": "staff"})
+    assert Membership.objects.get(user=ada).role == "admin"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh installs it)")
+def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_server, transactional_db, browser,
+                                                                           tmp_path, chat_model):  # fmt: skip
+    """Operator creates the tenant and invites its admin → the admin sets a password, uploads and curates, invites
+    staff → staff chat. No Django admin on the way."""
+    User.objects.create_superuser("root", password="pw-for-tests-123")
+    page = browser.new_page()
+
+    def sign_in(username: str, password: str = "pw-for-tests-123") -> None:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+
+    def set_password(text: str) -> None:
+        link = re.search(r"https?://\S+/accounts/reset/\S+/", text).group(0)
+        page.context.clear_cookies()
+        page.goto(link)
+        page.fill("#id_new_password1", "a-long-pass-phrase-42")
+        page.fill("#id_new_password2", "a-long-pass-phrase-42")
+        page.click("#set-password button[type=submit]")
+        page.wait_for_selector("text=Your password is set")
+
+    sign_in("root")
+    page.click("text=New workspace")
+    page.fill("#slug", "acme")
+    page.fill("#name", "Acme Support")
+    page.fill("#admin", "ada@acme.example")
+    page.click("button:has-text('Create the workspace')")
+    set_password(page.inner_text(".flash"))
+
+    sign_in("ada", "a-long-pass-phrase-42")
+    page.click("text=Upload")
+    guide = tmp_path / "returns.md"
+    guide.write_text("# Returns\n\nAn unopened dishwasher may be returned within forty five days.\n")
+    page.set_input_files("#files", [str(guide)])
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_selector(".progress[aria-valuenow='100']", timeout=120_000)
+    assert "1 added" in page.inner_text("#job-progress")
+    page.click("text=Members")
+    page.fill("#who", "sam@acme.example")
+    page.select_option("#role", "staff")
+    page.click("#invite-form button[type=submit]")
+    assert page.locator("tr[data-username='sam']").is_visible()
+    set_password(page.inner_text(".flash"))
+
+    sign_in("sam", "a-long-pass-phrase-42")
+    page.click("text=Chat")
+    page.fill("#question", "Within how many days can a dishwasher be returned?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    assert page.locator("text=Members").count() == 0  # staff see no admin pages
+    assert ChatMessage.objects.filter(role="user", session__tenant__slug="acme").exists()
+    assert MembershipEvent.objects.filter(tenant__slug="acme").count() == 2
