@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
+from knowledge.ingest.boilerplate import is_navigation_element, is_navigation_line, strip_running_lines
 from knowledge.ingest.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
 
 logger = logging.getLogger(__name__)
@@ -146,10 +147,20 @@ class _HtmlText(HTMLParser):
         self._heading_text: list[str] = []
         self._pre = 0
         self._tables: list[list[list[str]]] = []  # open tables (innermost last): rows of cell texts
+        self._navigation: list = []  # [tag, nesting] of the navigation element being left out
+        self.navigation_blocks = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "title":
             self._in_title = True
+        if self._navigation:  # inside a navigation element: count its own nesting to find its end
+            if tag == self._navigation[0]:
+                self._navigation[1] += 1
+            return
+        if is_navigation_element(tag, attrs):
+            self._navigation = [tag, 1]
+            self.navigation_blocks += 1
+            return
         if tag in _SKIP_TAGS:
             self._skip_depth += 1
             return
@@ -179,6 +190,12 @@ class _HtmlText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
             self._in_title = False
+        if self._navigation:
+            if tag == self._navigation[0]:
+                self._navigation[1] -= 1
+                if not self._navigation[1]:
+                    self._navigation = []
+            return
         if tag in _SKIP_TAGS:
             self._skip_depth = max(0, self._skip_depth - 1)
             return
@@ -213,7 +230,7 @@ class _HtmlText(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
-        if self._skip_depth:
+        if self._skip_depth or self._navigation:
             return
         if self._tables:
             self._cell(re.sub(r"\s+", " ", data))
@@ -235,9 +252,12 @@ def extract_html(text: str, *, key: str) -> Extracted:
         raise ExtractionError(f"The HTML could not be parsed: {exc}") from exc
     body = "".join(parser.parts)
     lines = [line.strip() if not line.startswith("    ") else line.rstrip() for line in body.split("\n")]
-    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    kept = [line for line in lines if not is_navigation_line(line)]
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
     title = " ".join(html.unescape(parser.title).split()) or parser.first_h1 or _title_from_key(key)
-    return Extracted(text=normalise_text(body), title=title)
+    left_out = parser.navigation_blocks + len(lines) - len(kept)
+    warnings = [f"{left_out} navigation block(s) left out (next/previous/up links, menus)"] if left_out else []
+    return Extracted(text=normalise_text(body), title=title, warnings=warnings)
 
 
 # --- PDF ------------------------------------------------------------------------------------
@@ -356,6 +376,10 @@ def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progre
     if all(len(text) < MIN_PAGE_CHARS for text in texts):
         detail = "; ".join(warnings[-3:])
         raise NeedsOCR(f"The PDF has no text on any of its {len(pages)} page(s), not even by OCR ({detail}).")
+    texts, running = strip_running_lines(texts)
+    if running:
+        shown = "; ".join(f"“{line}”" for line in running[:3])
+        warnings.append(f"{len(running)} running header/footer line(s) left out where they repeat: {shown}")
     empty = [str(i + 1) for i, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
     if empty:
         warnings.append(f"{len(empty)} page(s) without text: {', '.join(empty[:20])}")
