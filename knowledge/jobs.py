@@ -167,6 +167,7 @@ def report_activity(job: IngestJob | None, text: str) -> None:
     database loses a report, never the work."""
     if job is None or job.pk is None:
         return
+    logger.debug("Job %s: %s", job.public_id, text or "(activity cleared)")
     try:
         IngestJob.objects.filter(pk=job.pk).update(activity=text[:300])
     except DatabaseError:

@@ -294,12 +294,13 @@ def ingest_bytes(
 
     embedder = embedder or get_embedder()
     title = extracted.title[:500]
+    display_key = ids.display_name(normalised_key)
     enriched: dict = {}
     if enrichment is not None:
+        report_activity(job, f"The model {enrichment.model_name} is reading {display_key} (title, summary, topics)…")
         enriched = enrich(request=enrichment, title=title, text=extracted.text)
         if enriched.get("status") == "ok" and enriched.get("summary"):
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
-    display_key = ids.display_name(normalised_key)
     inputs = [embedding_text(display_key, title, doc_mode, d.heading, d.text) for d in drafts]
     vectors = embed_reusing(tenant, embedder, inputs, [d.text for d in drafts])
 
@@ -500,8 +501,10 @@ def ingest_files(
         job.skips, job.skipped = list(skips or []), len(skips or [])
         job.errors, job.failed = list(errors or []), len(errors or [])
         job.documents_total = len(files)
+        job.save()  # the totals show at once, not after the first document (an enriched one takes a minute)
         embedder = get_embedder()
         for number, (key, data) in enumerate(files):
+            report_activity(job, f"Document {number + 1} of {len(files)}: {ids.display_name(key)}")
             _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder)
             job.documents_done = number + 1
             _checkpoint(job, None)

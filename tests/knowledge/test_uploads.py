@@ -191,3 +191,33 @@ def _named(name: str, data: bytes):  # type: ignore[no-untyped-def]
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     return SimpleUploadedFile(name, data)
+
+
+def test_an_upload_job_shows_its_totals_at_once_and_says_which_document_it_is_on(tenant_a, caplog):
+    import logging
+
+    from knowledge.ingest import pipeline
+    from knowledge.models import IngestJob
+    from knowledge.services import source_default_get
+
+    source = source_default_get(tenant=tenant_a)
+    job = IngestJob.objects.create(tenant=tenant_a, source=source, kind=IngestJob.Kind.UPLOAD)
+    files = [("a.md", b"# A\n\nAlpha text.\n"), ("b.md", b"# B\n\nBeta text.\n")]
+    stored_totals = []
+
+    class WhatThePageWouldShow(logging.Handler):  # reads the job row as the polling page does, at each report
+        def emit(self, record: logging.LogRecord) -> None:
+            stored_totals.append(IngestJob.objects.get(pk=job.pk).documents_total)
+
+    watcher = WhatThePageWouldShow()
+    logging.getLogger("knowledge.jobs").addHandler(watcher)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="knowledge.jobs"):
+            pipeline.ingest_files(source=source, files=files, job=job)
+    finally:
+        logging.getLogger("knowledge.jobs").removeHandler(watcher)
+    said = [r.getMessage().split(": ", 1)[1] for r in caplog.records if r.name == "knowledge.jobs"]
+    assert said[:3] == ["Document 1 of 2: a.md", "Document 2 of 2: b.md", "(activity cleared)"]
+    assert stored_totals[0] == 2  # "0 of 2 documents" while the first one is read, not "0 of 0"
+    job.refresh_from_db()
+    assert job.documents_total == 2 and job.activity == ""
