@@ -45,6 +45,9 @@ def main() -> None:
     worker = subprocess.Popen(
         [*manage, "qcluster"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    model = subprocess.Popen(  # the chat model's own process, so the chat shot shows a verified answer
+        [*manage, "llm_serve"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{PORT}"
     try:
         for _ in range(60):
@@ -53,6 +56,10 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(1)
+        for _ in range(180):
+            if b'"ready"' in urllib.request.urlopen(f"{base}/healthz", timeout=5).read():
+                break
+            time.sleep(1)
         from playwright.sync_api import sync_playwright
 
         OUT.mkdir(parents=True, exist_ok=True)
@@ -67,7 +74,7 @@ def main() -> None:
             page.goto(f"{base}/t/demo/chat/")
             page.fill("#question", "Which variable switches the database to PostgreSQL?")
             page.click("#ask button[type=submit]")
-            page.wait_for_selector(".message.assistant .meta", timeout=120_000)
+            page.wait_for_selector(".message.assistant .meta", timeout=300_000)
             page.screenshot(path=str(OUT / "chat.png"))
             admin = browser.new_page(viewport={"width": 1366, "height": 820})
             admin.goto(f"{base}/accounts/login/")
@@ -93,14 +100,17 @@ def main() -> None:
             admin.screenshot(path=str(OUT / "document.png"))
             admin.goto(f"{base}/t/demo/search/?q=single+owner+vector+store")
             admin.screenshot(path=str(OUT / "search-preview.png"))
-            admin.goto(f"{base}/admin/knowledge/document/")
-            admin.screenshot(path=str(OUT / "admin-documents.png"))
+            admin.goto(f"{base}/t/demo/members/")
+            admin.fill("#who", "sam@demo.example")
+            admin.click("#invite-form button[type=submit]")
+            admin.wait_for_selector("tr[data-username='sam']")
+            admin.screenshot(path=str(OUT / "members.png"))
             admin.goto(f"{base}/api/v1/docs/")
             admin.wait_for_timeout(1500)
             admin.screenshot(path=str(OUT / "api-docs.png"))
             browser.close()
     finally:
-        for process in (server, worker):
+        for process in (server, worker, model):
             process.terminate()
             process.wait(timeout=30)
     print(f"screenshots written to {OUT}")

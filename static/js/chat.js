@@ -238,7 +238,10 @@
             failed = false;
             const refused = isRefusal(payload);
             settleDraft(draft, refused && payload.generated);
-            if (refused) text.textContent = payload.answer;
+            if (refused) {
+              text.replaceChildren();
+              appendInline(text, payload.answer);
+            }
             else showClaims(text, payload);
             answer.dataset.status = payload.status;
             const meta = document.createElement("footer");
