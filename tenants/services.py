@@ -80,9 +80,19 @@ def member_invite(*, tenant: Tenant, actor: User | None, who: str, role: str = M
         path = reverse("password_reset_confirm", kwargs={"uidb64": uidb64, "token": token})
     elif Membership.objects.filter(tenant=tenant, user=user).exists():
         raise MembershipRefused(f"{user.get_username()} is already a member; change the role in the list.")
+    elif actor is not None and not actor.is_superuser and not _shares_a_workspace(actor, user):
+        # As in the Django admin: a tenant admin enrols only people already in one of the tenants they administer;
+        # other accounts are the operator's to enrol (no tenant's admin learns about another tenant's people).
+        raise MembershipRefused(f"{who!r} cannot be invited from here: ask an operator to add the account "
+                                f"(manage.py add_member {tenant.slug} <username>).")  # fmt: skip
     membership = membership_add(tenant=tenant, user=user, role=role)
     _record(tenant, actor, user, MembershipEvent.Action.INVITED if path else MembershipEvent.Action.ADDED, role)
     return Invitation(membership=membership, set_password_path=path)
+
+
+def _shares_a_workspace(actor: User, user: User) -> bool:
+    administered = Membership.objects.filter(user=actor, role=Membership.Role.ADMIN).values("tenant_id")
+    return Membership.objects.filter(user=user, tenant_id__in=administered).exists()
 
 
 def member_set_role(*, tenant: Tenant, actor: User | None, membership: Membership, role: str) -> Membership:

@@ -45,9 +45,11 @@ def test_the_members_page_is_for_the_tenants_admins_only(tenant_a, tenant_b):
     assert Membership.objects.get(user=staff).role == "staff"
 
 
-def test_an_admin_invites_changes_roles_and_removes_and_every_change_is_audited(tenant_a):
+def test_an_admin_invites_changes_roles_and_removes_and_every_change_is_audited(tenant_a, tenant_b):
     ada = make_member(tenant_a, role="admin", username="ada")
     existing = User.objects.create_user("sam", email="sam@acme.example", password="pw-for-tests-123")
+    for user, role in ((ada, "admin"), (existing, "staff")):  # sam works in another workspace ada administers
+        Membership.objects.create(tenant=tenant_b, user=user, role=role)
     client = _client(ada)
     page = client.post("/t/acme/members/", {"who": "SAM@acme.example", "role": "staff"}, follow=True)
     assert "Added sam as staff" in page.content.decode()
@@ -138,3 +140,15 @@ def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_
     assert page.locator("text=Members").count() == 0  # staff see no admin pages
     assert ChatMessage.objects.filter(role="user", session__tenant__slug="acme").exists()
     assert MembershipEvent.objects.filter(tenant__slug="acme").count() == 2
+
+
+def test_a_tenant_admin_cannot_pull_in_another_tenants_people(tenant_a, tenant_b):
+    ada = make_member(tenant_a, role="admin", username="ada")
+    make_member(tenant_b, username="gus")  # Globex's, and nobody's at Acme
+    page = _client(ada).post("/t/acme/members/", {"who": "gus", "role": "staff"}, follow=True).content.decode()
+    assert "cannot be invited from here" in page
+    assert not Membership.objects.filter(tenant=tenant_a, user__username="gus").exists()
+    both = make_member(tenant_b, username="lee")
+    ada_at_globex = Membership.objects.create(tenant=tenant_b, user=ada, role="admin")
+    assert ada_at_globex and _client(ada).post("/t/acme/members/", {"who": "lee", "role": "staff"}).status_code == 302
+    assert Membership.objects.filter(tenant=tenant_a, user=both).exists()  # shares a workspace ada administers
