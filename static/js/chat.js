@@ -132,8 +132,14 @@
         span.title = "Supported, but it does not answer the question.";
       }
       const markers = claim.citations.map((n) => "[" + n + "]").join("");
-      const end = markers && /[.!?:;]$/.test(claim.text) ? claim.text.slice(-1) : "";
-      appendInline(span, markers ? claim.text.slice(0, claim.text.length - end.length) + " " + markers + end : claim.text);
+      let sentence = claim.text;
+      const item = sentence.match(/^\s*(?:[-*•]|\d+[.)])\s+/);
+      if (item) {  // a list item of the answer: shown as one, without its Markdown marker
+        span.classList.add("list-item");
+        sentence = sentence.slice(item[0].length);
+      }
+      const end = markers && /[.!?:;]$/.test(sentence) ? sentence.slice(-1) : "";
+      appendInline(span, markers ? sentence.slice(0, sentence.length - end.length) + " " + markers + end : sentence);
       if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
       text.appendChild(span);
       for (const quote of claim.quotes || []) {

@@ -93,7 +93,10 @@ def test_health_is_public_and_shows_the_chat_model_state_without_paths_or_keys(c
     staff = make_member(tenant_a)
     client.force_login(staff)
     page = client.get("/t/acme/chat/").content.decode()
-    assert 'id="model-status" data-state="stopped"' in page and "llm_serve" in page  # staff see why and what to do
+    assert 'id="model-status" data-state="stopped"' in page and "answers show the most relevant excerpts" in page
+    assert "llm_serve" not in page  # staff see what it means for them; the operator's remedy is for admins
+    client.force_login(make_member(tenant_a, role="admin"))
+    assert "llm_serve" in client.get("/t/acme/chat/").content.decode()  # admins see why and what to do
 
 
 def test_a_saved_answer_shows_code_as_code_and_the_model_only_to_admins(tenant_a):

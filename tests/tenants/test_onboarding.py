@@ -89,7 +89,7 @@ def test_the_last_admin_can_be_neither_demoted_nor_removed(tenant_a):
 def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_server, transactional_db, browser,
                                                                            tmp_path, chat_model):  # fmt: skip
     """Operator creates the tenant and invites its admin → the admin sets a password, uploads and curates, invites
-    staff → staff chat. No Django admin on the way."""
+    staff → staff chat. No Django admin on the way (docs/onboarding.md)."""
     User.objects.create_superuser("root", password="pw-for-tests-123")
     page = browser.new_page()
 
@@ -125,6 +125,10 @@ def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_
     page.click("#upload-form button[type=submit]")
     page.wait_for_selector(".progress[aria-valuenow='100']", timeout=120_000)
     assert "1 added" in page.inner_text("#job-progress")
+    page.click("text=See the documents")  # curate: the returns policy is critical
+    page.click("text=returns.md")
+    page.locator(".chunk button.mark").first.click()
+    page.wait_for_selector(".chunk.critical")
     page.click("text=Members")
     page.fill("#who", "sam@acme.example")
     page.select_option("#role", "staff")
