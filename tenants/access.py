@@ -40,7 +40,6 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
     """Resolve tenant_slug from the URL to a tenant the user belongs to, else 404."""
 
     def decorate(inner: ViewFunc) -> ViewFunc:
-        @login_required
         @wraps(inner)
         def wrapper(request: HttpRequest, tenant_slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
             membership = (
@@ -60,9 +59,23 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
             request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
             return inner(request, *args, **kwargs)  # type: ignore[return-value]  # a streaming response too
 
-        return wrapper
+        wrapper.page_role = "admin" if admin else "member"  # type: ignore[attr-defined]  # tests/test_page_roles.py
+        return login_required(wrapper)
 
     return decorate(view) if view is not None else decorate
+
+
+def operator_required(view: ViewFunc) -> ViewFunc:
+    """Pages for the people who run the server (superusers), outside any tenant; anyone else gets 404."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not getattr(request.user, "is_superuser", False):
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    wrapper.page_role = "operator"  # type: ignore[attr-defined]
+    return login_required(wrapper)
 
 
 class HasTenantCredentials(permissions.BasePermission):

@@ -9,12 +9,12 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from tenants import services
-from tenants.access import TenantRequest, found_or_404, tenant_member_required
+from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
 from tenants.models import Membership, MembershipEvent
 
 admin_required = tenant_member_required(admin=True)
@@ -26,13 +26,11 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html", {"memberships": memberships})
 
 
-@login_required
+@operator_required
 @require_http_methods(["GET", "POST"])
 def tenant_new(request: HttpRequest) -> HttpResponse:
     """Operators (superusers) create a tenant and invite its first admin; anyone else gets 404."""
     operator = cast(User, request.user)
-    if not operator.is_superuser:
-        raise Http404("No such page.")
     form = {"slug": "", "name": "", "admin": ""}
     if request.method == "POST":
         form = {key: (request.POST.get(key) or "").strip() for key in form}

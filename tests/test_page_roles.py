@@ -1,0 +1,102 @@
+"""Every browser page × {anonymous, staff, admin, another tenant's admin, operator}: each page route says which
+role may open it (`page_role`: member, admin or operator, set by the decorators of tenants/access.py), and
+nobody else gets in.
+
+The routes are enumerated from the URL configuration, so a new page is covered the day it is added, and a page
+under a tenant that declares no role fails here."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from knowledge.models import Chunk, Document, IngestJob, Source
+from tenants.models import Membership
+from tests.factories import make_folder_source, make_member
+
+OUTSIDE = ("api/", "admin/", "accounts/", "healthz")  # the API (tests/test_api_roles.py), Django's own pages
+
+
+def _page_routes() -> list[tuple[str, object]]:
+    routes = []
+
+    def walk(patterns, prefix: str) -> None:  # type: ignore[no-untyped-def]
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                route = prefix + str(entry.pattern)
+                if route and not route.startswith(OUTSIDE) and getattr(entry.callback, "view_class", None) is None:
+                    routes.append((route, entry.callback))
+
+    walk(get_resolver().url_patterns, "")
+    return routes
+
+
+@pytest.fixture
+def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
+    staff = make_member(tenant_a)
+    return {
+        "tenant_slug": "acme",
+        "source_id": source.public_id,
+        "job_id": IngestJob.objects.filter(source=source).first().public_id,
+        "document_id": Document.objects.get(source=source).public_id,
+        "chunk_id": Chunk.objects.filter(document__source=source).first().public_id,
+        "membership_id": Membership.objects.get(user=staff).public_id,
+    }
+
+
+def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
+
+
+def _client(user) -> Client:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_every_page_route_declares_its_role():
+    routes = _page_routes()
+    undeclared = [route for route, view in routes if "tenant_slug" in route and not hasattr(view, "page_role")]
+    assert undeclared == []
+    roles = {route: view.page_role for route, view in routes if hasattr(view, "page_role")}  # type: ignore[attr-defined]
+    # What each role may do is the product's rule: staff only chat; everything else under a tenant is an admin's.
+    assert {route for route, role in roles.items() if role == "member"} == {
+        "t/<slug:tenant_slug>/chat/",
+        "t/<slug:tenant_slug>/chat/ask/",
+        "t/<slug:tenant_slug>/chat/sessions/",
+    }
+    assert {route for route, role in roles.items() if role == "operator"} == {"tenants/new/"}
+
+
+def test_each_role_opens_exactly_its_pages_and_the_others_get_404(world, tenant_a, tenant_b):
+    admin = make_member(tenant_a, role="admin")
+    staff = Membership.objects.get(public_id=world["membership_id"]).user
+    outsider = make_member(tenant_b, role="admin")
+    operator = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
+    anonymous = Client()
+    checked = 0
+    for route, view in _page_routes():
+        role = getattr(view, "page_role", None)
+        if role is None:
+            continue
+        url = _url(route, world)
+        allowed = {"operator": [operator], "admin": [admin], "member": [admin, staff]}[role]
+        refused = {"operator": [admin, staff, outsider], "admin": [staff, outsider], "member": [outsider]}[role]
+        for user in refused:
+            for method in ("get", "post"):
+                assert getattr(_client(user), method)(url).status_code == 404, (url, user.username, method)
+        for user in allowed:  # reads only: a POST by an allowed role would act
+            assert _client(user).get(url).status_code not in (302, 403, 404), (url, user.username)
+        assert anonymous.get(url).status_code == 302 and anonymous.post(url).status_code == 302, url
+        checked += 1
+    assert checked >= 20
+    assert (
+        Source.objects.filter(tenant=tenant_a).count() == 1 and Membership.objects.filter(tenant=tenant_a).count() == 2
+    )
