@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from tenants.models import Tenant, TenantQuerySet
@@ -199,8 +199,9 @@ def job_get(*, tenant: Tenant, public_id: Any) -> IngestJob | None:
 
 
 def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
-    """Each source's newest job (by source pk)."""
-    jobs = IngestJob.objects.for_tenant(tenant).filter(source__isnull=False).order_by("created_at")
+    """Each source's newest job (by source pk), in one query however many jobs the tenant has run."""
+    newest = IngestJob.objects.filter(source=OuterRef("source")).order_by("-created_at", "-pk").values("pk")[:1]
+    jobs = IngestJob.objects.for_tenant(tenant).filter(source__isnull=False, pk=Subquery(newest))
     return {job.source_id: job for job in jobs if job.source_id is not None}
 
 

@@ -46,3 +46,15 @@ def test_the_documents_page_and_api_filter_a_source_tag_alike(tenant_a, client_a
     assert sorted(d["document_key"] for d in api["results"]) == ["expenses.md", "leave.md"]
     page = client_a.get(f"/t/{tenant_a.slug}/documents/?tag=HR").content.decode()
     assert "expenses.md" in page and "leave.md" in page and "standup.md" not in page
+
+
+def test_the_sources_page_shows_each_sources_newest_job_and_no_other_tenants(tenant_a, tenant_b, tmp_path: Path):
+    from knowledge import selectors
+    from knowledge.models import IngestJob
+
+    tagged = _handbook_and_notes(tenant_a, tmp_path)
+    newer = IngestJob.objects.create(tenant=tenant_a, source=tagged, kind=IngestJob.Kind.UPLOAD)
+    IngestJob.objects.create(tenant=tenant_b, source=None, kind=IngestJob.Kind.UPLOAD)
+    last = selectors.last_job_by_source(tenant=tenant_a)
+    assert last[tagged.pk] == newer and len(last) == 2
+    assert selectors.last_job_by_source(tenant=tenant_b) == {}
