@@ -100,6 +100,8 @@ NUMBER_WORD_RE = re.compile(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", re.IGNOREC
 
 
 NAME_RE = re.compile(r"\b[A-ZÁÉÍÓÚÑ][\w-]*[a-z][\w-]*\b")  # Debian, PostgreSQL, Jonathan (not CONSTANTS)
+ACRONYM_RE = re.compile(r"\b[A-Z]{2,}\b")  # GLS, DHL, VAT: a name as much as PostNord is
+LIST_MARKER_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 LITERAL_RE = re.compile(r"\b(?:True|False|None|true|false|null)\b")  # a setting's value, as code writes it
 
 
@@ -338,6 +340,8 @@ class Verifier:
         self.cross = cross
         # The sentences the model read (the whole chunk when none were given) are what a claim may stand on.
         self._terms = [set(document_vector(" ".join(e.units) if e.units else e.text)[0]) for e in evidence]
+        self._bodies = [fold(" ".join(e.units) if e.units else e.text) for e in evidence]
+        self.question_folded = fold(question)
         self._unit_vectors: list[np.ndarray | None] = [None] * len(evidence)
 
     def _dense(self, sentence_vector: np.ndarray, n: int) -> float:
@@ -348,19 +352,35 @@ class Verifier:
         return float(np.max(self._unit_vectors[n] @ sentence_vector))
 
     def support(self, sentence: str, sentence_vector: np.ndarray | None, *, values: bool = True) -> list[float]:
-        """Per excerpt, how well it supports the sentence (0 when it lacks a specific the sentence states;
-        `values=False`: the words alone, to tell a wrong value from an unrelated sentence)."""
+        """Per excerpt, how well it supports the sentence (0 when it lacks a specific or a name the sentence
+        states; `values=False`: the words alone, to tell a wrong value from an unrelated sentence)."""
         terms = set(query_vector(sentence)[0])
         anchors = self._anchors(sentence)
+        names = self._added_names(sentence)
         scores = []
         for n, evidence in enumerate(self.evidence):
-            if values and (not _states_specifics(sentence, evidence, self.given) or not anchors <= self._terms[n]):
+            if values and (
+                not _states_specifics(sentence, evidence, self.given)
+                or not anchors <= self._terms[n]
+                or not all(_contains(self._bodies[n], name) for name in names)
+            ):
                 scores.append(0.0)
                 continue
             lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
+
+    def _added_names(self, sentence: str) -> list[str]:
+        """The names a claim states that the question did not: capitalised words past the first (Eimskip,
+        PostNord) and acronyms (GLS). Like a number, each must be in the excerpt the claim stands on: "the
+        courier is GLS [2]" is not supported by an excerpt that never names GLS, however many words it shares."""
+        sentence = LIST_MARKER_RE.sub("", sentence)
+        words = NAME_RE.findall(sentence) + ACRONYM_RE.findall(sentence)
+        first = re.match(r"\W*(\w+)", sentence)
+        if first and first.group(1) in words:
+            words.remove(first.group(1))  # the sentence's own first word is capitalised anyway
+        return [w for w in dict.fromkeys(words) if fold(w) not in self.question_folded and not CODE_SPAN_RE.search(w)]
 
     def _anchors(self, sentence: str) -> set[int]:
         """The names (capitalised words past the first) the claim repeats from the question: what the question
@@ -378,14 +398,15 @@ class Verifier:
 
     def _checkable(self, sentence: str, alone: bool = False) -> bool:
         """A sentence with content of its own: two terms or more (one, when it names a specific or is the whole
-        answer), not all of them the question's own words."""
+        answer), not all of them the question's own words. One new name is content: "the courier that delivers
+        orders to Iceland is the Eimskip courier" answers the question it repeats."""
         terms = set(query_vector(sentence)[0])
         if VERDICT_RE.match(sentence) and terms:
             return True  # "Yes, it will …" restates the question, but its verdict is a claim
         if len(terms) < 2 and not (terms and (alone or specifics(sentence))):
             return False
         new = terms - self.question_terms
-        return bool(specifics(sentence)) or len(new) > RESTATEMENT_SHARE * len(terms)
+        return bool(specifics(sentence) or self._added_names(sentence)) or len(new) > RESTATEMENT_SHARE * len(terms)
 
     def _best_supporting(self, scores: list[float]) -> list[int]:
         """The excerpts that support a sentence best (ties: the higher-ranked excerpt), one per document:

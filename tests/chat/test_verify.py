@@ -246,3 +246,23 @@ def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant
     assert services.cross_encoder() is None
     monkeypatch.setattr(packaged, "packaged_reranker_files", lambda: 1 / 0)  # not even tried again meanwhile
     assert services.cross_encoder() is None
+
+
+def test_a_name_the_claim_adds_must_be_in_the_excerpt_it_cites_however_many_words_they_share():
+    """The packaged 0.5B wrote "… is the GLS courier [1][2]" from excerpts about damage and tracking, and the
+    right name from excerpt [1] under markers [2][3]: a name is checked like a number, and moves the citation."""
+    texts = [
+        "Parcels for Reykjavik go by sea from Rotterdam: for Iceland the courier is Eimskip, about ten days.",
+        "If a courier delivers a damaged parcel, refuse it. This applies to orders to Iceland as well.",
+        "Every courier delivery gets a tracking link by e-mail, for orders to Iceland too.",
+    ]
+    evidence = [EvidenceText(text, [u.text for u in split_units(text, code=False)]) for text in texts]
+    verifier = Verifier(evidence, question="Which courier delivers orders to Iceland?", embed=get_embedder().embed)
+    invented = verifier.check("The courier that delivers orders to Iceland is the GLS courier [2][3].")[0]
+    assert invented.supported is False and invented.citations == [] and invented.problem == "value"
+    moved = verifier.check("According to the excerpts, the courier for orders to Iceland is Eimskip [2][3].")[0]
+    assert moved.supported and moved.citations == [1]
+    # A sentence that repeats the question and adds only the name is an answer to check, not a restatement.
+    restated = verifier.check("The courier that delivers orders to Iceland is the Eimskip courier.")[0]
+    assert restated.supported and restated.citations == [1]
+    assert verifier.check("Returns from Iceland are tracked by e-mail [3].")[0].citations == [3]  # no new name
