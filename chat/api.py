@@ -14,12 +14,14 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat import services
-from chat.shapes import AnswerInput, answer_payload
+from chat import records, services
+from chat.models import AnswerRecord
+from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from chat.streaming import chain, sse_response, stream_events
 from inference.llm import ModelUnavailable
 from knowledge.shapes import run_retrieval, scope_filters
 from tenants.access import TenantApiView
+from tenants.models import ApiKey
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +94,42 @@ class AnswerApi(TenantApiView):
             stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
             first = admitted(next, stream)  # the Sources: a full queue or retrieval errors answer before streaming
 
+            def on_done(result: services.Answer) -> dict[str, Any]:
+                return {"answer_id": str(self._record(request, data["question"], result).public_id)}
+
             def events() -> Iterator[str]:
-                yield from stream_events(chain(first, stream))
+                yield from stream_events(chain(first, stream), on_done)
 
             return sse_response(events())
         result = admitted(services.answer_question, tenant=self.tenant, question=data["question"], options=options)
-        return Response(answer_payload(result))
+        return Response(answer_payload(result, answer_id=self._record(request, data["question"], result).public_id))
+
+    def _record(self, request: Request, question: str, result: services.Answer) -> AnswerRecord:
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        return records.answer_record(tenant=self.tenant, question=question, result=result, channel="api",
+                                     user=None if key else request.user, api_key=key)  # fmt: skip
+
+
+class VerdictApi(TenantApiView):
+    """A verdict on an answer this tenant gave (`answer_id` from /answer, the chat, or MCP): 👍 or 👎 with a
+    reason, the claims it is about, the right answer or the document that holds it. Needs a write-scoped key; a
+    thumbs-down goes to the tenant admins' curation queue."""
+
+    InputSerializer = VerdictInput
+
+    @extend_schema(request=InputSerializer, responses={201: dict})
+    def post(self, request: Request, tenant_slug: str, answer_id: str) -> Response:
+        record = records.answer_get(tenant=self.tenant, answer_id=answer_id)
+        if record is None:
+            raise exceptions.NotFound("No answer with that id in this tenant.")
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        try:
+            verdict = records.verdict_record(
+                record=record, given=records.VerdictGiven(**incoming.validated_data), channel="api",
+                user=None if key else request.user, api_key=key,
+            )  # fmt: skip
+        except records.VerdictInvalid as invalid:
+            raise serializers.ValidationError(invalid.errors) from invalid
+        return Response(verdict_payload(verdict), status=status.HTTP_201_CREATED)

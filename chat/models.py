@@ -85,7 +85,83 @@ class ChatMessage(TenantOwned):
     claims = models.JSONField(default=list, blank=True, help_text="The answer's sentences, each verified.")
     ttft_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
+    record = models.OneToOneField(
+        "AnswerRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="message",
+        help_text="The answer as given (hits, index state).",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at", "pk"]
+
+
+class AnswerRecord(TenantOwned):
+    """An answer as it was given, by any door (chat, REST, MCP): what a verdict is about. Kept with the hits that
+    were ranked, the claims as verified, the model, and the versions of the documents it read at that moment."""
+
+    class Channel(models.TextChoices):
+        CHAT = "chat", "Chat"
+        API = "api", "REST API"
+        MCP = "mcp", "MCP"
+
+    channel = models.CharField(max_length=10, choices=Channel.choices)
+    question = models.TextField()
+    answer = models.TextField()
+    status = models.CharField(max_length=20)
+    generated = models.BooleanField(default=True)
+    model = models.CharField(max_length=300, blank=True)
+    citations = models.JSONField(default=list, blank=True)
+    claims = models.JSONField(default=list, blank=True)
+    hits = models.JSONField(default=list, blank=True, help_text="The ranked hits: location, score, signals, version.")
+    index_state = models.JSONField(default=dict, blank=True, help_text="Document versions read; the index's size.")
+    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")  # fmt: skip
+    api_key = models.ForeignKey("tenants.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.question[:60]} ({self.status})"
+
+    def hit_documents(self) -> list[str]:
+        """The document ids of the hits, best first, each once."""
+        return list(dict.fromkeys(str(hit.get("document_id", "")) for hit in self.hits if hit.get("document_id")))
+
+
+class Verdict(TenantOwned):
+    """A person's or an agent's judgement of one answer (or of some of its claims). A thumbs-down is an item of
+    the tenant admins' curation queue until a fix closes it (feedback app)."""
+
+    class Reason(models.TextChoices):
+        WRONG_FACT = "wrong_fact", "Wrong fact"
+        WRONG_CITATION = "wrong_citation", "Wrong or missing citation"
+        SHOULD_REFUSE = "should_refuse", "Should have refused"
+        SHOULD_ANSWER = "should_answer", "Should have answered"
+        OUTDATED = "outdated", "Outdated document"
+
+    answer = models.ForeignKey(AnswerRecord, on_delete=models.CASCADE, related_name="verdicts")
+    helpful = models.BooleanField()
+    reason = models.CharField(max_length=20, choices=Reason.choices, blank=True)
+    claims = models.JSONField(default=list, blank=True, help_text="Indexes of the claims judged; empty: the answer.")
+    correct_answer = models.TextField(blank=True)
+    document = models.ForeignKey("knowledge.Document", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+", help_text="The document that holds the right answer.")  # fmt: skip
+    channel = models.CharField(max_length=10, choices=AnswerRecord.Channel.choices)
+    given_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")  # fmt: skip
+    api_key = models.ForeignKey("tenants.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{'👍' if self.helpful else '👎'} {self.get_reason_display() or ''} on {self.answer}"
+
+    @property
+    def given_by_name(self) -> str:
+        if self.given_by is not None:
+            return self.given_by.get_username()
+        return f"API key {self.api_key.prefix}" if self.api_key is not None else "(removed)"

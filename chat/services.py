@@ -428,8 +428,10 @@ def assistant_get(*, tenant: Tenant, name: str | None) -> Assistant | None:
     return Assistant.objects.for_tenant(tenant).filter(name=name).first()
 
 
-def session_record(*, tenant: Tenant, session: ChatSession, question: str, result: Answer) -> ChatMessage:
-    """Save the user's original words and the answer (never the enriched prompt)."""
+def session_record(*, tenant: Tenant, session: ChatSession, question: str, result: Answer,
+                   record: Any = None) -> ChatMessage:  # fmt: skip
+    """Save the user's original words and the answer (never the enriched prompt); `record` is the answer as
+    given (chat.records), which verdicts name."""
     ChatMessage.objects.create(tenant=tenant, session=session, role=ChatMessage.Role.USER, text=question)
     if not session.title:
         session.title = question[:200]
@@ -437,6 +439,5 @@ def session_record(*, tenant: Tenant, session: ChatSession, question: str, resul
     return ChatMessage.objects.create(
         tenant=tenant, session=session, role=ChatMessage.Role.ASSISTANT, text=result.answer, model=result.model,
         generated=result.generated, status=result.status, citations=result.citations, claims=result.claims,
-        ttft_ms=result.ttft_ms,
-        total_ms=result.total_ms,
+        ttft_ms=result.ttft_ms, total_ms=result.total_ms, record=record,
     )  # fmt: skip

@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from chat import services
+from chat.models import Verdict
 from knowledge.shapes import HitSerializer, ScopeSerializer
 
 
@@ -21,6 +22,18 @@ class AnswerInput(serializers.Serializer):
     stream = serializers.BooleanField(default=False)
 
 
+@extend_schema_serializer(component_name="VerdictInput")
+class VerdictInput(serializers.Serializer):
+    helpful = serializers.BooleanField()
+    reason = serializers.ChoiceField(choices=Verdict.Reason.choices, required=False, allow_blank=True)
+    claims = serializers.ListField(child=serializers.IntegerField(min_value=0), required=False, max_length=200)
+    correct_answer = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    document_id = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True,
+        help_text="The document that holds the right answer (a document_id).",
+    )  # fmt: skip
+
+
 def sources_payload(sources: services.Sources) -> dict[str, Any]:
     return {
         "hits": HitSerializer(sources.hits, many=True).data,
@@ -28,8 +41,10 @@ def sources_payload(sources: services.Sources) -> dict[str, Any]:
     }
 
 
-def answer_payload(result: services.Answer) -> dict[str, Any]:
+def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[str, Any]:
+    """`answer_id` names the recorded answer (chat.records), for a verdict on it."""
     return {
+        "answer_id": str(answer_id) if answer_id else None,
         "answer": result.answer,
         "generated": result.generated,
         "model": result.model,
@@ -41,4 +56,18 @@ def answer_payload(result: services.Answer) -> dict[str, Any]:
         "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
         "total_ms": round(result.total_ms, 1),
         "timings": result.timings,
+    }
+
+
+def verdict_payload(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "verdict_id": str(verdict.public_id),
+        "answer_id": str(verdict.answer.public_id),
+        "helpful": verdict.helpful,
+        "reason": verdict.reason,
+        "claims": verdict.claims,
+        "correct_answer": verdict.correct_answer,
+        "document_id": verdict.document.document_id if verdict.document is not None else None,
+        "queued_for_curation": not verdict.helpful,
+        "created_at": verdict.created_at.isoformat(),
     }

@@ -8,8 +8,10 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/chat/", views.chat_page, name="chat-page"),
     path("t/<slug:tenant_slug>/chat/ask/", views.chat_ask, name="chat-ask"),
     path("t/<slug:tenant_slug>/chat/sessions/", views.chat_sessions, name="chat-sessions"),
+    path("t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/", views.answer_verdict, name="answer-verdict"),
 ]
 
 api_urlpatterns = [
     path("tenants/<slug:tenant_slug>/answer/", api.AnswerApi.as_view(), name="answer"),
+    path("tenants/<slug:tenant_slug>/answers/<str:answer_id>/verdicts/", api.VerdictApi.as_view(), name="verdicts"),
 ]

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import services
-from chat.models import Assistant, ChatSession
+from chat import records, services
+from chat.models import AnswerRecord, Assistant, ChatSession, Verdict
 from chat.streaming import chain, sse_response, stream_events
 from inference.llm import ModelUnavailable
 from inference.runtime import model_status
@@ -20,6 +20,12 @@ from tenants.models import TenantQuerySet
 
 def _own_sessions(request: TenantRequest) -> TenantQuerySet[ChatSession]:
     return ChatSession.objects.for_tenant(request.tenant).filter(user=request.user)
+
+
+def _own_answers(request: TenantRequest) -> TenantQuerySet[AnswerRecord]:
+    """Staff judge the answers they were given; the tenant's admins may judge any of its answers."""
+    answers = AnswerRecord.objects.for_tenant(request.tenant)
+    return answers if request.membership.is_admin else answers.filter(asked_by=request.user)
 
 
 @tenant_member_required
@@ -71,8 +77,14 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
         nonlocal session
         if session is None:  # created only once there is an answer to keep: a failed stream leaves nothing behind
             session = ChatSession.objects.create(tenant=tenant, user=user, assistant=assistant)
-        message = services.session_record(tenant=tenant, session=session, question=question, result=result)
-        return {"session": str(session.public_id), "message": str(message.public_id)}
+        record = records.answer_record(tenant=tenant, question=question, result=result, channel="chat", user=user)
+        message = services.session_record(tenant=tenant, session=session, question=question, result=result,
+                                          record=record)  # fmt: skip
+        return {
+            "session": str(session.public_id),
+            "message": str(message.public_id),
+            "answer_id": str(record.public_id),
+        }
 
     return sse_response(stream_events(stream, on_done))
 
@@ -95,3 +107,27 @@ def _started(stream: Iterator[Any]) -> Iterator[Any]:
 
         return failed()
     return chain(first, stream)
+
+
+@tenant_member_required
+@require_http_methods(["GET", "POST"])
+def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
+    """👍 / 👎 on one answer (or some of its claims), with a reason, the right answer or the document that holds
+    it. A thumbs-down goes to the tenant admins' curation queue. GET: the form (or what this user already said)."""
+    record = _own_answers(request).public_or_404(answer_id)
+    context: dict[str, Any] = {"tenant": request.tenant, "record": record, "reasons": Verdict.Reason.choices}
+    status = 200
+    if request.method == "POST":
+        claims = [int(n) for n in request.POST.getlist("claims") if n.isdigit()]
+        given = records.VerdictGiven(
+            helpful=request.POST.get("helpful") == "1", reason=request.POST.get("reason", ""), claims=claims,
+            correct_answer=request.POST.get("correct_answer", ""), document_id=request.POST.get("document_id", ""),
+        )  # fmt: skip
+        try:
+            records.verdict_record(record=record, given=given, channel="chat", user=request.user)
+        except records.VerdictInvalid as invalid:
+            context["errors"], context["given"], status = invalid.errors, given, 400
+    context["mine"] = record.verdicts.filter(given_by=request.user).first()
+    if context["mine"] is None:
+        context["documents"] = records.verdict_documents(record)
+    return render(request, "chat/partials/_verdict.html", context, status=status)

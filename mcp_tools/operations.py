@@ -13,8 +13,9 @@ from typing import Any
 
 from rest_framework import exceptions, serializers
 
+from chat import records as chat_records
 from chat import services as chat_services
-from chat.shapes import AnswerInput, answer_payload
+from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from inference.llm import ModelUnavailable
 from knowledge import selectors
 from knowledge.models import Document, Status
@@ -82,7 +83,25 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
         raise OperationError(str(busy)) from busy
     except ModelUnavailable as unavailable:
         raise OperationError(f"{unavailable.reason} (retry in {unavailable.retry_after} s)") from unavailable
-    return answer_payload(result)
+    record = chat_records.answer_record(tenant=key.tenant, question=data["question"], result=result, channel="mcp",
+                                        api_key=key)  # fmt: skip
+    return answer_payload(result, answer_id=record.public_id)
+
+
+def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, Any]:
+    """A verdict on an answer of this tenant: needs a write-scoped key, as over REST."""
+    if key.scope != ApiKey.Scope.WRITE:
+        raise OperationError("This API key is read-only; reporting a verdict needs a key with scope write.")
+    record = chat_records.answer_get(tenant=key.tenant, answer_id=answer_id)
+    if record is None:
+        raise OperationError("No answer with that id in this tenant.")
+    given = _valid(VerdictInput, arguments)
+    try:
+        verdict = chat_records.verdict_record(record=record, given=chat_records.VerdictGiven(**given), channel="mcp",
+                                              api_key=key)  # fmt: skip
+    except chat_records.VerdictInvalid as invalid:
+        raise OperationError(str(invalid)) from invalid
+    return verdict_payload(verdict)
 
 
 def list_sources(key: ApiKey) -> dict[str, Any]:

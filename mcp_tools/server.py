@@ -26,11 +26,16 @@ INSTRUCTIONS = (
     "ragsite is a company's knowledge base (documents, PDFs, code). Use `retrieve` to find passages with their "
     "document ids and locations, `get_document` to read around a hit, `answer` for a short answer with verified "
     "citations, `bootstrap` for a start-up map of the knowledge base, `list_sources` and `document_history` to see "
-    "what is indexed and what changed. Everything is limited to the tenant of your API key."
+    "what is indexed and what changed, `report_verdict` to say an answer was right or wrong. Everything is limited "
+    "to the tenant of your API key."
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
+# A verdict writes (a queue item) but changes no knowledge; sent twice, it is two verdicts.
+REPORTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
 Mode = Literal["auto", "documental", "code"]
+Reason = Literal["wrong_fact", "wrong_citation", "should_refuse", "should_answer", "outdated"]
 
 
 def _key_of(request: Any) -> ApiKey | None:
@@ -117,6 +122,22 @@ def build_server() -> MCPServer:
         sentence each citation stands on (`quotes`), and `status` (answered, partial, not_found, no_evidence,
         extractive). Slower than retrieve (seconds)."""
         return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant)
+
+    @server.tool(annotations=REPORTS)
+    async def report_verdict(
+        answer_id: Annotated[str, Field(description="The answer_id an `answer` call returned.")],
+        helpful: Annotated[bool, Field(description="true: the answer was right; false: it was wrong.")],
+        ctx: Context,
+        reason: Annotated[Reason | None, Field(description="Why it was wrong (with helpful=false).")] = None,
+        claims: Annotated[list[int] | None, Field(description="Indexes of the wrong claims (default: all).")] = None,
+        correct_answer: Annotated[str | None, Field(max_length=2000, description="The right answer.")] = None,
+        document_id: Annotated[str | None, Field(description="The document that holds the right answer.")] = None,
+    ) -> dict[str, Any]:
+        """Report that an answer was right or wrong, after checking it downstream. A wrong answer goes to the
+        tenant admins' curation queue, and once fixed becomes a question of the tenant's evaluation set. Needs
+        a write-scoped API key."""
+        return await _run(operations.report_verdict, request_key(ctx), answer_id, helpful=helpful, reason=reason,
+                          claims=claims, correct_answer=correct_answer, document_id=document_id)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     async def list_sources(ctx: Context) -> dict[str, Any]:

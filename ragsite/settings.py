@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "inference",
     "knowledge",
     "chat",
+    "feedback",  # verdicts → curation queue → the tenant's own evaluation set
     "mcp_tools",  # the MCP server at /mcp/ and `manage.py mcp`
 ]
 

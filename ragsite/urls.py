@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("tenants.urls_pages")),
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
+    path("", include("feedback.urls")),
 ]
 
 handler400 = "core.errors.bad_request"

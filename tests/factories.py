@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -116,3 +117,18 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
+
+
+def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", user: Any = None) -> Any:
+    """An answer as chat.records keeps it, from a real retrieval of this tenant's index (hits with ranks)."""
+    from chat.models import AnswerRecord
+    from chat.records import answer_record
+    from chat.services import Answer
+    from knowledge.search.retrieval import retrieve
+
+    hits = retrieve(tenant=tenant, query=question, top_k=5)
+    result = Answer(answer="The documents available to me do not contain the answer to this question.",
+                    generated=True, model="test.gguf", status="not_found", citations=[], hits=hits)  # fmt: skip
+    record = answer_record(tenant=tenant, question=question, result=result, channel="chat", user=user)
+    assert isinstance(record, AnswerRecord)
+    return record

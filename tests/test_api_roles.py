@@ -15,7 +15,7 @@ from knowledge.models import Document, IngestJob, Source, Status
 from tenants.access import TenantApiView
 from tenants.models import ApiKey, Membership
 from tenants.services import api_key_issue
-from tests.factories import CommittingClientMixin, make_folder_source, make_member
+from tests.factories import CommittingClientMixin, make_answer, make_folder_source, make_member
 
 
 class CommittingAPIClient(CommittingClientMixin, APIClient):
@@ -44,7 +44,7 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     document = Document.objects.get(source=source)
     job = IngestJob.objects.filter(source=source).first()
     return {"tenant_slug": "acme", "source_id": source.public_id, "job_id": job.public_id,
-            "document_id": document.public_id}  # fmt: skip
+            "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id}  # fmt: skip
 
 
 def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]
@@ -59,7 +59,7 @@ def _calls(view: type[TenantApiView]) -> list[str]:
 
 def test_the_routes_are_found():
     names = {view.__name__ for _, view in _api_routes()}
-    assert {"RetrieveApi", "AnswerApi", "SourceDetailApi", "JobRetryApi", "DocumentRetireApi"} <= names
+    assert {"RetrieveApi", "AnswerApi", "SourceDetailApi", "JobRetryApi", "DocumentRetireApi", "VerdictApi"} <= names
 
 
 def test_staff_sessions_read_but_never_write_through_the_api(tenant_a, world):

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.servers import ROOT, environment, manage, start_gunicorn, stop
 
-TOOLS = {"retrieve", "bootstrap", "answer", "list_sources", "get_document", "document_history"}
+TOOLS = {"retrieve", "bootstrap", "answer", "list_sources", "get_document", "document_history", "report_verdict"}
 
 ACME_FILES = {
     "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase with the original receipt.\n\n"
@@ -115,7 +115,7 @@ def test_tools_are_listed_with_descriptions_an_agent_can_choose_by(server):
     assert {t.name for t in tools} == TOOLS
     for tool in tools:
         assert len(tool.description or "") > 60, tool.name
-        assert tool.annotations is not None and tool.annotations.read_only_hint
+        assert tool.annotations is not None and tool.annotations.read_only_hint == (tool.name != "report_verdict")
     retrieve = next(t for t in tools if t.name == "retrieve")
     assert {"query", "top_k", "mode", "source_ids", "tags", "specific"} <= set(retrieve.input_schema["properties"])
     assert {t.uri_template for t in templates} == {
@@ -179,6 +179,24 @@ def test_answer_is_cited_by_the_right_document(server):
     assert result["generated"] and result["status"] in ("answered", "partial")
     assert {c["document_key"] for c in result["citations"]} == {"returns.md"}
     assert any(claim["supported"] for claim in result["claims"])
+
+    # An agent that checked the answer downstream reports it: a write-scoped key of the answer's own tenant only.
+    def verdict(**arguments: Any):  # type: ignore[no-untyped-def]
+        async def calls(c: Client) -> Any:
+            return await _tool(c, "report_verdict", answer_id=result["answer_id"], **arguments)
+
+        return calls
+
+    wrong = {"helpful": False, "reason": "wrong_fact", "claims": [0], "correct_answer": "30 days"}
+    read_only = over_http(server, server["keys"]["acme"], verdict(**wrong))
+    assert read_only.is_error and "scope write" in read_only.content[0].text
+    other = over_http(server, server["keys"]["globex-write"], verdict(**wrong))
+    assert other.is_error and "No answer with that id" in other.content[0].text
+    bad = over_http(server, server["keys"]["acme-write"], verdict(helpful=False, claims=[99]))
+    assert bad.is_error and "claims" in bad.content[0].text
+    given = over_http(server, server["keys"]["acme-write"], verdict(**wrong, document_id=RETURNS_ID))
+    assert not given.is_error, given.content
+    assert given.structured_content["queued_for_curation"] and given.structured_content["document_id"] == RETURNS_ID
 
 
 def test_a_key_of_one_tenant_never_sees_another_tenants_data(server):

@@ -14,9 +14,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from chat.models import Verdict
+from feedback.models import EvalRun
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
-from tests.factories import make_folder_source, make_member
+from tests.factories import make_answer, make_folder_source, make_member
 
 OUTSIDE = ("api/", "admin/", "accounts/", "healthz")  # the API (tests/test_api_roles.py), Django's own pages
 
@@ -41,6 +43,8 @@ def _page_routes() -> list[tuple[str, object]]:
 def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
     staff = make_member(tenant_a)
+    answer = make_answer(tenant_a, user=staff)
+    verdict = Verdict.objects.create(tenant=tenant_a, answer=answer, helpful=False, channel="chat", given_by=staff)
     return {
         "tenant_slug": "acme",
         "source_id": source.public_id,
@@ -48,6 +52,9 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
         "document_id": Document.objects.get(source=source).public_id,
         "chunk_id": Chunk.objects.filter(document__source=source).first().public_id,
         "membership_id": Membership.objects.get(user=staff).public_id,
+        "answer_id": answer.public_id,
+        "item_id": verdict.public_id,
+        "run_id": EvalRun.objects.create(tenant=tenant_a, state="done").public_id,
     }
 
 
@@ -71,6 +78,7 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/",
         "t/<slug:tenant_slug>/chat/ask/",
         "t/<slug:tenant_slug>/chat/sessions/",
+        "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/",
     }
     assert {route for route, role in roles.items() if role == "operator"} == {"tenants/new/"}
 

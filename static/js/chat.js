@@ -186,6 +186,25 @@
     draft.replaceWith(kept);
   }
 
+  // 👍 / 👎 under the answer: the server renders the form (chat/partials/_verdict.html), HTMX posts it.
+  function verdictForm(answer, answerId) {
+    const slot = document.createElement("div");
+    slot.className = "verdict";
+    slot.setAttribute("hx-get", form.dataset.verdictUrl.replace("00000000-0000-0000-0000-000000000000", answerId));
+    slot.setAttribute("hx-trigger", "load");
+    slot.setAttribute("hx-swap", "outerHTML");
+    answer.appendChild(slot);
+    if (window.htmx) window.htmx.process(slot);
+  }
+
+  // A verdict the server refuses (400) comes back as the form with the reason: show it, as HTMX would not.
+  document.body.addEventListener("htmx:beforeSwap", (event) => {
+    if (event.detail.xhr.status === 400 && event.detail.target.closest(".verdict")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
   function failureText(response, body) {
     const wait = response.headers.get("Retry-After");
     if (response.status === 503) return (body || "The chat model is not available.") + (wait ? " Try again in " + wait + " s." : " Try again shortly.");
@@ -265,6 +284,7 @@
               meta.appendChild(why);
             }
             showCitations(payload);
+            if (payload.answer_id) verdictForm(answer, payload.answer_id);
             form.querySelector("input[name=session]").value = payload.session;
             document.body.dispatchEvent(new Event("chat-saved"));
           } else if (name === "error") {

@@ -9,6 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from feedback.evaluation import METRICS, evaluation_run
+from feedback.models import EvalQuestion, EvalRun
 from knowledge import ids
 from knowledge.search.retrieval import retrieve, retrieve_single_leg
 from tenants.models import Tenant
@@ -39,18 +41,28 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class Command(BaseCommand):
-    help = "Score retrieval on a question set: recall@5, MRR@10 (document level) and latency, per method."
+    help = (
+        "Without a questions file: run the tenant's own evaluation set (built from its curation queue), retrieval "
+        "and answers, keep the run for the evaluation page's plot and print its figures. With one: score retrieval "
+        "on that set, recall@5, MRR@10 (document level) and latency, per method."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
-        parser.add_argument("questions", help="JSON lines: question, corpus, relevant_docs, answerable, kind")
+        parser.add_argument("questions", nargs="?", default="",
+                            help="JSON lines: question, corpus, relevant_docs, answerable, kind")  # fmt: skip
         parser.add_argument("--methods", default=",".join(METHODS))
+        parser.add_argument("--retrieval-only", action="store_true", help="the tenant's set: do not ask the model")
         parser.add_argument("--json", dest="json_out", default="", help="write per-question results here")
 
-    def handle(self, *args: Any, tenant: str, questions: str, methods: str, json_out: str, **options: Any) -> None:
+    def handle(self, *args: Any, tenant: str, questions: str, methods: str, json_out: str, retrieval_only: bool,
+               **options: Any) -> None:  # fmt: skip
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
+        if not questions:
+            self.own_set(owner, answers=not retrieval_only, json_out=json_out)
+            return
         try:
             rows = [
                 json.loads(line) for line in Path(questions).read_text(encoding="utf-8").splitlines() if line.strip()
@@ -83,6 +95,24 @@ class Command(BaseCommand):
         self._report(per_question, chosen)
         if json_out:
             Path(json_out).write_text("\n".join(json.dumps(r) for r in per_question) + "\n", encoding="utf-8")
+
+    def own_set(self, owner: Tenant, *, answers: bool, json_out: str) -> None:
+        count = EvalQuestion.objects.for_tenant(owner).count()
+        if not count:
+            raise CommandError(f"{owner.slug} has no evaluation questions yet: close an item of its curation queue.")
+        self.stdout.write(f"{owner.slug}: {count} evaluation question(s){'' if answers else ', retrieval only'}…")
+        run = evaluation_run(EvalRun.objects.create(tenant=owner, answers=answers, trigger="command"))
+        if run.state != EvalRun.State.DONE:
+            raise CommandError(run.error)
+        figures = run.metrics
+        self.stdout.write("| " + " | ".join(METRICS) + " | errors |")
+        self.stdout.write("|" + "---|" * (len(METRICS) + 1))
+        cells = [("–" if figures[m] is None else f"{figures[m]:.3f} (n={figures[f'n_{m}']})") for m in METRICS]
+        self.stdout.write("| " + " | ".join(cells) + f" | {figures['errors']} |")
+        self.stdout.write(f"model: {run.context.get('model')} · {run.context.get('live_documents')} live documents · "
+                          f"{run.context.get('fixes')} fixes · run {run.public_id}")  # fmt: skip
+        if json_out:
+            Path(json_out).write_text("\n".join(json.dumps(r) for r in run.results) + "\n", encoding="utf-8")
 
     def _report(self, records: list[dict[str, Any]], methods: list[str]) -> None:
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -1,0 +1,91 @@
+"""The loop from a verdict to a lasting test: a fix closes a curation item, the closed item becomes a question
+of the tenant's own evaluation set, and every evaluation run of that set is kept to plot over time."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from chat.models import Verdict
+from tenants.models import TenantOwned
+
+
+class Fix(TenantOwned):
+    """What a tenant admin did about a thumbs-down; its existence closes the item. Who and when are kept."""
+
+    class Action(models.TextChoices):
+        CRITICAL = "critical", "Marked the right chunk critical"
+        RETIRE = "retire", "Retired a document"
+        TAG = "tag", "Tagged a document"
+        UPLOAD = "upload", "Uploaded the missing document"
+        NOT_IN_KNOWLEDGE = "not_in_knowledge", "Not in our knowledge: the right answer is a refusal"
+        DISMISS = "dismiss", "Dismissed: the answer was right"
+
+    verdict = models.OneToOneField(Verdict, on_delete=models.CASCADE, related_name="fix")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    detail = models.CharField(max_length=1000, blank=True, help_text="The chunk, document, tag or file acted on.")
+    chunk = models.ForeignKey("knowledge.Chunk", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    document = models.ForeignKey("knowledge.Document", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")  # fmt: skip
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    by_name = models.CharField(max_length=150, help_text="Who did it, kept if the account is removed.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} by {self.by_name}"
+
+
+class EvalQuestion(TenantOwned):
+    """One question of the tenant's evaluation set, in the public eval set's terms (shared/eval/questions.jsonl):
+    the documents that hold the answer, the phrase a right answer contains, or that it is not answerable."""
+
+    question = models.TextField()
+    relevant_docs = models.JSONField(default=list, blank=True, help_text="document_key of each relevant document.")
+    answer = models.CharField(max_length=1000, blank=True, help_text="A phrase every right answer contains.")
+    evidence = models.TextField(blank=True, help_text="The passage that holds the answer, when known.")
+    answerable = models.BooleanField(default=True)
+    lang = models.CharField(max_length=10, default="en")
+    fix = models.OneToOneField(Fix, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_question")
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.question[:80]
+
+    @property
+    def kind(self) -> str:
+        return "curated" if self.answerable else "unanswerable"
+
+
+class EvalRun(TenantOwned):
+    """One run of the tenant's evaluation set: its figures, and what the system was at that moment (model, index,
+    curations), so the plot can say what changed between two points."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    answers = models.BooleanField(default=True, help_text="Also ask the chat model (else retrieval only).")
+    trigger = models.CharField(max_length=20, default="page", help_text="page or command")
+    started_by = models.CharField(max_length=150, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True, help_text="Model, index state, curations so far.")
+    results = models.JSONField(default=list, blank=True, help_text="Per question: hits, answer, scores.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"Evaluation {self.created_at:%Y-%m-%d %H:%M} ({self.state})"

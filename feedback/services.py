@@ -1,0 +1,141 @@
+"""Closing a curation item: one fix (through knowledge's own curation services), who did it, and the evaluation
+question the item becomes. All or nothing: a fix that fails leaves the item open and the knowledge unchanged."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from chat.models import Verdict
+from feedback.models import EvalQuestion, EvalRun, Fix
+from knowledge import ids, selectors
+from knowledge import services as knowledge_services
+from knowledge.models import Document, Status
+from tenants.models import Tenant
+
+MAX_PHRASE_CHARS = 1000
+
+
+class FixRefused(ValueError):
+    """The fix cannot be applied as asked; the message says why, for the admin."""
+
+
+@dataclass
+class FixRequest:
+    action: str
+    chunk_id: str = ""  # a chunk's public id (critical)
+    document_id: str = ""  # a document's document_id or public id (retire, tag)
+    tag: str = ""
+    upload: tuple[str, bytes] | None = None  # (file name, content)
+    expected: str = ""  # the phrase a right answer contains, for the evaluation question
+
+
+def item_fix(*, tenant: Tenant, verdict: Verdict, wanted: FixRequest, user: Any) -> Fix:
+    """Apply one fix to an open item of this tenant's queue, close it, and add its evaluation question."""
+    if verdict.tenant_id != tenant.pk or verdict.helpful:
+        raise FixRefused("This is not an item of this tenant's curation queue.")
+    if wanted.action not in Fix.Action.values:
+        raise FixRefused("Choose one of the fixes.")
+    expected = " ".join(wanted.expected.split())
+    if len(expected) > MAX_PHRASE_CHARS:
+        raise FixRefused(f"The expected phrase is limited to {MAX_PHRASE_CHARS:,} characters.")
+    if not expected and wanted.action != Fix.Action.NOT_IN_KNOWLEDGE:
+        raise FixRefused("Type the phrase a right answer contains: the evaluation question checks answers for it.")
+    try:
+        with transaction.atomic():
+            if Fix.objects.select_for_update().filter(verdict=verdict).exists():
+                raise FixRefused("This item was closed already.")
+            fix = Fix(tenant=tenant, verdict=verdict, action=wanted.action, by=user, by_name=user.get_username())
+            relevant = _apply(tenant, verdict, wanted, fix)
+            fix.save()
+            answerable = wanted.action != Fix.Action.NOT_IN_KNOWLEDGE
+            EvalQuestion.objects.create(
+                tenant=tenant, question=verdict.answer.question, relevant_docs=relevant if answerable else [],
+                answer=expected if answerable else "", answerable=answerable, fix=fix, created_by=fix.by_name,
+            )  # fmt: skip
+    except IntegrityError as exc:  # another admin closed it at the same moment
+        raise FixRefused("This item was closed already.") from exc
+    return fix
+
+
+def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> list[str]:
+    """Do the fix; returns the keys of the documents that hold the right answer (the question's relevant_docs)."""
+    named = [verdict.document.display_key] if verdict.document is not None else []
+    if wanted.action == Fix.Action.CRITICAL:
+        chunk = selectors.chunk_get(tenant=tenant, public_id=wanted.chunk_id)
+        if chunk is None or chunk.status != Status.ACTIVE:
+            raise FixRefused("That chunk is no longer in the knowledge base (a newer version replaced it).")
+        knowledge_services.chunks_set_critical(
+            tenant=tenant, chunks=selectors.chunk_rows(tenant=tenant, chunk=chunk), critical=True
+        )
+        fix.chunk, fix.document = chunk, chunk.document
+        fix.detail = f"{chunk.document.display_key} · {chunk.heading or f'chunk {chunk.index + 1}'}"
+        return [chunk.document.display_key]
+    if wanted.action in (Fix.Action.RETIRE, Fix.Action.TAG):
+        document = _document(tenant, wanted.document_id)
+        rows = selectors.document_rows(tenant=tenant, document=document)
+        if wanted.action == Fix.Action.RETIRE:
+            knowledge_services.documents_retire(tenant=tenant, documents=rows)
+            fix.document, fix.detail = document, document.display_key
+            return [key for key in named if key != document.display_key]
+        try:
+            knowledge_services.rows_add_tag(tenant=tenant, rows=rows, tag_name=wanted.tag)
+        except ValueError as exc:
+            raise FixRefused("Type the tag to add.") from exc
+        fix.document, fix.detail = document, f"{document.display_key} · tag {wanted.tag.strip()}"
+        return named or [document.display_key]
+    if wanted.action == Fix.Action.UPLOAD:
+        if wanted.upload is None or not wanted.upload[1]:
+            raise FixRefused("Choose the file that holds the answer.")
+        try:
+            job = knowledge_services.upload_enqueue(tenant=tenant, source=None, uploads=[wanted.upload])
+        except knowledge_services.UploadQuotaExceeded as exc:
+            raise FixRefused(str(exc)) from exc
+        stored = list(job.params.get("files") or [])
+        if not stored:
+            problems = [e.get("error", "") for e in job.params.get("errors", []) + job.params.get("skips", [])]
+            raise FixRefused("The file was not accepted: " + (" ".join(problems) or "nothing in it could be read."))
+        fix.detail = ", ".join(ids.display_name(key) for key in stored)[:1000]
+        return [ids.display_name(key) for key in stored]
+    if wanted.action == Fix.Action.DISMISS:
+        cited = [str(c.get("document_key")) for c in verdict.answer.citations if c.get("document_key")]
+        return list(dict.fromkeys(named + cited))
+    return []  # not in our knowledge
+
+
+def _document(tenant: Tenant, document_id: str) -> Document:
+    document = selectors.document_get(tenant=tenant, document_id=document_id.strip()) if document_id.strip() else None
+    if document is None:
+        raise FixRefused("Choose a document of this knowledge base.")
+    return document
+
+
+def eval_set_jsonl(*, tenant: Tenant) -> str:
+    """The tenant's evaluation set as JSON Lines in the public eval set's format (shared/eval/questions.jsonl), so
+    `answer_eval.py --questions` and `run_eval.py` score it against a running server as they score the public one."""
+    lines = []
+    for n, q in enumerate(EvalQuestion.objects.for_tenant(tenant).order_by("created_at", "pk"), 1):
+        lines.append(json.dumps(eval_question_row(q, n, corpus=tenant.slug), ensure_ascii=False))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def eval_question_row(q: EvalQuestion, n: int, *, corpus: str) -> dict[str, Any]:
+    return {
+        "id": f"T{n:03d}", "corpus": corpus, "lang": q.lang, "kind": q.kind, "question": q.question,
+        "relevant_docs": q.relevant_docs, "answer": q.answer or None if q.answerable else None,
+        "evidence": q.evidence or None, "answerable": q.answerable, "uuid": str(q.public_id),
+    }  # fmt: skip
+
+
+def evaluation_enqueue(*, tenant: Tenant, answers: bool, started_by: str, trigger: str = "page") -> EvalRun:
+    """Queue a run of the tenant's evaluation set for the background worker (answers take seconds each)."""
+    from django_q.tasks import async_task
+
+    run = EvalRun.objects.create(tenant=tenant, answers=answers, trigger=trigger, started_by=started_by)
+    transaction.on_commit(
+        lambda: async_task("feedback.tasks.evaluation_run_task", run.pk, task_name=f"evaluate-{run.public_id}")
+    )
+    return run

@@ -1,0 +1,170 @@
+"""Tenant admins' pages of the feedback loop: the curation queue, one item with its one-click fixes, and the
+tenant's evaluation set with its runs over time. Every page is the tenant's admins' only."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import services as chat_services
+from chat.models import AnswerRecord, Verdict
+from feedback import selectors, services
+from feedback.evaluation import METRICS
+from feedback.models import Fix
+from feedback.plot import evaluation_plot
+from knowledge import selectors as knowledge_selectors
+from knowledge.models import Chunk, Status
+from tenants.access import TenantRequest, tenant_member_required
+
+CANDIDATE_CHUNKS = 3  # of the document the verdict names: the best-matching chunks, to mark critical in one click
+MAX_SCORED_CHUNKS = 300
+MAX_UPLOAD_BYTES = 50 * 2**20
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def queue_page(request: TenantRequest) -> HttpResponse:
+    filters = selectors.QueueFilters.from_query(request.GET)
+    context = {
+        "tenant": request.tenant,
+        "items": selectors.queue_items(tenant=request.tenant, filters=filters),
+        "counts": selectors.queue_counts(tenant=request.tenant),
+        "filters": filters,
+        "reasons": Verdict.Reason.choices,
+        "channels": AnswerRecord.Channel.choices,
+        "sources": knowledge_selectors.source_list(tenant=request.tenant),
+    }
+    return render(request, "feedback/queue.html", context)
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def item_page(request: TenantRequest, item_id: str) -> HttpResponse:
+    verdict = selectors.queue_item(tenant=request.tenant, public_id=item_id)
+    return render(request, "feedback/item.html", _item_context(request, verdict))
+
+
+def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
+    record = verdict.answer
+    cited = {str(c.get("chunk_id")) for c in record.citations}
+    live = _live_chunks(request, [str(h.get("chunk_id")) for h in record.hits])
+    hits = [{**hit, "cited": str(hit.get("chunk_id")) in cited, "live": live.get(str(hit.get("chunk_id")))}
+            for hit in record.hits]  # fmt: skip
+    context = {
+        "tenant": request.tenant,
+        "item": verdict,
+        "record": record,
+        "hits": hits,
+        "judged_claims": [record.claims[n] for n in verdict.claims if n < len(record.claims)],
+        "candidates": _candidates(request, verdict),
+        "fix": selectors.item_fix(verdict=verdict),
+        "actions": Fix.Action,
+        "tags": knowledge_selectors.tag_list(tenant=request.tenant),
+        "expected": request.POST.get("expected", verdict.correct_answer[:300]),
+    }
+    return context
+
+
+def _live_chunks(request: TenantRequest, chunk_ids: list[str]) -> dict[str, Chunk]:
+    """The chunks of the answer's hits as they are now (a reindex may have replaced or removed them)."""
+    rows = Chunk.objects.for_tenant(request.tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
+    return {row.chunk_id: row for row in rows}
+
+
+def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
+    """The chunks of the document the verdict names that best answer the question (the cross-encoder reads them;
+    without it, the ones sharing most words with the question), to be marked critical in one click."""
+    if verdict.document is None or verdict.document.status != Status.ACTIVE:
+        return []
+    chunks = list(
+        Chunk.objects.for_tenant(request.tenant)
+        .filter(document=verdict.document, status=Status.ACTIVE)
+        .select_related("document")
+        .order_by("index")[:MAX_SCORED_CHUNKS]
+    )
+    if len(chunks) <= CANDIDATE_CHUNKS:
+        return chunks
+    question = verdict.answer.question
+    scorer = chat_services.cross_encoder()
+    if scorer is not None:
+        scores = [float(s) for s in scorer(question, [c.text[:2000] for c in chunks])]
+    else:
+        words = set(re.findall(r"\w+", question.lower()))
+        scores = [float(len(words & set(re.findall(r"\w+", c.text.lower())))) for c in chunks]
+    ranked = sorted(zip(scores, range(len(chunks)), strict=True), reverse=True)[:CANDIDATE_CHUNKS]
+    return [chunks[i] for _, i in ranked]
+
+
+@tenant_member_required(admin=True)
+@require_POST
+def item_fix(request: TenantRequest, item_id: str) -> HttpResponse:
+    """One click: the button pressed names the fix (and its chunk or document); the item closes."""
+    verdict = selectors.queue_item(tenant=request.tenant, public_id=item_id)
+    action, _, target = request.POST.get("fix", "").partition(":")
+    upload = request.FILES.get("upload")
+    wanted = services.FixRequest(
+        action=action, chunk_id=target if action == Fix.Action.CRITICAL else "",
+        document_id=target or request.POST.get("document_id", ""), tag=request.POST.get("tag", ""),
+        expected=request.POST.get("expected", ""),
+    )  # fmt: skip
+    try:
+        if action == Fix.Action.UPLOAD and upload is not None:
+            if upload.size and upload.size > MAX_UPLOAD_BYTES:
+                raise services.FixRefused(
+                    f"The file is larger than {MAX_UPLOAD_BYTES // 2**20} MiB; use the upload page."
+                )
+            wanted.upload = (upload.name or "upload", upload.read())
+        fix = services.item_fix(tenant=request.tenant, verdict=verdict, wanted=wanted, user=request.user)
+    except services.FixRefused as refused:  # the item stays open, the page says why
+        context = {**_item_context(request, verdict), "error": str(refused)}
+        return render(request, "feedback/item.html", context, status=400)
+    messages.success(request, f"{fix.get_action_display()}{f' ({fix.detail})' if fix.detail else ''}. The item is "
+                              "closed and its question is in the evaluation set.")  # fmt: skip
+    return redirect("feedback:queue", request.tenant.slug)
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def evaluation_page(request: TenantRequest) -> HttpResponse:
+    runs = list(selectors.eval_runs(tenant=request.tenant)[:200])
+    context: dict[str, Any] = {
+        "tenant": request.tenant,
+        "questions": selectors.eval_questions(tenant=request.tenant),
+        "runs": runs[:20],
+        "plot": evaluation_plot(list(reversed(runs))),
+        "metrics": METRICS,
+        "pending": any(run.state in ("queued", "running") for run in runs),
+    }
+    return render(request, "feedback/evaluation.html", context)
+
+
+@tenant_member_required(admin=True)
+@require_POST
+def evaluation_start(request: TenantRequest) -> HttpResponse:
+    if not selectors.eval_questions(tenant=request.tenant).exists():
+        messages.error(request, "The evaluation set is empty: close an item of the curation queue first.")
+    else:
+        services.evaluation_enqueue(tenant=request.tenant, answers=request.POST.get("answers") != "0",
+                                    started_by=request.user.get_username())  # fmt: skip
+        messages.success(request, "The evaluation is running in the background; this page shows it when it ends.")
+    return redirect("feedback:evaluation", request.tenant.slug)
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def evaluation_export(request: TenantRequest) -> HttpResponse:
+    response = HttpResponse(services.eval_set_jsonl(tenant=request.tenant), content_type="application/jsonl")
+    response["Content-Disposition"] = f'attachment; filename="{request.tenant.slug}-eval.jsonl"'
+    return response
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def evaluation_run_page(request: TenantRequest, run_id: str) -> HttpResponse:
+    run = selectors.eval_run(tenant=request.tenant, public_id=run_id)
+    return render(request, "feedback/run.html", {"tenant": request.tenant, "run": run, "metrics": METRICS})

@@ -1,0 +1,245 @@
+"""The feedback loop without a browser: verdicts from the chat page, the curation queue and its one-click fixes
+(each through knowledge's real services, the real Qdrant Edge store), the evaluation set, its JSONL export and
+`manage.py evaluate` (retrieval here; answers with the real model in test_feedback_browser.py and the API test)."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+
+from chat.models import Verdict
+from feedback import services
+from feedback.models import EvalQuestion, EvalRun, Fix
+from knowledge.models import Chunk, Document, IngestJob, Status
+from knowledge.search.retrieval import retrieve
+from tenants.models import Membership
+from tests.factories import CommittingClientMixin, make_answer, make_folder_source, make_member
+
+HANDBOOK = {
+    "warranty.md": "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt.\n",
+    "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase.\n",
+    "old-warranty.md": "# Warranty (2019)\n\nProducts bought before 2020 carry a one year warranty.\n",
+}
+QUESTION = "How long is the warranty?"
+
+
+@pytest.fixture
+def acme(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    make_folder_source(tenant=tenant_a, root=tmp_path / "handbook", files=HANDBOOK)
+    staff = make_member(tenant_a, role=Membership.Role.STAFF, username="sam")
+    return {"tenant": tenant_a, "staff": staff, "answer": make_answer(tenant_a, question=QUESTION, user=staff)}
+
+
+class CommittingClient(CommittingClientMixin, Client):
+    pass
+
+
+def _client(user) -> Client:  # type: ignore[no-untyped-def]
+    client = CommittingClient()
+    client.force_login(user)
+    return client
+
+
+def _document(key: str) -> Document:
+    return Document.objects.get(tenant__slug="acme", document_key=key)
+
+
+def _item(acme, **fields) -> Verdict:  # type: ignore[no-untyped-def]
+    fields = {"helpful": False, "reason": "wrong_fact", "channel": "chat", "given_by": acme["staff"], **fields}
+    return Verdict.objects.create(tenant=acme["tenant"], answer=acme["answer"], **fields)
+
+
+def test_staff_judge_their_own_answers_in_the_chat_and_bad_verdicts_are_refused_with_the_reason(acme, tenant_b,
+                                                                                                tmp_path):  # fmt: skip
+    sam, answer = acme["staff"], acme["answer"]
+    url = f"/t/acme/chat/answers/{answer.public_id}/verdict/"
+    sue = make_member(acme["tenant"], role=Membership.Role.STAFF, username="sue")
+    assert _client(sue).get(url).status_code == 404  # another staff member's answer
+    form = _client(sam).get(url)
+    assert form.status_code == 200 and b"Send to the admins" in form.content
+    assert b"warranty.md" in form.content  # the retrieved documents are offered first
+    theirs = make_folder_source(tenant=tenant_b, root=tmp_path / "theirs", files=HANDBOOK)
+    other_document = Document.objects.filter(source=theirs).first()
+    refused = {
+        "reason": ({"helpful": "0", "reason": "it is bad"}, b"One of"),
+        "claims": ({"helpful": "0", "claims": "3"}, b"no claims"),
+        "document_id": ({"helpful": "0", "document_id": other_document.document_id}, b"No such document"),
+    }
+    for field, (data, message) in refused.items():
+        response = _client(sam).post(url, data)
+        assert response.status_code == 400 and message in response.content, field
+    assert not Verdict.objects.exists()
+    right = _document("warranty.md")
+    given = _client(sam).post(url, {"helpful": "0", "reason": "wrong_citation", "correct_answer": "Two years.",
+                                     "document_id": right.document_id})  # fmt: skip
+    assert given.status_code == 200 and b"curation queue" in given.content
+    verdict = Verdict.objects.get()
+    assert (verdict.given_by, verdict.channel, verdict.document, verdict.correct_answer) == (sam, "chat", right,
+                                                                                             "Two years.")  # fmt: skip
+    assert b"You marked this answer wrong" in _client(sam).get(url).content  # said once, shown as said
+
+
+def test_the_queue_shows_open_items_newest_first_filtered_and_only_to_this_tenants_admins(acme, tenant_b):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    old = _item(acme, reason="outdated")
+    Verdict.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=1))
+    new = _item(acme, reason="wrong_fact", channel="api", given_by=None)
+    _item(acme, helpful=True, reason="")  # a thumbs-up is counted, never queued
+    page = _client(admin).get("/t/acme/curation/").content.decode()
+    assert page.index(str(new.public_id)) < page.index(str(old.public_id))
+    assert "2 open · 0 closed · 1 marked right" in page
+    only_outdated = _client(admin).get("/t/acme/curation/?reason=outdated").content.decode()
+    assert str(old.public_id) in only_outdated and str(new.public_id) not in only_outdated
+    only_api = _client(admin).get("/t/acme/curation/?channel=api").content.decode()
+    assert str(new.public_id) in only_api and str(old.public_id) not in only_api
+    source_id = acme["answer"].hits[0]["source_id"]
+    assert str(new.public_id) in _client(admin).get(f"/t/acme/curation/?source={source_id}").content.decode()
+    assert str(new.public_id) not in _client(admin).get("/t/acme/curation/?source=src:nope").content.decode()
+    item = _client(admin).get(f"/t/acme/curation/{new.public_id}/")
+    assert item.status_code == 200 and b"What was retrieved" in item.content and b"warranty.md" in item.content
+    outsider = make_member(tenant_b, role=Membership.Role.ADMIN, username="gus")
+    assert _client(outsider).get(f"/t/acme/curation/{new.public_id}/").status_code == 404
+    assert _client(outsider).get(f"/t/globex/curation/{new.public_id}/").status_code == 404  # not via their tenant
+    assert (
+        _client(outsider)
+        .post(f"/t/globex/curation/{new.public_id}/fix/", {"fix": "dismiss", "expected": "x"})
+        .status_code
+        == 404
+    )
+    assert not Fix.objects.exists()
+
+
+def _fix(admin, item: Verdict, **data):  # type: ignore[no-untyped-def]
+    return _client(admin).post(f"/t/acme/curation/{item.public_id}/fix/", data)
+
+
+def test_marking_the_right_chunk_critical_closes_the_item_and_lifts_it_in_retrieval(acme):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    item = _item(acme, document=_document("old-warranty.md"), correct_answer="one year")
+    chunk = Chunk.objects.get(document=_document("old-warranty.md"), status=Status.ACTIVE)
+    page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    assert f"critical:{chunk.public_id}" in page  # the named document's best part, one click away
+    response = _fix(admin, item, fix=f"critical:{chunk.public_id}", expected="one year")
+    assert response.status_code == 302 and response["Location"] == "/t/acme/curation/"
+    fix = Fix.objects.get(verdict=item)
+    assert (fix.action, fix.by_name, fix.chunk) == ("critical", "ada", chunk)
+    assert Chunk.objects.get(pk=chunk.pk).critical
+    first = retrieve(tenant=acme["tenant"], query=QUESTION, top_k=3)[0]
+    assert first.chunk.document.display_key == "old-warranty.md" and first.boost > 0  # the vector payload too
+    question = EvalQuestion.objects.get()
+    assert (question.question, question.relevant_docs, question.answer, question.answerable) == (
+        QUESTION, ["old-warranty.md"], "one year", True)  # fmt: skip
+    assert _client(admin).get("/t/acme/curation/").content.decode().count("Nothing to curate") == 1
+
+
+@pytest.mark.parametrize("action", ["retire", "tag", "upload", "not_in_knowledge", "dismiss"])
+def test_every_fix_acts_records_who_did_it_closes_the_item_and_adds_its_question(acme, action):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    right, outdated = _document("warranty.md"), _document("old-warranty.md")
+    item = _item(acme, document=right, reason="outdated")
+    data: dict[str, object] = {"fix": action, "expected": "two year"}
+    if action == "retire":
+        data["fix"] = f"retire:{outdated.document_id}"
+    if action == "tag":
+        data.update(document_id=outdated.document_id, tag="Outdated")
+    if action == "upload":
+        data["upload"] = SimpleUploadedFile("warranty-2024.md", b"# Warranty\n\nSince 2024: a three year warranty.\n")
+    response = _fix(admin, item, **data)
+    assert response.status_code == 302, response.content.decode()[:500]
+    fix = Fix.objects.get(verdict=item)
+    assert fix.action == action and fix.by_name == "ada" and fix.by == admin
+    question = EvalQuestion.objects.get(fix=fix)
+    expected_docs = {
+        "retire": ["warranty.md"], "tag": ["warranty.md"], "upload": ["warranty-2024.md"],
+        "not_in_knowledge": [], "dismiss": ["warranty.md"],
+    }[action]  # fmt: skip
+    assert question.relevant_docs == expected_docs
+    assert question.answerable == (action != "not_in_knowledge")
+    assert question.answer == ("" if action == "not_in_knowledge" else "two year")
+    if action == "retire":
+        assert Document.objects.get(pk=outdated.pk).status == Status.RETIRED
+        assert "old-warranty.md" not in {h.chunk.document.display_key for h in retrieve(tenant=acme["tenant"],
+                                                                                      query=QUESTION)}  # fmt: skip
+    if action == "tag":
+        assert list(outdated.tags.values_list("name", flat=True)) == ["outdated"]
+    if action == "upload":
+        job = IngestJob.objects.filter(kind="upload").get()
+        assert job.state == "succeeded" and _document("warranty-2024.md").status == Status.ACTIVE
+
+
+def test_a_refused_fix_says_why_and_changes_nothing(acme, tenant_b, tmp_path):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    item = _item(acme)
+    chunk = Chunk.objects.filter(document=_document("warranty.md")).first()
+    theirs = make_folder_source(tenant=tenant_b, root=tmp_path / "theirs", files={"secret.md": "# Secret\n\nVault.\n"})
+    their_chunk = Chunk.objects.get(document__source=theirs)
+    their_document = Document.objects.get(source=theirs)
+    refusals = [
+        ({"fix": f"critical:{chunk.public_id}"}, "Type the phrase"),
+        ({"fix": f"critical:{their_chunk.public_id}", "expected": "x"}, "no longer in the knowledge base"),
+        ({"fix": f"retire:{their_document.document_id}", "expected": "x"}, "Choose a document"),
+        ({"fix": "tag", "document_id": _document("warranty.md").document_id, "expected": "x"}, "Type the tag"),
+        ({"fix": "upload", "expected": "x"}, "Choose the file"),
+        ({"fix": "explode", "expected": "x"}, "Choose one of the fixes"),
+        ({"fix": "upload", "expected": "x", "upload": SimpleUploadedFile("x.bin", b"\x00\x01\x02" * 100)},
+         "not accepted"),
+    ]  # fmt: skip
+    for data, message in refusals:
+        response = _fix(admin, item, **data)
+        assert response.status_code == 400 and message in response.content.decode(), (data, message)
+    assert not Fix.objects.exists() and not EvalQuestion.objects.exists()
+    assert not Chunk.objects.filter(critical=True).exists()
+    assert Document.objects.get(pk=their_document.pk).status == Status.ACTIVE
+    assert _fix(admin, item, fix="dismiss", expected="two year").status_code == 302
+    again = _fix(admin, item, fix="not_in_knowledge")
+    assert again.status_code == 400 and "closed already" in again.content.decode()
+    assert Fix.objects.count() == 1
+
+
+def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_keeps_each_run(acme):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    with pytest.raises(CommandError, match="no evaluation questions"):
+        call_command("evaluate", "acme", "--retrieval-only")
+    chunk = Chunk.objects.get(document=_document("warranty.md"), status=Status.ACTIVE)
+    services.item_fix(tenant=acme["tenant"], verdict=_item(acme), user=admin,
+                      wanted=services.FixRequest(action="critical", chunk_id=str(chunk.public_id),
+                                                 expected="two year"))  # fmt: skip
+    exported = _client(admin).get("/t/acme/evaluation/export.jsonl")
+    assert exported["Content-Type"] == "application/jsonl"
+    row = json.loads(exported.content.decode().splitlines()[0])
+    public = {"id", "corpus", "lang", "kind", "question", "relevant_docs", "answer", "evidence", "answerable"}
+    assert public <= set(row) and row["relevant_docs"] == ["warranty.md"] and row["answer"] == "two year"
+    assert row["corpus"] == "acme" and row["answerable"] is True
+    out = io.StringIO()
+    call_command("evaluate", "acme", "--retrieval-only", stdout=out)
+    run = EvalRun.objects.get()
+    assert run.state == "done" and run.trigger == "command" and run.metrics["recall@5"] == 1.0
+    assert run.metrics["n_recall@5"] == 1 and run.metrics["answered_wrong"] is None  # no answers asked
+    assert "1.000 (n=1)" in out.getvalue()
+    # A curation later, then a run from the page (the background task runs inline in tests): the plot marks it.
+    services.item_fix(tenant=acme["tenant"], verdict=_item(acme, reason="should_refuse"), user=admin,
+                      wanted=services.FixRequest(action="not_in_knowledge"))  # fmt: skip
+    started = _client(admin).post("/t/acme/evaluation/run/", {"answers": "0"})
+    assert started.status_code == 302
+    assert EvalRun.objects.filter(state="done").count() == 2
+    page = _client(admin).get("/t/acme/evaluation/").content.decode()
+    assert 'id="evaluation-plot"' in page and "1 curation" in page  # what changed between the two runs
+    assert "unanswerable: a refusal" in page and "Marked the right chunk critical by ada" in page
+
+
+def test_a_run_whose_worker_died_shows_as_failed_not_running_for_ever(acme, settings):
+    run = EvalRun.objects.create(tenant=acme["tenant"], state="running")
+    EvalRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=3))
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    page = _client(admin).get("/t/acme/evaluation/").content.decode()
+    assert "stopped before the run finished" in page
+    assert EvalRun.objects.get(pk=run.pk).state == "failed"
+    empty = _client(admin).post("/t/acme/evaluation/run/", follow=True).content.decode()
+    assert "The evaluation set is empty" in empty and EvalRun.objects.count() == 1
