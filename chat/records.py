@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max
 
 from chat.models import AnswerRecord, Verdict
 from chat.services import Answer
 from knowledge import selectors
-from knowledge.models import Document, Status
+from knowledge.models import Document
 from knowledge.shapes import HitSerializer
 from tenants.models import ApiKey, Tenant
 
@@ -27,16 +26,7 @@ MAX_CORRECT_ANSWER_CHARS = 2000
 def index_state(*, tenant: Tenant, documents: list[Document]) -> dict[str, Any]:
     """What the index held for this answer: the versions of the documents it read, and the tenant's live total and
     last change (a later reindex or curation shows as a different state)."""
-    live = (
-        Document.objects.for_tenant(tenant)
-        .filter(status=Status.ACTIVE)
-        .aggregate(n=Count("pk"), last=Max("updated_at"))
-    )
-    return {
-        "documents": {d.document_id: d.version for d in documents},
-        "live_documents": live["n"],
-        "changed_at": live["last"].isoformat() if live["last"] else None,
-    }
+    return {"documents": {d.document_id: d.version for d in documents}, **selectors.index_state(tenant=tenant)}
 
 
 def answer_record(*, tenant: Tenant, question: str, result: Answer, channel: str, user: Any = None,

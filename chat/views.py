@@ -117,7 +117,7 @@ def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
     record = _own_answers(request).public_or_404(answer_id)
     context: dict[str, Any] = {"tenant": request.tenant, "record": record, "reasons": Verdict.Reason.choices}
     status = 200
-    if request.method == "POST":
+    if request.method == "POST" and not record.verdicts.filter(given_by=request.user).exists():  # once a person
         claims = [int(n) for n in request.POST.getlist("claims") if n.isdigit()]
         given = records.VerdictGiven(
             helpful=request.POST.get("helpful") == "1", reason=request.POST.get("reason", ""), claims=claims,

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
 from django.utils import timezone
 
 from chat import services as chat_services
@@ -19,7 +18,7 @@ from chat.verify import fold, says_not_found
 from core.errors import error_reference
 from feedback.models import EvalQuestion, EvalRun, Fix
 from inference.embedders import get_embedder
-from knowledge.models import Document, Status
+from knowledge import selectors
 from knowledge.search.retrieval import retrieve
 from tenants.models import Tenant
 
@@ -98,15 +97,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def system_context(tenant: Tenant, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the system was during the run: the plot marks a point where any of this changed."""
-    live = Document.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
-    last_change = live.aggregate(last=Max("updated_at"))["last"]
+    index = selectors.index_state(tenant=tenant)
     models = sorted({r["model"] for r in rows if r.get("model")})
     embedder = get_embedder().identity
     return {
         "model": ", ".join(models) or ("(retrieval only)" if not any("status" in r for r in rows) else "(no model)"),
         "embedder": f"{embedder.provider}/{embedder.model}",
-        "live_documents": live.count(),
-        "index_changed_at": last_change.isoformat() if last_change else None,
+        "live_documents": index["live_documents"],
+        "index_changed_at": index["changed_at"],
         "fixes": Fix.objects.for_tenant(tenant).count(),
         "critical_boost": settings.RAG_CRITICAL_BOOST,
     }

@@ -72,8 +72,7 @@ def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
 
 def _live_chunks(request: TenantRequest, chunk_ids: list[str]) -> dict[str, Chunk]:
     """The chunks of the answer's hits as they are now (a reindex may have replaced or removed them)."""
-    rows = Chunk.objects.for_tenant(request.tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
-    return {row.chunk_id: row for row in rows}
+    return knowledge_selectors.live_chunks_by_key(tenant=request.tenant, chunk_ids=chunk_ids)
 
 
 def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
@@ -81,12 +80,8 @@ def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
     without it, the ones sharing most words with the question), to be marked critical in one click."""
     if verdict.document is None or verdict.document.status != Status.ACTIVE:
         return []
-    chunks = list(
-        Chunk.objects.for_tenant(request.tenant)
-        .filter(document=verdict.document, status=Status.ACTIVE)
-        .select_related("document")
-        .order_by("index")[:MAX_SCORED_CHUNKS]
-    )
+    chunks = knowledge_selectors.document_live_chunks(tenant=request.tenant, document=verdict.document,
+                                                      limit=MAX_SCORED_CHUNKS)  # fmt: skip
     if len(chunks) <= CANDIDATE_CHUNKS:
         return chunks
     question = verdict.answer.question

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from tenants.models import Tenant, TenantQuerySet
@@ -221,6 +221,28 @@ def chunk_get(*, tenant: Tenant, public_id: Any) -> Chunk | None:
         return None
     chunks = Chunk.objects.for_tenant(tenant).select_related("document").prefetch_related("tags")
     return chunks.filter(public_id=wanted).first()
+
+
+def live_chunks_by_key(*, tenant: Tenant, chunk_ids: list[str]) -> dict[str, Chunk]:
+    """The active chunks with these stable chunk ids (a hit kept earlier: a reindex may have replaced it)."""
+    rows = Chunk.objects.for_tenant(tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
+    return {row.chunk_id: row for row in rows}
+
+
+def document_live_chunks(*, tenant: Tenant, document: Document, limit: int) -> list[Chunk]:
+    """A live document's active chunks in order (the first `limit`)."""
+    chunks = Chunk.objects.for_tenant(tenant).filter(document=document, status=Status.ACTIVE)
+    return list(chunks.select_related("document").order_by("index")[:limit])
+
+
+def index_state(*, tenant: Tenant) -> dict[str, Any]:
+    """The tenant's live documents: how many, and when the last one changed (a reindex or a curation moves it)."""
+    live = (
+        Document.objects.for_tenant(tenant)
+        .filter(status=Status.ACTIVE)
+        .aggregate(n=Count("pk"), last=Max("updated_at"))
+    )
+    return {"live_documents": live["n"], "changed_at": live["last"].isoformat() if live["last"] else None}
 
 
 def chunk_rows(*, tenant: Tenant, chunk: Chunk) -> TenantQuerySet[Chunk]:

@@ -84,6 +84,8 @@ def test_staff_judge_their_own_answers_in_the_chat_and_bad_verdicts_are_refused_
     assert (verdict.given_by, verdict.channel, verdict.document, verdict.correct_answer) == (sam, "chat", right,
                                                                                              "Two years.")  # fmt: skip
     assert b"You marked this answer wrong" in _client(sam).get(url).content  # said once, shown as said
+    assert b"You marked this answer wrong" in _client(sam).post(url, {"helpful": "1"}).content
+    assert Verdict.objects.count() == 1
 
 
 def test_the_queue_shows_open_items_newest_first_filtered_and_only_to_this_tenants_admins(acme, tenant_b):
