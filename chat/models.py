@@ -95,7 +95,26 @@ class ChatMessage(TenantOwned):
         ordering = ["created_at", "pk"]
 
 
-class AnswerRecord(TenantOwned):
+class Attributed(TenantOwned):
+    """A row someone made: a signed-in person, or an agent's API key (the other is empty), and when."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")  # fmt: skip
+    api_key = models.ForeignKey("tenants.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-pk"]
+
+    @property
+    def by_name(self) -> str:
+        if self.user is not None:
+            return self.user.get_username()
+        return f"API key {self.api_key.prefix}" if self.api_key is not None else "(removed)"
+
+
+class AnswerRecord(Attributed):
     """An answer as it was given, by any door (chat, REST, MCP): what a verdict is about. Kept with the hits that
     were ranked, the claims as verified, the model, and the versions of the documents it read at that moment."""
 
@@ -114,23 +133,12 @@ class AnswerRecord(TenantOwned):
     claims = models.JSONField(default=list, blank=True)
     hits = models.JSONField(default=list, blank=True, help_text="The ranked hits: location, score, signals, version.")
     index_state = models.JSONField(default=dict, blank=True, help_text="Document versions read; the index's size.")
-    asked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")  # fmt: skip
-    api_key = models.ForeignKey("tenants.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"{self.question[:60]} ({self.status})"
 
-    def hit_documents(self) -> list[str]:
-        """The document ids of the hits, best first, each once."""
-        return list(dict.fromkeys(str(hit.get("document_id", "")) for hit in self.hits if hit.get("document_id")))
 
-
-class Verdict(TenantOwned):
+class Verdict(Attributed):
     """A person's or an agent's judgement of one answer (or of some of its claims). A thumbs-down is an item of
     the tenant admins' curation queue until a fix closes it (feedback app)."""
 
@@ -149,19 +157,6 @@ class Verdict(TenantOwned):
     document = models.ForeignKey("knowledge.Document", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="+", help_text="The document that holds the right answer.")  # fmt: skip
     channel = models.CharField(max_length=10, choices=AnswerRecord.Channel.choices)
-    given_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")  # fmt: skip
-    api_key = models.ForeignKey("tenants.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
         return f"{'👍' if self.helpful else '👎'} {self.get_reason_display() or ''} on {self.answer}"
-
-    @property
-    def given_by_name(self) -> str:
-        if self.given_by is not None:
-            return self.given_by.get_username()
-        return f"API key {self.api_key.prefix}" if self.api_key is not None else "(removed)"

@@ -40,7 +40,7 @@ def answer_record(*, tenant: Tenant, question: str, result: Answer, channel: str
         tenant=tenant, channel=channel, question=question, answer=result.answer, status=result.status,
         generated=result.generated, model=result.model, citations=result.citations, claims=result.claims, hits=hits,
         index_state=index_state(tenant=tenant, documents=documents),
-        asked_by=user if user is not None and user.is_authenticated else None, api_key=api_key,
+        user=user if user is not None and user.is_authenticated else None, api_key=api_key,
     )  # fmt: skip
 
 
@@ -88,7 +88,7 @@ def verdict_record(*, record: AnswerRecord, given: VerdictGiven, channel: str, u
         return Verdict.objects.create(
             tenant=record.tenant, answer=record, helpful=given.helpful, reason=given.reason, claims=claims,
             correct_answer=correct, document=document, channel=channel,
-            given_by=user if user is not None and user.is_authenticated else None, api_key=api_key,
+            user=user if user is not None and user.is_authenticated else None, api_key=api_key,
         )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ def _own_sessions(request: TenantRequest) -> TenantQuerySet[ChatSession]:
 def _own_answers(request: TenantRequest) -> TenantQuerySet[AnswerRecord]:
     """Staff judge the answers they were given; the tenant's admins may judge any of its answers."""
     answers = AnswerRecord.objects.for_tenant(request.tenant)
-    return answers if request.membership.is_admin else answers.filter(asked_by=request.user)
+    return answers if request.membership.is_admin else answers.filter(user=request.user)
 
 
 @tenant_member_required
@@ -117,7 +117,7 @@ def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
     record = _own_answers(request).public_or_404(answer_id)
     context: dict[str, Any] = {"tenant": request.tenant, "record": record, "reasons": Verdict.Reason.choices}
     status = 200
-    if request.method == "POST" and not record.verdicts.filter(given_by=request.user).exists():  # once a person
+    if request.method == "POST" and not record.verdicts.filter(user=request.user).exists():  # once a person
         claims = [int(n) for n in request.POST.getlist("claims") if n.isdigit()]
         given = records.VerdictGiven(
             helpful=request.POST.get("helpful") == "1", reason=request.POST.get("reason", ""), claims=claims,
@@ -127,7 +127,7 @@ def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
             records.verdict_record(record=record, given=given, channel="chat", user=request.user)
         except records.VerdictInvalid as invalid:
             context["errors"], context["given"], status = invalid.errors, given, 400
-    context["mine"] = record.verdicts.filter(given_by=request.user).first()
+    context["mine"] = record.verdicts.filter(user=request.user).first()
     if context["mine"] is None:
         context["documents"] = records.verdict_documents(record)
     return render(request, "chat/partials/_verdict.html", context, status=status)

@@ -40,7 +40,7 @@ def queue_items(*, tenant: Tenant, filters: QueueFilters = QueueFilters()) -> li
     items = (
         Verdict.objects.for_tenant(tenant)
         .filter(helpful=False, fix__isnull=not filters.closed)
-        .select_related("answer", "document", "given_by", "api_key", "fix")
+        .select_related("answer", "document", "user", "api_key", "fix")
     )
     if filters.reason:
         items = items.filter(reason=filters.reason)
@@ -65,7 +65,7 @@ def queue_counts(*, tenant: Tenant) -> dict[str, int]:
 def queue_item(*, tenant: Tenant, public_id: Any) -> Verdict:
     """One item of this tenant's queue, open or closed; 404 for anything else."""
     items = Verdict.objects.for_tenant(tenant).filter(helpful=False)
-    return items.select_related("answer", "document", "given_by", "api_key").public_or_404(public_id)
+    return items.select_related("answer", "document", "user", "api_key").public_or_404(public_id)
 
 
 def item_fix(*, verdict: Verdict) -> Fix | None:

@@ -44,7 +44,7 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
     staff = make_member(tenant_a)
     answer = make_answer(tenant_a, user=staff)
-    verdict = Verdict.objects.create(tenant=tenant_a, answer=answer, helpful=False, channel="chat", given_by=staff)
+    verdict = Verdict.objects.create(tenant=tenant_a, answer=answer, helpful=False, channel="chat", user=staff)
     return {
         "tenant_slug": "acme",
         "source_id": source.public_id,

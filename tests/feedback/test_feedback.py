@@ -52,7 +52,7 @@ def _document(key: str) -> Document:
 
 
 def _item(acme, **fields) -> Verdict:  # type: ignore[no-untyped-def]
-    fields = {"helpful": False, "reason": "wrong_fact", "channel": "chat", "given_by": acme["staff"], **fields}
+    fields = {"helpful": False, "reason": "wrong_fact", "channel": "chat", "user": acme["staff"], **fields}
     return Verdict.objects.create(tenant=acme["tenant"], answer=acme["answer"], **fields)
 
 
@@ -81,7 +81,7 @@ def test_staff_judge_their_own_answers_in_the_chat_and_bad_verdicts_are_refused_
                                      "document_id": right.document_id})  # fmt: skip
     assert given.status_code == 200 and b"curation queue" in given.content
     verdict = Verdict.objects.get()
-    assert (verdict.given_by, verdict.channel, verdict.document, verdict.correct_answer) == (sam, "chat", right,
+    assert (verdict.user, verdict.channel, verdict.document, verdict.correct_answer) == (sam, "chat", right,
                                                                                              "Two years.")  # fmt: skip
     assert b"You marked this answer wrong" in _client(sam).get(url).content  # said once, shown as said
     assert b"You marked this answer wrong" in _client(sam).post(url, {"helpful": "1"}).content
@@ -92,7 +92,7 @@ def test_the_queue_shows_open_items_newest_first_filtered_and_only_to_this_tenan
     admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
     old = _item(acme, reason="outdated")
     Verdict.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=1))
-    new = _item(acme, reason="wrong_fact", channel="api", given_by=None)
+    new = _item(acme, reason="wrong_fact", channel="api", user=None)
     _item(acme, helpful=True, reason="")  # a thumbs-up is counted, never queued
     page = _client(admin).get("/t/acme/curation/").content.decode()
     assert page.index(str(new.public_id)) < page.index(str(old.public_id))

@@ -58,7 +58,7 @@ def test_an_agent_reports_a_verdict_on_an_answer_id_with_a_write_key_of_its_tena
     assert body["queued_for_curation"] and body["claims"] == [0]
     assert body["document_id"] == record.hits[0]["document_id"]
     verdict = Verdict.objects.get()
-    assert verdict.channel == "api" and verdict.api_key is not None and verdict.given_by is None
+    assert verdict.channel == "api" and verdict.api_key is not None and verdict.user is None
     admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
     browser = APIClient()
     browser.force_login(admin)

@@ -90,7 +90,7 @@ def test_a_wrong_answer_becomes_a_fix_and_a_lasting_evaluation_question(live_ser
     assert "curation queue" in before.locator(".verdict-given").inner_text()
     verdict = Verdict.objects.get()
     assert not verdict.helpful and verdict.reason == "should_answer" and verdict.document == right
-    assert verdict.given_by.username == "sam" and verdict.answer.question == QUESTION
+    assert verdict.user.username == "sam" and verdict.answer.question == QUESTION
     assert verdict.answer.hits and verdict.answer.index_state["documents"]  # what was retrieved, as it was
 
     # The admin finds it at the top of the queue and, on the item, marks the sea-freight chunk critical: one click.
