@@ -112,7 +112,8 @@ def verdict_documents(record: AnswerRecord) -> dict[str, list[tuple[str, str]]]:
     documents by key (the first MAX_LISTED_DOCUMENTS), as (document_id, label) pairs."""
     retrieved: dict[str, str] = {}
     for hit in record.hits:
-        retrieved.setdefault(str(hit.get("document_id")), str(hit.get("title") or hit.get("document_key")))
+        title = f" — {hit['title']}" if hit.get("title") else ""
+        retrieved.setdefault(str(hit.get("document_id")), f"{hit.get('document_key')}{title}")
     others = (
         selectors.live_documents(tenant=record.tenant)
         .exclude(document_id__in=list(retrieved))
@@ -121,5 +122,5 @@ def verdict_documents(record: AnswerRecord) -> dict[str, list[tuple[str, str]]]:
     )
     return {
         "retrieved": list(retrieved.items()),
-        "others": [(d.document_id, f"{d.display_key}" + (f" — {d.title}" if d.title else "")) for d in others],
+        "others": [(d.document_id, d.display_key + (f" — {d.title}" if d.title else "")) for d in others],
     }

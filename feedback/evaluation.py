@@ -19,6 +19,7 @@ from core.errors import error_reference
 from feedback.models import EvalQuestion, EvalRun, Fix
 from inference.embedders import get_embedder
 from knowledge import selectors
+from knowledge.index.vectorstore import StoreBusy
 from knowledge.search.retrieval import retrieve
 from tenants.models import Tenant
 
@@ -50,6 +51,8 @@ def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[st
     relevant = {_key(k) for k in q.relevant_docs}
     try:
         hits = retrieve(tenant=tenant, query=q.question, top_k=RETRIEVE_TOP_K)
+    except StoreBusy:
+        raise  # not this question's fault: this process cannot search (another owns the embedded store)
     except Exception as exc:  # one failing question is a miss, recorded; the run goes on
         row["error"] = f"retrieve: {type(exc).__name__}"
         hits = []
@@ -65,6 +68,8 @@ def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[st
     try:
         result = chat_services.answer_question(tenant=tenant, question=q.question,
                                                options=chat_services.AnswerSettings.from_assistant(None))  # fmt: skip
+    except StoreBusy:
+        raise
     except Exception as exc:
         row["error"] = f"answer: {type(exc).__name__}: {exc}"[:300]
         return row
@@ -111,15 +116,24 @@ def system_context(tenant: Tenant, rows: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def evaluation_run(run: EvalRun) -> EvalRun:
-    """Run the tenant's whole evaluation set; the run ends done or failed (with the reason), never stays running."""
+    """Run the tenant's whole evaluation set; the run ends done or failed (with the reason), never stays running.
+    In a process that cannot search (the web server owns the embedded store) it goes back to the queue, for the
+    web server's runner (feedback/runner.py)."""
     tenant = run.tenant
-    run.state = EvalRun.State.RUNNING
-    run.save(update_fields=["state"])
+    run.state, run.heartbeat_at = EvalRun.State.RUNNING, timezone.now()
+    run.save(update_fields=["state", "heartbeat_at"])
     try:
         questions = list(EvalQuestion.objects.for_tenant(tenant).order_by("created_at", "pk"))
-        rows = [score_question(tenant, q, answers=run.answers) for q in questions]
+        rows = []
+        for q in questions:
+            rows.append(score_question(tenant, q, answers=run.answers))
+            EvalRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())  # alive: see selectors.eval_runs
         run.results, run.metrics, run.context = rows, summarise(rows), system_context(tenant, rows)
         run.state = EvalRun.State.DONE
+    except StoreBusy:
+        run.state = EvalRun.State.QUEUED
+        run.save(update_fields=["state"])
+        return run
     except Exception:
         reference = error_reference()
         logger.exception("Evaluation run %s failed (ref %s)", run.public_id, reference)

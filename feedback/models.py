@@ -82,6 +82,7 @@ class EvalRun(TenantOwned):
     results = models.JSONField(default=list, blank=True, help_text="Per question: hits, answer, scores.")
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last question done, while running.")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from feedback.models import EvalRun
 
 WIDTH, HEIGHT = 720, 260
-LEFT, RIGHT, TOP, BOTTOM = 44, 16, 16, 40
+LEFT, RIGHT, TOP, BOTTOM = 44, 60, 16, 40
+SERIES_GAP = 2.5  # pixels between two series at the same value
 SERIES = (  # metric, label, colour; answered_wrong first: lower is better, and it is the one to watch
     ("answered_wrong", "answered wrong", "#c0392b"),
     ("cite_rel", "relevant citation", "#1f5fbf"),
@@ -46,6 +47,10 @@ class Plot:
     ticks: list[tuple[float, str]]  # x, date label
     grid: list[tuple[float, str]]  # y, value label
 
+    @property
+    def legend(self) -> list[Line]:
+        return self.lines[::-1]  # in SERIES order (the lines are drawn in reverse)
+
 
 def _what_changed(before: dict, after: dict) -> str:
     said = []
@@ -77,14 +82,16 @@ def evaluation_plot(runs: list[EvalRun]) -> Plot | None:
         return TOP + inner_h * (1 - value)
 
     lines = []
-    for metric, label, colour in SERIES:
+    for n, (metric, label, colour) in enumerate(SERIES):
         line = Line(metric, label, colour)
+        nudge = (n - len(SERIES) // 2) * SERIES_GAP  # equal values stay visible side by side, not drawn over
         for i, run in enumerate(runs):
             value = run.metrics.get(metric)
             if isinstance(value, int | float):
-                line.points.append((x_at(i), y_at(float(value)), float(value)))
+                line.points.append((x_at(i), y_at(float(value)) + nudge, float(value)))
         if line.points:
             lines.append(line)
+    lines.reverse()  # answered wrong, the one to watch, is drawn last: on top
     changes = []
     for i in range(1, len(runs)):
         text = _what_changed(runs[i - 1].context, runs[i].context)

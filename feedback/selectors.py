@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -76,14 +75,17 @@ def eval_questions(*, tenant: Tenant) -> TenantQuerySet[EvalQuestion]:
     return EvalQuestion.objects.for_tenant(tenant).select_related("fix").order_by("created_at", "pk")
 
 
+RUNNER_SILENCE = timedelta(minutes=15)  # a running run whose runner wrote nothing for this long has died
+
+
 def eval_runs(*, tenant: Tenant) -> QuerySet[EvalRun]:
-    """The tenant's runs, newest first. A run still queued or running long after the task limit lost its worker:
-    it is shown (and kept) as failed, with that reason, never as running for ever."""
-    limit = timezone.now() - timedelta(seconds=int(settings.Q_CLUSTER["timeout"]) + 600)  # type: ignore[call-overload]
-    lost = EvalRun.objects.for_tenant(tenant).filter(state__in=[EvalRun.State.QUEUED, EvalRun.State.RUNNING],
-                                                     created_at__lt=limit)  # fmt: skip
-    lost.update(state=EvalRun.State.FAILED, error="The background worker stopped before the run finished.",
-                finished_at=timezone.now())  # fmt: skip
+    """The tenant's runs, newest first. A running run whose runner fell silent (the web server was stopped or
+    killed mid-run) is shown, and kept, as failed with that reason, never as running for ever."""
+    silent = EvalRun.objects.for_tenant(tenant).filter(
+        state=EvalRun.State.RUNNING, heartbeat_at__lt=timezone.now() - RUNNER_SILENCE
+    )
+    silent.update(state=EvalRun.State.FAILED, finished_at=timezone.now(),
+                  error="The process running it stopped before the run finished; run it again.")  # fmt: skip
     return EvalRun.objects.for_tenant(tenant).order_by("-created_at", "-pk")
 
 

@@ -20,9 +20,11 @@ errorlog = "-"
 
 
 def post_worker_init(worker) -> None:
+    from feedback.runner import start_runner
     from knowledge.index.indexer import take_store_ownership
 
-    take_store_ownership()
+    if take_store_ownership():  # the process that can search also runs the evaluation runs queued by the page
+        start_runner()
     if os.environ.get("RAG_LLM_PRELOAD", "true").lower() not in ("0", "false", "no", "off"):
         import threading
 

@@ -15,8 +15,10 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.models import Verdict
-from feedback import services
+from feedback import runner, services
+from feedback.evaluation import evaluation_run
 from feedback.models import EvalQuestion, EvalRun, Fix
+from inference.embedders import get_embedder
 from knowledge.models import Chunk, Document, IngestJob, Status
 from knowledge.search.retrieval import retrieve
 from tenants.models import Membership
@@ -229,19 +231,43 @@ def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_k
     services.item_fix(tenant=acme["tenant"], verdict=_item(acme, reason="should_refuse"), user=admin,
                       wanted=services.FixRequest(action="not_in_knowledge"))  # fmt: skip
     started = _client(admin).post("/t/acme/evaluation/run/", {"answers": "0"})
-    assert started.status_code == 302
+    assert started.status_code == 302 and EvalRun.objects.filter(state="queued").count() == 1
+    assert "in progress" in _client(admin).get("/t/acme/evaluation/").content.decode()
+    assert runner.run_queued() == 1  # what the web server's runner thread does within seconds
     assert EvalRun.objects.filter(state="done").count() == 2
     page = _client(admin).get("/t/acme/evaluation/").content.decode()
     assert 'id="evaluation-plot"' in page and "1 curation" in page  # what changed between the two runs
     assert "unanswerable: a refusal" in page and "Marked the right chunk critical by ada" in page
 
 
-def test_a_run_whose_worker_died_shows_as_failed_not_running_for_ever(acme, settings):
-    run = EvalRun.objects.create(tenant=acme["tenant"], state="running")
-    EvalRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(hours=3))
+def test_a_run_whose_runner_died_shows_as_failed_not_running_for_ever(acme):
+    run = EvalRun.objects.create(tenant=acme["tenant"], state="running", heartbeat_at=timezone.now())
     admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    assert "in progress" in _client(admin).get("/t/acme/evaluation/").content.decode()  # alive: still running
+    EvalRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=20))
     page = _client(admin).get("/t/acme/evaluation/").content.decode()
     assert "stopped before the run finished" in page
     assert EvalRun.objects.get(pk=run.pk).state == "failed"
     empty = _client(admin).post("/t/acme/evaluation/run/", follow=True).content.decode()
     assert "The evaluation set is empty" in empty and EvalRun.objects.count() == 1
+
+
+@pytest.mark.embedded_store
+def test_a_process_that_cannot_search_leaves_the_run_queued_for_the_store_owner(acme, settings):
+    """The CLI or a worker while the web server owns the embedded store: the run goes back to the queue, whole,
+    and the owner's runner runs it."""
+    from knowledge.index.vectorstore import EdgeStore, reset_store
+
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    services.item_fix(tenant=acme["tenant"], verdict=_item(acme, document=_document("warranty.md")), user=admin,
+                      wanted=services.FixRequest(action="tag", tag="checked", expected="two year",
+                                                 document_id=_document("warranty.md").document_id))  # fmt: skip
+    reset_store()  # this process lets go of the store; "the web server" takes it
+    owner = EdgeStore(settings.RAG_QDRANT_PATH)
+    owner.ensure_collection(get_embedder().identity)
+    run = EvalRun.objects.create(tenant=acme["tenant"], answers=False, state="running")
+    assert evaluation_run(run).state == "queued" and EvalRun.objects.get(pk=run.pk).results == []
+    owner.close()  # the owner's runner is this process again
+    assert runner.run_queued() == 1
+    run.refresh_from_db()
+    assert run.state == "done" and run.metrics["recall@5"] == 1.0 and not run.metrics["errors"]

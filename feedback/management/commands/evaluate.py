@@ -11,10 +11,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from feedback.evaluation import METRICS, evaluation_run
 from feedback.models import EvalQuestion, EvalRun
+from feedback.runner import wait_for
 from knowledge import ids
+from knowledge.index.vectorstore import StoreBusy
 from knowledge.search.retrieval import retrieve, retrieve_single_leg
 from tenants.models import Tenant
 
+WAIT_S = 3600  # the CLI waits this long for the web server's runner
 METHODS = ("dense", "lexical", "hybrid", "hybrid+specific", "hybrid+rerank")
 
 
@@ -73,7 +76,13 @@ class Command(BaseCommand):
         unknown = set(chosen) - set(METHODS)
         if unknown:
             raise CommandError(f"Unknown method(s) {', '.join(sorted(unknown))}; use {', '.join(METHODS)}.")
-        _run("hybrid", owner, "warm up")
+        try:
+            _run("hybrid", owner, "warm up")
+        except StoreBusy as exc:
+            raise CommandError(
+                f"{exc} Stop the web server first (it owns the embedded store), run with QDRANT_URL, "
+                "or put the questions in the tenant's own set (the evaluation page)."
+            ) from exc
         per_question: list[dict[str, Any]] = []
         for row in rows:
             record: dict[str, Any] = {"id": row.get("id"), "corpus": row.get("corpus"), "kind": row.get("kind")}
@@ -101,9 +110,19 @@ class Command(BaseCommand):
         if not count:
             raise CommandError(f"{owner.slug} has no evaluation questions yet: close an item of its curation queue.")
         self.stdout.write(f"{owner.slug}: {count} evaluation question(s){'' if answers else ', retrieval only'}…")
-        run = evaluation_run(EvalRun.objects.create(tenant=owner, answers=answers, trigger="command"))
+        run = EvalRun.objects.create(tenant=owner, answers=answers, trigger="command", state=EvalRun.State.RUNNING)
+        run = evaluation_run(run)  # claimed from the start: no runner takes it meanwhile
+        if run.state == EvalRun.State.QUEUED:  # the web server owns the embedded store: its runner runs it
+            self.stdout.write(
+                "The web server owns the embedded vector store; its evaluation runner runs this. Waiting…"
+            )
+            run = wait_for(run, timeout=WAIT_S)
         if run.state != EvalRun.State.DONE:
-            raise CommandError(run.error)
+            raise CommandError(
+                run.error
+                or f"The run is still {run.state} after {WAIT_S // 60} minutes: is the web "
+                "server running? It stays queued and the evaluation page shows it when it ends."
+            )
         figures = run.metrics
         self.stdout.write("| " + " | ".join(METRICS) + " | errors |")
         self.stdout.write("|" + "---|" * (len(METRICS) + 1))
