@@ -95,7 +95,8 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> li
         except knowledge_services.UploadQuotaExceeded as exc:
             raise FixRefused(str(exc)) from exc
         stored = list(job.params.get("files") or [])
-        if not stored:
+        if not stored:  # the job row goes with the transaction; its folder goes now
+            knowledge_services.upload_files_remove(job)
             problems = [e.get("error", "") for e in job.params.get("errors", []) + job.params.get("skips", [])]
             raise FixRefused("The file was not accepted: " + (" ".join(problems) or "nothing in it could be read."))
         fix.detail = ", ".join(ids.display_name(key) for key in stored)[:1000]
