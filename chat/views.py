@@ -38,7 +38,7 @@ def chat_page(request: TenantRequest) -> HttpResponse:
         "tenant": request.tenant,
         "sessions": _own_sessions(request)[:30],
         "session": session,
-        "chat_messages": session.messages.all() if session else [],
+        "chat_messages": session.messages.select_related("record") if session else [],
         "assistants": Assistant.objects.for_tenant(request.tenant),
         "chat_model": model_status(),  # starting, ready, restarting (after a crash), failed: staff see which
     }
