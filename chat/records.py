@@ -10,8 +10,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-
 from chat.models import AnswerRecord, Verdict
 from chat.services import Answer
 from knowledge import selectors
@@ -84,12 +82,11 @@ def verdict_record(*, record: AnswerRecord, given: VerdictGiven, channel: str, u
             errors["document_id"] = "No such document in this knowledge base."
     if errors:
         raise VerdictInvalid(errors)
-    with transaction.atomic():
-        return Verdict.objects.create(
-            tenant=record.tenant, answer=record, helpful=given.helpful, reason=given.reason, claims=claims,
-            correct_answer=correct, document=document, channel=channel,
-            user=user if user is not None and user.is_authenticated else None, api_key=api_key,
-        )  # fmt: skip
+    return Verdict.objects.create(
+        tenant=record.tenant, answer=record, helpful=given.helpful, reason=given.reason, claims=claims,
+        correct_answer=correct, document=document, channel=channel,
+        user=user if user is not None and user.is_authenticated else None, api_key=api_key,
+    )  # fmt: skip
 
 
 def answer_get(*, tenant: Tenant, answer_id: Any) -> AnswerRecord | None:

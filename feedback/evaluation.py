@@ -43,7 +43,11 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 def _key(key: Any) -> str:
-    return str(key or "").replace("\\", "/").strip().lstrip("./").lstrip("/")
+    """A document key as the public harness compares them (its norm_key): slashes, no leading "./" or "/"."""
+    key = str(key or "").replace("\\", "/").strip()
+    while key.startswith("./"):
+        key = key[2:]
+    return key.lstrip("/")
 
 
 def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[str, Any]:

@@ -3,7 +3,7 @@ tenant's evaluation set with its runs over time. Every page is the tenant's admi
 
 from __future__ import annotations
 
-import re
+import logging
 from typing import Any
 
 from django.contrib import messages
@@ -11,7 +11,6 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from chat import services as chat_services
 from chat.models import AnswerRecord, Verdict
 from feedback import selectors, services
 from feedback.evaluation import METRICS
@@ -19,10 +18,12 @@ from feedback.models import Fix
 from feedback.plot import evaluation_plot
 from knowledge import selectors as knowledge_selectors
 from knowledge.models import Chunk, Status
+from knowledge.search.retrieval import RetrieveFilters, retrieve
 from tenants.access import TenantRequest, tenant_member_required
 
+logger = logging.getLogger(__name__)
+
 CANDIDATE_CHUNKS = 3  # of the document the verdict names: the best-matching chunks, to mark critical in one click
-MAX_SCORED_CHUNKS = 300
 MAX_UPLOAD_BYTES = 50 * 2**20
 
 
@@ -76,23 +77,17 @@ def _live_chunks(request: TenantRequest, chunk_ids: list[str]) -> dict[str, Chun
 
 
 def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
-    """The chunks of the document the verdict names that best answer the question (the cross-encoder reads them;
-    without it, the ones sharing most words with the question), to be marked critical in one click."""
+    """The chunks of the document the verdict names that best answer the question, ranked by the same hybrid
+    retrieval within that document only, to be marked critical in one click."""
     if verdict.document is None or verdict.document.status != Status.ACTIVE:
         return []
-    chunks = knowledge_selectors.document_live_chunks(tenant=request.tenant, document=verdict.document,
-                                                      limit=MAX_SCORED_CHUNKS)  # fmt: skip
-    if len(chunks) <= CANDIDATE_CHUNKS:
-        return chunks
-    question = verdict.answer.question
-    scorer = chat_services.cross_encoder()
-    if scorer is not None:
-        scores = [float(s) for s in scorer(question, [c.text[:2000] for c in chunks])]
-    else:
-        words = set(re.findall(r"\w+", question.lower()))
-        scores = [float(len(words & set(re.findall(r"\w+", c.text.lower())))) for c in chunks]
-    ranked = sorted(zip(scores, range(len(chunks)), strict=True), reverse=True)[:CANDIDATE_CHUNKS]
-    return [chunks[i] for _, i in ranked]
+    within = RetrieveFilters(document_ids=[verdict.document.document_id])
+    try:
+        hits = retrieve(tenant=request.tenant, query=verdict.answer.question, top_k=CANDIDATE_CHUNKS, filters=within)
+    except Exception:  # the item's other fixes stay usable; the reason is in the log
+        logger.exception("Candidate chunks of %s could not be ranked", verdict.document.document_id)
+        return []
+    return [hit.chunk for hit in hits]
 
 
 @tenant_member_required(admin=True)

@@ -229,12 +229,6 @@ def live_chunks_by_key(*, tenant: Tenant, chunk_ids: list[str]) -> dict[str, Chu
     return {row.chunk_id: row for row in rows}
 
 
-def document_live_chunks(*, tenant: Tenant, document: Document, limit: int) -> list[Chunk]:
-    """A live document's active chunks in order (the first `limit`)."""
-    chunks = Chunk.objects.for_tenant(tenant).filter(document=document, status=Status.ACTIVE)
-    return list(chunks.select_related("document").order_by("index")[:limit])
-
-
 def index_state(*, tenant: Tenant) -> dict[str, Any]:
     """The tenant's live documents: how many, and when the last one changed (a reindex or a curation moves it)."""
     live = (

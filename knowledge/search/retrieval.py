@@ -105,12 +105,14 @@ class RetrieveFilters:
     mode: str = "auto"
     statuses: list[str] = field(default_factory=lambda: [Status.ACTIVE])
     critical_only: bool = False
+    document_ids: list[str] | None = None  # within these documents only (a curation item's named document)
 
     def scope(self, tenant: Tenant) -> Scope:
         return Scope(
             tenant=str(tenant.public_id),  # from the caller, never from the request body
             statuses=list(self.statuses),
             source_ids=self.source_ids,
+            document_ids=self.document_ids,
             tags=self.tags or None,
             mode=self.mode if self.mode in ("documental", "code") else None,
             critical_only=self.critical_only,

@@ -130,6 +130,8 @@ def test_marking_the_right_chunk_critical_closes_the_item_and_lifts_it_in_retrie
     chunk = Chunk.objects.get(document=_document("old-warranty.md"), status=Status.ACTIVE)
     page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
     assert f"critical:{chunk.public_id}" in page  # the named document's best part, one click away
+    candidates = page[page.index("the parts that best answer") : page.index("What was retrieved")]
+    assert candidates.count('class="chunk candidate') == 1 and str(chunk.public_id) in candidates  # that one only
     response = _fix(admin, item, fix=f"critical:{chunk.public_id}", expected="one year")
     assert response.status_code == 302 and response["Location"] == "/t/acme/curation/"
     fix = Fix.objects.get(verdict=item)
@@ -207,7 +209,7 @@ def test_a_refused_fix_says_why_and_changes_nothing(acme, tenant_b, tmp_path):
     assert Fix.objects.count() == 1
 
 
-def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_keeps_each_run(acme):
+def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_keeps_each_run(acme, tenant_b):
     admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
     with pytest.raises(CommandError, match="no evaluation questions"):
         call_command("evaluate", "acme", "--retrieval-only")
@@ -215,7 +217,9 @@ def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_k
     services.item_fix(tenant=acme["tenant"], verdict=_item(acme), user=admin,
                       wanted=services.FixRequest(action="critical", chunk_id=str(chunk.public_id),
                                                  expected="two year"))  # fmt: skip
+    EvalQuestion.objects.create(tenant=tenant_b, question="Where is the Falcon launch code?", answer="Oslo")
     exported = _client(admin).get("/t/acme/evaluation/export.jsonl")
+    assert "Falcon" not in exported.content.decode() and len(exported.content.decode().splitlines()) == 1
     assert exported["Content-Type"] == "application/jsonl"
     row = json.loads(exported.content.decode().splitlines()[0])
     public = {"id", "corpus", "lang", "kind", "question", "relevant_docs", "answer", "evidence", "answerable"}
@@ -225,6 +229,7 @@ def test_the_evaluation_set_exports_as_public_jsonl_and_evaluate_scores_it_and_k
     call_command("evaluate", "acme", "--retrieval-only", stdout=out)
     run = EvalRun.objects.get()
     assert run.state == "done" and run.trigger == "command" and run.metrics["recall@5"] == 1.0
+    assert run.metrics["questions"] == 1 and run.tenant == acme["tenant"]  # another tenant's set is not read
     assert run.metrics["n_recall@5"] == 1 and run.metrics["answered_wrong"] is None  # no answers asked
     assert "1.000 (n=1)" in out.getvalue()
     # A curation later, then a run from the page (the background task runs inline in tests): the plot marks it.
