@@ -54,7 +54,8 @@ class Plot:
 
 def _what_changed(before: dict, after: dict) -> str:
     said = []
-    if before.get("model") != after.get("model"):
+    models = before.get("model", ""), after.get("model", "")
+    if models[0] != models[1] and not any(m.startswith("(") for m in models):  # "(retrieval only)" is no model
         said.append("model")
     if before.get("embedder") != after.get("embedder"):
         said.append("embedder")
