@@ -30,6 +30,8 @@ from pathlib import Path
 
 from _django import setup
 
+from tenants.principals import Viewer
+
 QUESTIONS = [
     "How do I load a folder of documents into a tenant?",
     "Which variable switches the database to PostgreSQL?",
@@ -84,7 +86,7 @@ def main() -> None:
     options = AnswerSettings(temperature=0.0, max_tokens=MAX_TOKENS)
     prompts = []
     for question in ["warm up", *QUESTIONS]:  # the first, untimed, evaluates the system prefix everywhere
-        sources = prepare(tenant=tenant, question=question, options=options)
+        sources = prepare(viewer=Viewer.everything(tenant), question=question, options=options)
         prompt, _ = focused_prompt(question, sources, options, approximate_tokens, n_ctx - MAX_TOKENS - 64)
         prompts.append(prompt.messages)
     from knowledge.index.vectorstore import reset_store

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from tenants.principals import Viewer
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RAG_DEBUG", "true")
@@ -72,11 +74,12 @@ def main() -> None:
     for name in args.variants.split(","):
         rerank, cross = VARIANTS[name]
         rows = []
-        prepare(tenant=tenant, question="warm up", options=AnswerSettings(top_k=args.top_k), rerank=rerank,
+        viewer = Viewer.everything(tenant)
+        prepare(viewer=viewer, question="warm up", options=AnswerSettings(top_k=args.top_k), rerank=rerank,
                 cross_focus=cross)  # fmt: skip
         for q in questions:
             started = time.perf_counter()
-            sources = prepare(tenant=tenant, question=q["question"], options=AnswerSettings(top_k=args.top_k),
+            sources = prepare(viewer=viewer, question=q["question"], options=AnswerSettings(top_k=args.top_k),
                               rerank=rerank, cross_focus=cross)  # fmt: skip
             ms = (time.perf_counter() - started) * 1000
             phrase = q["answer"] if q["answerable"] else ""

@@ -91,7 +91,7 @@ class AnswerApi(TenantApiView):
         filters = scope_filters(data["scope"]) if "scope" in data else None
         options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
         if data["stream"] or request.accepted_renderer.format == "sse":
-            stream = services.stream_answer(tenant=self.tenant, question=data["question"], options=options)
+            stream = services.stream_answer(viewer=self.viewer, question=data["question"], options=options)
             first = admitted(next, stream)  # the Sources: a full queue or retrieval errors answer before streaming
 
             def on_done(result: services.Answer) -> dict[str, Any]:
@@ -101,12 +101,12 @@ class AnswerApi(TenantApiView):
                 yield from stream_events(chain(first, stream), on_done)
 
             return sse_response(events())
-        result = admitted(services.answer_question, tenant=self.tenant, question=data["question"], options=options)
+        result = admitted(services.answer_question, viewer=self.viewer, question=data["question"], options=options)
         return Response(answer_payload(result, answer_id=self._record(request, data["question"], result).public_id))
 
     def _record(self, request: Request, question: str, result: services.Answer) -> AnswerRecord:
         key = request.auth if isinstance(request.auth, ApiKey) else None
-        return records.answer_record(tenant=self.tenant, question=question, result=result, channel="api",
+        return records.answer_record(viewer=self.viewer, question=question, result=result, channel="api",
                                      user=None if key else request.user, api_key=key)  # fmt: skip
 
 
@@ -127,7 +127,7 @@ class VerdictApi(TenantApiView):
         key = request.auth if isinstance(request.auth, ApiKey) else None
         try:
             verdict = records.verdict_record(
-                record=record, given=records.VerdictGiven(**incoming.validated_data), channel="api",
+                viewer=self.viewer, record=record, given=records.VerdictGiven(**incoming.validated_data), channel="api",
                 user=None if key else request.user, api_key=key,
             )  # fmt: skip
         except records.VerdictInvalid as invalid:

@@ -16,18 +16,19 @@ from knowledge import selectors
 from knowledge.models import Document
 from knowledge.shapes import HitSerializer
 from tenants.models import ApiKey, Tenant
+from tenants.principals import Viewer
 
 HIT_TEXT_CHARS = 600  # a hit's text as kept with the answer: enough to judge it, not a copy of the corpus
 MAX_CORRECT_ANSWER_CHARS = 2000
 
 
-def index_state(*, tenant: Tenant, documents: list[Document]) -> dict[str, Any]:
-    """What the index held for this answer: the versions of the documents it read, and the tenant's live total and
-    last change (a later reindex or curation shows as a different state)."""
-    return {"documents": {d.document_id: d.version for d in documents}, **selectors.index_state(tenant=tenant)}
+def index_state(*, viewer: Viewer, documents: list[Document]) -> dict[str, Any]:
+    """What the index held for this answer: the versions of the documents it read, and the live total and last
+    change the asker could see (a later reindex or curation shows as a different state)."""
+    return {"documents": {d.document_id: d.version for d in documents}, **selectors.index_state(viewer=viewer)}
 
 
-def answer_record(*, tenant: Tenant, question: str, result: Answer, channel: str, user: Any = None,
+def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str, user: Any = None,
                   api_key: ApiKey | None = None) -> AnswerRecord:  # fmt: skip
     hits = []
     for rank, data in enumerate(HitSerializer(result.hits, many=True).data, 1):
@@ -35,9 +36,9 @@ def answer_record(*, tenant: Tenant, question: str, result: Answer, channel: str
         hits.append({**data, "rank": rank, "text": text[:HIT_TEXT_CHARS] + ("…" if len(text) > HIT_TEXT_CHARS else "")})
     documents = list({hit.chunk.document_id: hit.chunk.document for hit in result.hits}.values())
     return AnswerRecord.objects.create(
-        tenant=tenant, channel=channel, question=question, answer=result.answer, status=result.status,
+        tenant=viewer.tenant, channel=channel, question=question, answer=result.answer, status=result.status,
         generated=result.generated, model=result.model, citations=result.citations, claims=result.claims, hits=hits,
-        index_state=index_state(tenant=tenant, documents=documents),
+        index_state=index_state(viewer=viewer, documents=documents),
         user=user if user is not None and user.is_authenticated else None, api_key=api_key,
     )  # fmt: skip
 
@@ -59,9 +60,11 @@ class VerdictGiven:
     document_id: str = ""  # a hit's document_id, or a document's public id
 
 
-def verdict_record(*, record: AnswerRecord, given: VerdictGiven, channel: str, user: Any = None,
+def verdict_record(*, viewer: Viewer, record: AnswerRecord, given: VerdictGiven, channel: str, user: Any = None,
                    api_key: ApiKey | None = None) -> Verdict:  # fmt: skip
-    """Check and keep one verdict. A document is looked up in the answer's own tenant only."""
+    """Check and keep one verdict. A document is looked up among those the giver sees in the answer's tenant."""
+    if viewer.tenant.pk != record.tenant_id:
+        raise ValueError("A verdict is given in the answer's own tenant.")
     errors: dict[str, str] = {}
     if given.reason and given.reason not in Verdict.Reason.values:
         errors["reason"] = "One of " + ", ".join(Verdict.Reason.values) + "."
@@ -77,7 +80,7 @@ def verdict_record(*, record: AnswerRecord, given: VerdictGiven, channel: str, u
         errors["correct_answer"] = f"At most {MAX_CORRECT_ANSWER_CHARS:,} characters."
     document = None
     if given.document_id.strip():
-        document = selectors.document_get(tenant=record.tenant, document_id=given.document_id.strip())
+        document = selectors.document_get(viewer=viewer, document_id=given.document_id.strip())
         if document is None:
             errors["document_id"] = "No such document in this knowledge base."
     if errors:
@@ -104,15 +107,18 @@ def _is_uuid(value: Any) -> bool:
 MAX_LISTED_DOCUMENTS = 500
 
 
-def verdict_documents(record: AnswerRecord) -> dict[str, list[tuple[str, str]]]:
+def verdict_documents(record: AnswerRecord, viewer: Viewer) -> dict[str, list[tuple[str, str]]]:
     """The documents a verdict may name: those retrieved for the answer first, then the tenant's other live
-    documents by key (the first MAX_LISTED_DOCUMENTS), as (document_id, label) pairs."""
+    documents by key (the first MAX_LISTED_DOCUMENTS), as (document_id, label) pairs; only those the viewer sees."""
+    seen = _visible_ids(viewer, [str(hit.get("document_id")) for hit in record.hits])
     retrieved: dict[str, str] = {}
     for hit in record.hits:
+        if str(hit.get("document_id")) not in seen:
+            continue
         title = f" — {hit['title']}" if hit.get("title") else ""
         retrieved.setdefault(str(hit.get("document_id")), f"{hit.get('document_key')}{title}")
     others = (
-        selectors.live_documents(tenant=record.tenant)
+        selectors.live_documents(viewer=viewer)
         .exclude(document_id__in=list(retrieved))
         .order_by("document_key")
         .only("document_id", "document_key", "title")[:MAX_LISTED_DOCUMENTS]
@@ -121,3 +127,34 @@ def verdict_documents(record: AnswerRecord) -> dict[str, list[tuple[str, str]]]:
         "retrieved": list(retrieved.items()),
         "others": [(d.document_id, d.display_key + (f" — {d.title}" if d.title else "")) for d in others],
     }
+
+
+NOT_AVAILABLE = "(not available to you)"
+
+
+def _visible_ids(viewer: Viewer, document_ids: list[str]) -> set[str]:
+    wanted = sorted({d for d in document_ids if d})
+    if not wanted:
+        return set()
+    return set(selectors.visible_documents(viewer).filter(document_id__in=wanted).values_list("document_id", flat=True))
+
+
+def masked_for(viewer: Viewer, *, text: str, citations: list[dict[str, Any]], claims: list[dict[str, Any]]
+               ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+    """A kept answer as this viewer may read it now: a citation of a document it can no longer see says "not
+    available to you" (no key, no title, no text), and so does every sentence resting on one, with its evidence."""
+    visible = _visible_ids(viewer, [str(c.get("document_id") or "") for c in citations])
+    hidden = {c.get("n") for c in citations if str(c.get("document_id") or "") not in visible}
+    if not hidden:
+        return text, citations, claims
+    shown_citations = [
+        {"n": c.get("n"), "hidden": True, "label": NOT_AVAILABLE} if c.get("n") in hidden else c for c in citations
+    ]
+    shown_claims = []
+    for claim in claims:
+        if hidden & set(claim.get("citations") or []):
+            shown_claims.append({**claim, "text": NOT_AVAILABLE, "quotes": [], "hidden": True})
+        else:
+            shown_claims.append({**claim, "quotes": [q for q in claim.get("quotes") or [] if q.get("n") not in hidden]})
+    shown_text = " ".join(str(c["text"]) for c in shown_claims) if shown_claims else NOT_AVAILABLE
+    return shown_text, shown_citations, shown_claims

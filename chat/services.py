@@ -29,6 +29,7 @@ from inference.embedders import get_embedder
 from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from tenants.models import Tenant
+from tenants.principals import Viewer
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ def cross_encoder():
 
 
 def prepare(
-    *, tenant: Tenant, question: str, options: AnswerSettings, budget_chars: int | None = None,
+    *, viewer: Viewer, question: str, options: AnswerSettings, budget_chars: int | None = None,
     rerank: bool | None = None, cross_focus: bool | None = None,
 ) -> Sources:  # fmt: skip
     """Retrieve (the cross-encoder reranking the hybrid's first candidates); then, for an identifier the question
@@ -185,13 +186,13 @@ def prepare(
     rerank = settings.RAG_ANSWER_RERANK if rerank is None else rerank
     cross_focus = settings.RAG_ANSWER_CROSS_FOCUS if cross_focus is None else cross_focus
     started = time.perf_counter()
-    hits = retrieve(tenant=tenant, query=question, top_k=options.top_k, filters=options.filters, rerank=rerank)
+    hits = retrieve(viewer=viewer, query=question, top_k=options.top_k, filters=options.filters, rerank=rerank)
     timings = {"retrieve_ms": (time.perf_counter() - started) * 1000}
     candidates = hits[: settings.RAG_ANSWER_EXCERPTS]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
     for name in missing[:MAX_REPAIR_SEARCHES]:
         known = {hit.chunk.chunk_id for hit in candidates}
-        found = retrieve(tenant=tenant, query=name, top_k=REPAIR_TOP_K, filters=options.filters, specific=True)
+        found = retrieve(viewer=viewer, query=name, top_k=REPAIR_TOP_K, filters=options.filters, specific=True)
         new = [hit for hit in found if hit.chunk.chunk_id not in known]
         candidates += [hit for hit in new if not missing_identifiers(name, [hit.chunk.text])]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
@@ -310,25 +311,25 @@ class AnswerAdmission:
 ADMISSION = AnswerAdmission()
 
 
-def stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
+def stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
     """Yield the Sources as soon as retrieval is done, then token deltas as they come, then the final Answer.
 
     Raises AnswersBusy at the first step when this process already has its limit of pending answers."""
     ADMISSION.enter()
     entered = time.perf_counter()
     try:
-        yield from _stream_answer(tenant=tenant, question=question, options=options)
+        yield from _stream_answer(viewer=viewer, question=question, options=options)
     finally:
         ADMISSION.leave(time.perf_counter() - entered)
 
 
-def _stream_answer(*, tenant: Tenant, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
+def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
     model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
     budget = context_budget(model.prefill_rate if model is not None else None)
-    sources = prepare(tenant=tenant, question=question, options=options, budget_chars=budget)
+    sources = prepare(viewer=viewer, question=question, options=options, budget_chars=budget)
     timings = {**sources.timings, "sources_ms": elapsed(), "context_chars": budget}
     yield sources
     if not sources.excerpts:
@@ -413,9 +414,9 @@ def preload_chat_model(wait_s: float | None = None) -> None:
             return
 
 
-def answer_question(*, tenant: Tenant, question: str, options: AnswerSettings) -> Answer:
+def answer_question(*, viewer: Viewer, question: str, options: AnswerSettings) -> Answer:
     result = None
-    for item in stream_answer(tenant=tenant, question=question, options=options):
+    for item in stream_answer(viewer=viewer, question=question, options=options):
         if isinstance(item, Answer):
             result = item
     assert result is not None

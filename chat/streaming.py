@@ -14,9 +14,8 @@ from chat import services
 from chat.shapes import answer_payload, sources_payload
 from core.errors import error_reference
 from inference.llm import ModelUnavailable
-from knowledge.index.vectorstore import StoreBusy
 from knowledge.search.retrieval import IndexMismatch
-from knowledge.shapes import StoreUnavailable
+from knowledge.shapes import StoreBusy, StoreUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -34,11 +34,16 @@ def chat_page(request: TenantRequest) -> HttpResponse:
     session = None
     if request.GET.get("session"):
         session = _own_sessions(request).public_or_404(request.GET["session"])
+    chat_messages = list(session.messages.select_related("record")) if session else []
+    for message in chat_messages:  # a document hidden since the answer was given is "not available to you"
+        message.text, message.citations, message.claims = records.masked_for(
+            request.viewer, text=message.text, citations=message.citations, claims=message.claims
+        )
     context = {
         "tenant": request.tenant,
         "sessions": _own_sessions(request)[:30],
         "session": session,
-        "chat_messages": session.messages.select_related("record") if session else [],
+        "chat_messages": chat_messages,
         "assistants": Assistant.objects.for_tenant(request.tenant),
         "chat_model": model_status(),  # starting, ready, restarting (after a crash), failed: staff see which
     }
@@ -66,18 +71,18 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     session = _own_sessions(request).public_or_404(session_id) if session_id else None
     options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
     try:
-        stream = _started(services.stream_answer(tenant=request.tenant, question=question, options=options))
+        stream = _started(services.stream_answer(viewer=request.viewer, question=question, options=options))
     except (services.AnswersBusy, ModelUnavailable) as busy:
         response = HttpResponse(str(busy), status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = str(busy.retry_after)
         return response
-    tenant, user = request.tenant, request.user
+    tenant, user, viewer = request.tenant, request.user, request.viewer
 
     def on_done(result: services.Answer) -> dict[str, Any]:
         nonlocal session
         if session is None:  # created only once there is an answer to keep: a failed stream leaves nothing behind
             session = ChatSession.objects.create(tenant=tenant, user=user, assistant=assistant)
-        record = records.answer_record(tenant=tenant, question=question, result=result, channel="chat", user=user)
+        record = records.answer_record(viewer=viewer, question=question, result=result, channel="chat", user=user)
         message = services.session_record(tenant=tenant, session=session, question=question, result=result,
                                           record=record)  # fmt: skip
         return {
@@ -115,6 +120,9 @@ def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
     """👍 / 👎 on one answer (or some of its claims), with a reason, the right answer or the document that holds
     it. A thumbs-down goes to the tenant admins' curation queue. GET: the form (or what this user already said)."""
     record = _own_answers(request).public_or_404(answer_id)
+    record.answer, record.citations, record.claims = records.masked_for(
+        request.viewer, text=record.answer, citations=record.citations, claims=record.claims
+    )
     context: dict[str, Any] = {"tenant": request.tenant, "record": record, "reasons": Verdict.Reason.choices}
     status = 200
     if request.method == "POST" and not record.verdicts.filter(user=request.user).exists():  # once a person
@@ -124,10 +132,10 @@ def answer_verdict(request: TenantRequest, answer_id: str) -> HttpResponse:
             correct_answer=request.POST.get("correct_answer", ""), document_id=request.POST.get("document_id", ""),
         )  # fmt: skip
         try:
-            records.verdict_record(record=record, given=given, channel="chat", user=request.user)
+            records.verdict_record(viewer=request.viewer, record=record, given=given, channel="chat", user=request.user)
         except records.VerdictInvalid as invalid:
             context["errors"], context["given"], status = invalid.errors, given, 400
     context["mine"] = record.verdicts.filter(user=request.user).first()
     if context["mine"] is None:
-        context["documents"] = records.verdict_documents(record)
+        context["documents"] = records.verdict_documents(record, request.viewer)
     return render(request, "chat/partials/_verdict.html", context, status=status)

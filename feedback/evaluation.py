@@ -19,9 +19,10 @@ from core.errors import error_reference
 from feedback.models import EvalQuestion, EvalRun, Fix
 from inference.embedders import get_embedder
 from knowledge import selectors
-from knowledge.index.vectorstore import StoreBusy
 from knowledge.search.retrieval import retrieve
+from knowledge.shapes import StoreBusy
 from tenants.models import Tenant
+from tenants.principals import Viewer
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,11 @@ def _key(key: Any) -> str:
 
 
 def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[str, Any]:
+    """One question of the tenant's own set, as its admins (who run evaluations) see the knowledge: all of it."""
     row: dict[str, Any] = {"question": q.question, "answerable": q.answerable, "uuid": str(q.public_id)}
     relevant = {_key(k) for k in q.relevant_docs}
     try:
-        hits = retrieve(tenant=tenant, query=q.question, top_k=RETRIEVE_TOP_K)
+        hits = retrieve(viewer=Viewer.everything(tenant), query=q.question, top_k=RETRIEVE_TOP_K)
     except StoreBusy:
         raise  # not this question's fault: this process cannot search (another owns the embedded store)
     except Exception as exc:  # one failing question is a miss, recorded; the run goes on
@@ -70,7 +72,7 @@ def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[st
         return row
     started = time.perf_counter()
     try:
-        result = chat_services.answer_question(tenant=tenant, question=q.question,
+        result = chat_services.answer_question(viewer=Viewer.everything(tenant), question=q.question,
                                                options=chat_services.AnswerSettings.from_assistant(None))  # fmt: skip
     except StoreBusy:
         raise
@@ -106,7 +108,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def system_context(tenant: Tenant, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the system was during the run: the plot marks a point where any of this changed."""
-    index = selectors.index_state(tenant=tenant)
+    index = selectors.index_state(viewer=Viewer.everything(tenant))
     models = sorted({r["model"] for r in rows if r.get("model")})
     embedder = get_embedder().identity
     return {

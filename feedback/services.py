@@ -15,6 +15,7 @@ from knowledge import ids, selectors
 from knowledge import services as knowledge_services
 from knowledge.models import Document, Status
 from tenants.models import Tenant
+from tenants.principals import Viewer
 
 MAX_PHRASE_CHARS = 1000
 
@@ -65,18 +66,18 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> li
     """Do the fix; returns the keys of the documents that hold the right answer (the question's relevant_docs)."""
     named = [verdict.document.display_key] if verdict.document is not None else []
     if wanted.action == Fix.Action.CRITICAL:
-        chunk = selectors.chunk_get(tenant=tenant, public_id=wanted.chunk_id)
+        chunk = selectors.chunk_get(viewer=Viewer.everything(tenant), public_id=wanted.chunk_id)
         if chunk is None or chunk.status != Status.ACTIVE:
             raise FixRefused("That chunk is no longer in the knowledge base (a newer version replaced it).")
         knowledge_services.chunks_set_critical(
-            tenant=tenant, chunks=selectors.chunk_rows(tenant=tenant, chunk=chunk), critical=True
+            tenant=tenant, chunks=selectors.chunk_rows(viewer=Viewer.everything(tenant), chunk=chunk), critical=True
         )
         fix.chunk, fix.document = chunk, chunk.document
         fix.detail = f"{chunk.document.display_key} · {chunk.heading or f'chunk {chunk.index + 1}'}"
         return [chunk.document.display_key]
     if wanted.action in (Fix.Action.RETIRE, Fix.Action.TAG):
         document = _document(tenant, wanted.document_id)
-        rows = selectors.document_rows(tenant=tenant, document=document)
+        rows = selectors.document_rows(viewer=Viewer.everything(tenant), document=document)
         if wanted.action == Fix.Action.RETIRE:
             knowledge_services.documents_retire(tenant=tenant, documents=rows)
             fix.document, fix.detail = document, document.display_key
@@ -108,7 +109,11 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> li
 
 
 def _document(tenant: Tenant, document_id: str) -> Document:
-    document = selectors.document_get(tenant=tenant, document_id=document_id.strip()) if document_id.strip() else None
+    document = (
+        selectors.document_get(viewer=Viewer.everything(tenant), document_id=document_id.strip())
+        if document_id.strip()
+        else None
+    )
     if document is None:
         raise FixRefused("Choose a document of this knowledge base.")
     return document

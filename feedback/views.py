@@ -38,7 +38,7 @@ def queue_page(request: TenantRequest) -> HttpResponse:
         "filters": filters,
         "reasons": Verdict.Reason.choices,
         "channels": AnswerRecord.Channel.choices,
-        "sources": knowledge_selectors.source_list(tenant=request.tenant),
+        "sources": knowledge_selectors.source_list(viewer=request.viewer),
     }
     return render(request, "feedback/queue.html", context)
 
@@ -73,7 +73,7 @@ def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
 
 def _live_chunks(request: TenantRequest, chunk_ids: list[str]) -> dict[str, Chunk]:
     """The chunks of the answer's hits as they are now (a reindex may have replaced or removed them)."""
-    return knowledge_selectors.live_chunks_by_key(tenant=request.tenant, chunk_ids=chunk_ids)
+    return knowledge_selectors.live_chunks_by_key(viewer=request.viewer, chunk_ids=chunk_ids)
 
 
 def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
@@ -83,7 +83,7 @@ def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
         return []
     within = RetrieveFilters(document_ids=[verdict.document.document_id])
     try:
-        hits = retrieve(tenant=request.tenant, query=verdict.answer.question, top_k=CANDIDATE_CHUNKS, filters=within)
+        hits = retrieve(viewer=request.viewer, query=verdict.answer.question, top_k=CANDIDATE_CHUNKS, filters=within)
     except Exception:  # the item's other fixes stay usable; the reason is in the log
         logger.exception("Candidate chunks of %s could not be ranked", verdict.document.document_id)
         return []

@@ -137,7 +137,8 @@ class SourceAdmin(TenantScopedAdmin):
     list_display = ["source_id", "label", "kind", "tenant", "document_count", "last_synced_at"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "kind", TagListFilter]
     search_fields = ["source_id", "label", "path"]
-    readonly_fields = ["source_id", "name", "public_id", "created_at", "last_synced_at"]
+    # Access is changed on the sources page or the API (checked principals, payloads updated), not here.
+    readonly_fields = ["source_id", "name", "public_id", "access", "created_at", "last_synced_at"]
     filter_horizontal = ["tags"]
 
     @admin.display(description="documents")

@@ -21,7 +21,6 @@ from rest_framework.views import APIView
 from core.parsers import SafeJSONParser
 from knowledge import ids, selectors, services
 from knowledge.ids import OCR_LANGUAGES_RE
-from knowledge.index.vectorstore import StoreBusy
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
@@ -37,6 +36,7 @@ from knowledge.shapes import (
     JobOutput,
     RetrieveInput,
     SourceOutput,
+    StoreBusy,
     StoreUnavailable,
     hit_location,
     plain_errors,
@@ -46,6 +46,7 @@ from knowledge.shapes import (
 from tenants.access import TenantApiView, found_or_404
 from tenants.authentication import BearerApiKeyAuthentication
 from tenants.models import ApiKey
+from tenants.principals import UnknownPrincipal, principals_check, viewer_for
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class RetrieveApi(TenantApiView):
         if data["include_superseded"]:
             filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
         hits = run_retrieval(
-            retrieve, tenant=self.tenant, query=data["query"], top_k=data["top_k"], filters=filters,
+            retrieve, viewer=self.viewer, query=data["query"], top_k=data["top_k"], filters=filters,
             specific=data["specific"], rerank=data["rerank"],
         )  # fmt: skip
         return Response({"query": data["query"], "hits": HitSerializer(hits, many=True).data})
@@ -86,7 +87,7 @@ class BootstrapApi(TenantApiView):
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         filters = scope_filters(data.get("scope"))
-        pack = run_retrieval(bootstrap, tenant=self.tenant, intent=data["intent"], filters=filters)
+        pack = run_retrieval(bootstrap, viewer=self.viewer, intent=data["intent"], filters=filters)
         return Response(pack)
 
 
@@ -94,7 +95,28 @@ class BootstrapApi(TenantApiView):
 
 
 def _source(view: TenantApiView, source_id: str) -> Source:
-    return found_or_404(selectors.source_get(tenant=view.tenant, public_id=source_id))
+    return found_or_404(selectors.source_get(viewer=view.viewer, public_id=source_id))
+
+
+def _access_context(view: TenantApiView) -> dict[str, bool]:
+    """Access lists are shown to whoever may change them: an admin's session or a write key acting for all."""
+    key = view.request.auth
+    if isinstance(key, ApiKey):
+        return {"show_access": key.scope == ApiKey.Scope.WRITE and key.acts_for_all}
+    return {"show_access": view.membership is not None and view.membership.is_admin}
+
+
+class AccessField(serializers.ListField):
+    """An access list: principals such as "tenant", "group:hr", "user:bob"."""
+
+    child = serializers.CharField(max_length=200)
+
+
+def _principals(view: TenantApiView, access: list[str]) -> list[str]:
+    try:
+        return principals_check(tenant=view.tenant, principals=access)
+    except UnknownPrincipal as exc:
+        raise serializers.ValidationError({"access": [str(exc)]}) from exc
 
 
 class SourceListApi(TenantApiView):
@@ -106,16 +128,21 @@ class SourceListApi(TenantApiView):
         default_mode = serializers.ChoiceField(choices=MODES, default="auto")
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, default="spa+eng")
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+        access = AccessField(required=False, max_length=100)
 
     @extend_schema(responses={200: SourceOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        return Response(SourceOutput(selectors.source_list(tenant=self.tenant), many=True).data)
+        sources = selectors.source_list(viewer=self.viewer)
+        return Response(SourceOutput(sources, many=True, context=_access_context(self)).data)
 
     @extend_schema(request=InputSerializer, responses={201: SourceOutput})
     def post(self, request: Request, tenant_slug: str) -> Response:
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
+        if "access" in data:
+            self.require_access_admin(request)
+            data["access"] = _principals(self, data["access"])
         try:
             with transaction.atomic():
                 if data["kind"] == "folder":
@@ -126,6 +153,8 @@ class SourceListApi(TenantApiView):
                 source.save(update_fields=["default_mode", "ocr_languages"])
                 for tag in data.get("tags") or []:
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
+                if "access" in data:
+                    services.source_set_access(tenant=self.tenant, source=source, access=data["access"])
         except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
             field = "path" if isinstance(exc, services.FolderNotAllowed) else "name"
             raise serializers.ValidationError({field: [str(exc)]}) from exc
@@ -133,7 +162,7 @@ class SourceListApi(TenantApiView):
             if "UNIQUE" in str(exc).upper() or "unique" in str(exc):
                 raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
             raise
-        return Response(SourceOutput(source).data, status=status.HTTP_201_CREATED)
+        return Response(SourceOutput(source, context=_access_context(self)).data, status=status.HTTP_201_CREATED)
 
 
 class SourceDetailApi(TenantApiView):
@@ -142,10 +171,12 @@ class SourceDetailApi(TenantApiView):
         default_mode = serializers.ChoiceField(choices=MODES, required=False)
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, required=False)
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+        access = AccessField(required=False, max_length=100, help_text='Who sees its documents: ["tenant"], '
+                             '["group:hr", "user:bob"]. An admin session or a write key acting for all.')  # fmt: skip
 
     @extend_schema(responses={200: SourceOutput})
     def get(self, request: Request, tenant_slug: str, source_id: str) -> Response:
-        return Response(SourceOutput(_source(self, source_id)).data)
+        return Response(SourceOutput(_source(self, source_id), context=_access_context(self)).data)
 
     @extend_schema(request=UpdateSerializer, responses={200: SourceOutput})
     def patch(self, request: Request, tenant_slug: str, source_id: str) -> Response:
@@ -153,13 +184,18 @@ class SourceDetailApi(TenantApiView):
         incoming = self.UpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
+        if "access" in data:
+            self.require_access_admin(request)
+            access = _principals(self, data["access"])
         for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
             if field in data:
                 setattr(source, field, data[field])
                 source.save(update_fields=[field])
         if "tags" in data:
             services.source_set_tags(tenant=self.tenant, source=source, tags=data["tags"])
-        return Response(SourceOutput(source).data)
+        if "access" in data:
+            services.source_set_access(tenant=self.tenant, source=source, access=access)
+        return Response(SourceOutput(_source(self, source_id), context=_access_context(self)).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, tenant_slug: str, source_id: str) -> Response:
@@ -232,13 +268,13 @@ class SourceSyncApi(TenantApiView):
 
 
 def _job(view: TenantApiView, job_id: str) -> IngestJob:
-    return found_or_404(selectors.job_get(tenant=view.tenant, public_id=job_id))
+    return found_or_404(selectors.job_get(viewer=view.viewer, public_id=job_id))
 
 
 class JobListApi(TenantApiView):
     @extend_schema(responses={200: JobOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        jobs = selectors.job_list(tenant=self.tenant)[:100]
+        jobs = selectors.job_list(viewer=self.viewer)[:100]
         return Response(JobOutput(jobs, many=True).data)
 
 
@@ -276,14 +312,14 @@ class JobRetryApi(TenantApiView):
 
 
 def _document(view: TenantApiView, document_id: str) -> Document:
-    return found_or_404(selectors.document_get(tenant=view.tenant, document_id=document_id))
+    return found_or_404(selectors.document_get(viewer=view.viewer, document_id=document_id))
 
 
 class DocumentListApi(TenantApiView):
     @extend_schema(responses={200: DocumentPageOutput}, operation_id="tenants_documents_list")
     def get(self, request: Request, tenant_slug: str) -> Response:
         params = request.query_params
-        documents = selectors.document_list(tenant=self.tenant, filters=selectors.DocumentFilters.from_params(params))
+        documents = selectors.document_list(viewer=self.viewer, filters=selectors.DocumentFilters.from_params(params))
         try:
             limit = min(max(int(params.get("limit", 100)), 1), 500)
             offset = min(max(int(params.get("offset", 0)), 0), MAX_OFFSET)
@@ -291,7 +327,8 @@ class DocumentListApi(TenantApiView):
             raise serializers.ValidationError({"limit": ["limit and offset are integers."]}) from exc
         total = documents.count()
         page = documents[offset : offset + limit]
-        return Response({"count": total, "results": DocumentOutput(page, many=True).data})
+        results = DocumentOutput(page, many=True, context=_access_context(self)).data
+        return Response({"count": total, "results": results})
 
 
 class DocumentDetailApi(TenantApiView):
@@ -299,10 +336,15 @@ class DocumentDetailApi(TenantApiView):
     class UpdateSerializer(serializers.Serializer):
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
         critical = serializers.BooleanField(required=False)
+        access = AccessField(
+            required=False, allow_null=True, max_length=100,
+            help_text="The document's own list, replacing its source's; null: inherit. An admin session or a write "
+            "key acting for all.",
+        )  # fmt: skip
 
     @extend_schema(responses={200: DocumentDetailOutput})
     def get(self, request: Request, tenant_slug: str, document_id: str) -> Response:
-        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
     @extend_schema(request=UpdateSerializer, responses={200: DocumentDetailOutput})
     def patch(self, request: Request, tenant_slug: str, document_id: str) -> Response:
@@ -310,21 +352,26 @@ class DocumentDetailApi(TenantApiView):
         incoming = self.UpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        rows = selectors.document_rows(tenant=self.tenant, document=document)
+        if "access" in data:
+            self.require_access_admin(request)
+            access = None if data["access"] is None else _principals(self, data["access"])
+        rows = selectors.document_rows(viewer=self.viewer, document=document)
         if "critical" in data:
             services.documents_set_critical(tenant=self.tenant, documents=rows, critical=data["critical"])
         if "tags" in data:
             services.document_set_tags(tenant=self.tenant, document=document, tags=data["tags"])
-        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+        if "access" in data:
+            services.document_set_access(tenant=self.tenant, document=document, access=access)
+        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 
 class DocumentRetireApi(TenantApiView):
     @extend_schema(request=None, responses={200: DocumentDetailOutput})
     def post(self, request: Request, tenant_slug: str, document_id: str) -> Response:
         document = _document(self, document_id)
-        rows = selectors.document_rows(tenant=self.tenant, document=document)
+        rows = selectors.document_rows(viewer=self.viewer, document=document)
         services.documents_retire(tenant=self.tenant, documents=rows)
-        return Response(DocumentDetailOutput(_document(self, document_id)).data)
+        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------
@@ -364,20 +411,20 @@ class DifyRetrievalApi(APIView):
         api_key = request.auth
         if not isinstance(api_key, ApiKey) or api_key.tenant.slug != tenant_slug:
             return _dify_error(1002, "Authorization failed.", 403)
-        tenant = api_key.tenant
+        viewer = viewer_for(tenant=api_key.tenant, api_key=api_key)
         incoming = self.InputSerializer(data=request.data)
         if not incoming.is_valid():
             return _dify_error(400, f"Invalid request: {plain_errors(incoming.errors)}", 400)
         data = incoming.validated_data
         knowledge_id = data["knowledge_id"].strip()
-        scope = selectors.knowledge_scope(tenant=tenant, knowledge_id=knowledge_id)
+        scope = selectors.knowledge_scope(viewer=viewer, knowledge_id=knowledge_id)
         if scope is None:
             return _dify_error(2001, "The knowledge does not exist.", 404)
         kind, name = scope
         filters = RetrieveFilters(source_ids=[name]) if kind == "source" else RetrieveFilters(tags=[name])
         try:
             hits = retrieve(
-                tenant=tenant, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
+                viewer=viewer, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
             )
         except (IndexMismatch, StoreBusy):
             logger.exception("Dify retrieval could not search")

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
-from tenants.models import TenantOwned
+from tenants.models import TenantOwned, list_of_tenant
 
 
 class Tag(TenantOwned):
@@ -49,6 +49,10 @@ class Source(TenantOwned):
     )  # fmt: skip
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
     is_default = models.BooleanField(default=False, help_text="Holds the tenant's loose uploads.")
+    access = models.JSONField(
+        default=list_of_tenant,
+        help_text='Who sees its documents: ["tenant"], or principals such as ["group:hr", "user:bob"].',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
 
@@ -58,6 +62,22 @@ class Source(TenantOwned):
 
     def __str__(self) -> str:
         return self.source_id
+
+
+def readers_text(principals: list[str]) -> str:
+    """An access list as Document.readers stores it: " group:hr user:bob " (sorted, space-wrapped)."""
+    return " " + " ".join(sorted(set(principals))) + " "
+
+
+def stricter_access(old: list[str], new: list[str]) -> list[str]:
+    """A list that lets through no one either list keeps out: enforced while a change reaches the payloads.
+    `tenant` lets every member through, so the other list decides; otherwise the principals both lists share
+    (a viewer let in by each list through different principals waits the few seconds the change takes)."""
+    if "tenant" in new:
+        return sorted(set(old))
+    if "tenant" in old:
+        return sorted(set(new))
+    return sorted(set(old) & set(new))
 
 
 class Status(models.TextChoices):
@@ -91,6 +111,16 @@ class Document(TenantOwned):
     needs_sync = models.BooleanField(
         default=False, db_index=True, help_text="Curation changed: vector payloads await the indexer."
     )
+    access = models.JSONField(
+        null=True, blank=True, help_text="The document's own access list, replacing its source's; null: inherit."
+    )
+    # The access list enforced now, as " tenant group:hr " (space-delimited, space-wrapped: a portable LIKE filter,
+    # principals never hold spaces). It is the effective list, except while an access change is being applied
+    # to the vector payloads (`access_pending`): then it is the stricter of the old and the new list.
+    readers = models.CharField(max_length=2000, default=" tenant ", editable=False)
+    access_pending = models.BooleanField(
+        default=False, db_index=True, editable=False, help_text="An access change awaits the vector payloads."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -100,6 +130,20 @@ class Document(TenantOwned):
 
     def __str__(self) -> str:
         return self.document_id
+
+    @property
+    def effective_access(self) -> list[str]:
+        """Who should see it: its own list, else its source's."""
+        return list(self.access) if self.access is not None else list(self.source.access)
+
+    @property
+    def reader_list(self) -> list[str]:
+        """The principals enforced now (the vector payloads' `access`)."""
+        return self.readers.split()
+
+    @property
+    def restricted(self) -> bool:
+        return "tenant" not in self.effective_access
 
     @property
     def display_key(self) -> str:

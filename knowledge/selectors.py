@@ -5,12 +5,17 @@ chunks, sources and jobs through these functions, so one rule has one owner.
 - The scope rule of a search lives here once (`scope_documents`, `scope_chunks`): a tag matches a
   chunk's own tags, its document's and its source's, as the vector payloads do (knowledge/index/indexer.py).
 - One set of document filters (`DocumentFilters`) serves the documents page and the documents API.
+- Who sees a document is decided here, once, for SQL (`visible_documents`, `visible_chunks`): every read of
+  documents, chunks, sources or jobs takes the request's Viewer (tenants/principals.py) and starts from these.
+  The vector query applies the same principals inside Qdrant (knowledge/index/vectorstore.py, `access`).
 
 Writes live in knowledge/services.py; shapes (what a location or a hit looks like) in knowledge/shapes.py.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,6 +25,7 @@ from django.db.models import Count, Max, OuterRef, Q, Subquery
 
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from tenants.models import Tenant, TenantQuerySet
+from tenants.principals import Viewer
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -27,6 +33,32 @@ def _uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except ValueError:
         return None
+
+
+# --- the access rule ----------------------------------------------------------------------------------------
+def readers_match(viewer: Viewer, *, path: str = "") -> Q:
+    """Rows (documents, or through `path` chunks) whose enforced access list holds one of the viewer's principals."""
+    if viewer.principals is None:
+        return Q()
+    if not viewer.principals:
+        return Q(pk__in=[])
+    return functools.reduce(
+        operator.or_, (Q(**{f"{path}readers__contains": f" {p} "}) for p in sorted(viewer.principals))
+    )
+
+
+def visible_documents(viewer: Viewer) -> TenantQuerySet[Document]:
+    """Every document of the viewer's tenant the viewer may see (any status)."""
+    return Document.objects.for_tenant(viewer.tenant).filter(readers_match(viewer))
+
+
+def visible_chunks(viewer: Viewer) -> TenantQuerySet[Chunk]:
+    return Chunk.objects.for_tenant(viewer.tenant).filter(readers_match(viewer, path="document__"))
+
+
+def document_visible(viewer: Viewer, document: Document) -> bool:
+    """For a row already loaded (a hit, a cited chunk's document): the same rule as visible_documents."""
+    return document.tenant_id == viewer.tenant.pk and viewer.sees(document.reader_list)
 
 
 # --- the scope rule ------------------------------------------------------------------------------------------
@@ -60,40 +92,48 @@ def scope_chunks(
     return chunks
 
 
-def live_chunks(*, tenant: Tenant, source_ids: list[str] | None = None, tags: Iterable[str] | None = None):
+def live_chunks(*, viewer: Viewer, source_ids: list[str] | None = None, tags: Iterable[str] | None = None):
     """The active chunks a search in this scope can find."""
-    chunks = Chunk.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    chunks = visible_chunks(viewer).filter(status=Status.ACTIVE)
     return scope_chunks(chunks, source_ids=source_ids, tags=tags)
 
 
 def live_documents(
-    *, tenant: Tenant, source_ids: list[str] | None = None, tags: Iterable[str] | None = None
+    *, viewer: Viewer, source_ids: list[str] | None = None, tags: Iterable[str] | None = None
 ) -> TenantQuerySet[Document]:
-    documents = Document.objects.for_tenant(tenant).filter(status=Status.ACTIVE)
+    documents = visible_documents(viewer).filter(status=Status.ACTIVE)
     return scope_documents(documents, source_ids=source_ids, tags=tags)
 
 
 # --- sources -------------------------------------------------------------------------------------------------
-def source_list(*, tenant: Tenant) -> TenantQuerySet[Any]:  # Source rows annotated with `live`
-    """The tenant's sources by source_id, with their tags and the count of documents not retired (`live`)."""
-    return (
-        Source.objects.for_tenant(tenant)
-        .annotate(live=Count("documents", filter=~Q(documents__status=Status.RETIRED), distinct=True))
+def source_list(*, viewer: Viewer) -> TenantQuerySet[Any]:  # Source rows annotated with `live`
+    """The tenant's sources the viewer may know of, by source_id, with their tags and the count of the viewer's
+    documents not retired (`live`). A restricted viewer is shown a source when it sees one of its documents or
+    the source itself is open to it (so it may upload there); a source with neither is not listed."""
+    visible = ~Q(documents__status=Status.RETIRED) & readers_match(viewer, path="documents__")
+    sources = (
+        Source.objects.for_tenant(viewer.tenant)
+        .annotate(live=Count("documents", filter=visible, distinct=True))
         .prefetch_related("tags")
         .order_by("source_id")
     )
+    if viewer.sees_all:
+        return sources
+    shown = [s.pk for s in sources if s.live or viewer.sees(s.access)]
+    return sources.filter(pk__in=shown)
 
 
-def source_get(*, tenant: Tenant, public_id: Any) -> Source | None:
-    """By the source's public id (a UUID, or its text); None when it is not this tenant's."""
+def source_get(*, viewer: Viewer, public_id: Any) -> Source | None:
+    """By the source's public id (a UUID, or its text); None when it is not this tenant's or not shown to the
+    viewer."""
     wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
     if wanted is None:
         return None
-    return source_list(tenant=tenant).filter(public_id=wanted).first()
+    return source_list(viewer=viewer).filter(public_id=wanted).first()
 
 
-def source_documents(*, source: Source) -> TenantQuerySet[Document]:
-    return source.documents.exclude(status=Status.RETIRED).order_by("document_key")
+def source_documents(*, viewer: Viewer, source: Source) -> TenantQuerySet[Document]:
+    return visible_documents(viewer).filter(source=source).exclude(status=Status.RETIRED).order_by("document_key")
 
 
 # --- documents -----------------------------------------------------------------------------------------------
@@ -121,8 +161,8 @@ class DocumentFilters:
         )
 
 
-def document_list(*, tenant: Tenant, filters: DocumentFilters = DocumentFilters()) -> TenantQuerySet[Document]:
-    documents = Document.objects.for_tenant(tenant).select_related("source").prefetch_related("tags")
+def document_list(*, viewer: Viewer, filters: DocumentFilters = DocumentFilters()) -> TenantQuerySet[Document]:
+    documents = visible_documents(viewer).select_related("source").prefetch_related("tags")
     if filters.q:
         documents = documents.filter(Q(document_key__icontains=filters.q) | Q(title__icontains=filters.q))
     if filters.source:
@@ -141,35 +181,32 @@ def document_list(*, tenant: Tenant, filters: DocumentFilters = DocumentFilters(
     return documents.order_by("source__source_id", "document_key")
 
 
-def document_get(*, tenant: Tenant, document_id: Any) -> Document | None:
-    """By the `document_id` hits and citations carry, or by the document's public id (a UUID)."""
+def document_get(*, viewer: Viewer, document_id: Any) -> Document | None:
+    """By the `document_id` hits and citations carry, or by the document's public id (a UUID); None when the
+    viewer may not see it (so every door answers a hidden document like a missing one)."""
     lookup = Q(document_id=str(document_id))
     wanted = document_id if isinstance(document_id, uuid.UUID) else _uuid(str(document_id))
     if wanted is not None:
         lookup |= Q(public_id=wanted)
     return (
-        Document.objects.for_tenant(tenant)
-        .select_related("source")
-        .prefetch_related("tags", "versions")
-        .filter(lookup)
-        .first()
+        visible_documents(viewer).select_related("source").prefetch_related("tags", "versions").filter(lookup).first()
     )
 
 
-def recent_documents(*, tenant: Tenant, limit: int) -> list[Document]:
-    documents = Document.objects.for_tenant(tenant).exclude(status=Status.RETIRED).order_by("-updated_at")
+def recent_documents(*, viewer: Viewer, limit: int) -> list[Document]:
+    documents = visible_documents(viewer).exclude(status=Status.RETIRED).order_by("-updated_at")
     return list(documents[:limit])
 
 
-def version_chunks(*, tenant: Tenant, version: DocumentVersion) -> TenantQuerySet[Chunk]:
-    return Chunk.objects.for_tenant(tenant).filter(document_version=version).order_by("index")
+def version_chunks(*, viewer: Viewer, version: DocumentVersion) -> TenantQuerySet[Chunk]:
+    return visible_chunks(viewer).filter(document_version=version).order_by("index")
 
 
-def document_history(*, tenant: Tenant, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:
+def document_history(*, viewer: Viewer, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:
     """Every version, oldest first, with what changed from the one before it (chunks added, removed, kept)."""
     versions = list(document.versions.order_by("version"))
     hashes: dict[int, set[str]] = {v.pk: set() for v in versions}
-    rows = Chunk.objects.for_tenant(tenant).filter(document=document).values_list("document_version_id", "content_hash")
+    rows = visible_chunks(viewer).filter(document=document).values_list("document_version_id", "content_hash")
     for version_pk, content_hash in rows:
         hashes.setdefault(version_pk, set()).add(content_hash)
     history: list[tuple[DocumentVersion, dict[str, int] | None]] = []
@@ -187,15 +224,21 @@ def document_history(*, tenant: Tenant, document: Document) -> list[tuple[Docume
 
 
 # --- jobs ----------------------------------------------------------------------------------------------------
-def job_list(*, tenant: Tenant) -> TenantQuerySet[IngestJob]:
-    return IngestJob.objects.for_tenant(tenant).select_related("source").order_by("-created_at")
+def job_list(*, viewer: Viewer) -> TenantQuerySet[IngestJob]:
+    """The tenant's jobs; a restricted viewer sees the jobs of sources open to it only (a job's report names the
+    files it read, and their reasons)."""
+    jobs = IngestJob.objects.for_tenant(viewer.tenant).select_related("source").order_by("-created_at")
+    if viewer.sees_all:
+        return jobs
+    open_sources = [s.pk for s in Source.objects.for_tenant(viewer.tenant) if viewer.sees(s.access)]
+    return jobs.filter(source__in=open_sources)
 
 
-def job_get(*, tenant: Tenant, public_id: Any) -> IngestJob | None:
+def job_get(*, viewer: Viewer, public_id: Any) -> IngestJob | None:
     wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
     if wanted is None:
         return None
-    return job_list(tenant=tenant).filter(public_id=wanted).first()
+    return job_list(viewer=viewer).filter(public_id=wanted).first()
 
 
 def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
@@ -205,9 +248,9 @@ def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
     return {job.source_id: job for job in jobs if job.source_id is not None}
 
 
-def document_rows(*, tenant: Tenant, document: Document) -> TenantQuerySet[Document]:
+def document_rows(*, viewer: Viewer, document: Document) -> TenantQuerySet[Document]:
     """The one document as rows a curation service changes."""
-    return Document.objects.for_tenant(tenant).filter(pk=document.pk)
+    return visible_documents(viewer).filter(pk=document.pk)
 
 
 def version_get(*, document: Document, version: int) -> DocumentVersion | None:
@@ -215,47 +258,46 @@ def version_get(*, document: Document, version: int) -> DocumentVersion | None:
 
 
 # --- chunks and tags -----------------------------------------------------------------------------------------
-def chunk_get(*, tenant: Tenant, public_id: Any) -> Chunk | None:
+def chunk_get(*, viewer: Viewer, public_id: Any) -> Chunk | None:
     wanted = public_id if isinstance(public_id, uuid.UUID) else _uuid(str(public_id))
     if wanted is None:
         return None
-    chunks = Chunk.objects.for_tenant(tenant).select_related("document").prefetch_related("tags")
+    chunks = visible_chunks(viewer).select_related("document").prefetch_related("tags")
     return chunks.filter(public_id=wanted).first()
 
 
-def live_chunks_by_key(*, tenant: Tenant, chunk_ids: list[str]) -> dict[str, Chunk]:
-    """The active chunks with these stable chunk ids (a hit kept earlier: a reindex may have replaced it)."""
-    rows = Chunk.objects.for_tenant(tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
+def live_chunks_by_key(*, viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chunk]:
+    """The active chunks with these stable chunk ids the viewer may see (a hit kept earlier: a reindex may have
+    replaced it, an access change hidden it)."""
+    rows = visible_chunks(viewer).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
     return {row.chunk_id: row for row in rows}
 
 
-def index_state(*, tenant: Tenant) -> dict[str, Any]:
-    """The tenant's live documents: how many, and when the last one changed (a reindex or a curation moves it)."""
-    live = (
-        Document.objects.for_tenant(tenant)
-        .filter(status=Status.ACTIVE)
-        .aggregate(n=Count("pk"), last=Max("updated_at"))
-    )
+def index_state(*, viewer: Viewer) -> dict[str, Any]:
+    """The live documents the viewer sees: how many, and when the last one changed (a reindex or a curation
+    moves it)."""
+    live = visible_documents(viewer).filter(status=Status.ACTIVE).aggregate(n=Count("pk"), last=Max("updated_at"))
     return {"live_documents": live["n"], "changed_at": live["last"].isoformat() if live["last"] else None}
 
 
-def chunk_rows(*, tenant: Tenant, chunk: Chunk) -> TenantQuerySet[Chunk]:
-    return Chunk.objects.for_tenant(tenant).filter(pk=chunk.pk)
+def chunk_rows(*, viewer: Viewer, chunk: Chunk) -> TenantQuerySet[Chunk]:
+    return visible_chunks(viewer).filter(pk=chunk.pk)
 
 
 def tag_list(*, tenant: Tenant) -> TenantQuerySet[Tag]:
     return Tag.objects.for_tenant(tenant)
 
 
-def upload_sources(*, tenant: Tenant) -> TenantQuerySet[Source]:
+def upload_sources(*, viewer: Viewer) -> TenantQuerySet[Source]:
     """The sources an upload may go to (folder sources are read from their folder only)."""
-    return Source.objects.for_tenant(tenant).exclude(kind=Source.Kind.FOLDER)
+    return source_list(viewer=viewer).exclude(kind=Source.Kind.FOLDER)
 
 
-def knowledge_scope(*, tenant: Tenant, knowledge_id: str) -> tuple[str, str] | None:
+def knowledge_scope(*, viewer: Viewer, knowledge_id: str) -> tuple[str, str] | None:
     """Dify's `knowledge_id`: ("source", source_id) for a source's id, public id or label; ("tag", name) for a
-    tag; None for neither."""
-    sources = Source.objects.for_tenant(tenant)
+    tag; None for neither (or a source the viewer is not shown)."""
+    tenant = viewer.tenant
+    sources = source_list(viewer=viewer)
     source = sources.filter(source_id=knowledge_id).first()
     wanted = _uuid(knowledge_id)
     if source is None and wanted is not None:

@@ -15,15 +15,29 @@ from django.utils import timezone
 
 from core.errors import error_reference
 from knowledge import ids, jobs
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.models import (
+    Chunk,
+    Document,
+    DocumentVersion,
+    IngestJob,
+    Source,
+    Status,
+    Tag,
+    readers_text,
+    stricter_access,
+)
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
 from tenants.models import Tenant, TenantQuerySet
+from tenants.principals import principals_check
 
 logger = logging.getLogger(__name__)
 
 
-def source_create(*, tenant: Tenant, kind: str, name: str, path: str = "", ref: str = "") -> Source:
-    """Create a source; raises ids.InvalidIdentifier for a name the id scheme cannot hold."""
+def source_create(
+    *, tenant: Tenant, kind: str, name: str, path: str = "", ref: str = "", access: list[str] | None = None
+) -> Source:
+    """Create a source (open to the tenant unless `access` says otherwise); raises ids.InvalidIdentifier for a
+    name the id scheme cannot hold, UnknownPrincipal for an access list naming what the tenant lacks."""
     source_id = ids.source_id(tenant.slug, kind, name)
     return Source.objects.create(
         tenant=tenant,
@@ -33,7 +47,56 @@ def source_create(*, tenant: Tenant, kind: str, name: str, path: str = "", ref: 
         source_id=source_id,
         path=path,
         ref=ref,
+        access=principals_check(tenant=tenant, principals=access if access is not None else ["tenant"]),
     )
+
+
+# --- access ---------------------------------------------------------------------------------------------------
+def _access_changed(documents: Iterable[Document]) -> int:
+    """These documents' effective access may have changed: enforce the stricter of old and new in SQL at once and
+    leave the vector payloads to the indexer (sync_access), which then enforces the new list alone."""
+    from knowledge.index import indexer
+
+    changed = 0
+    for document in documents:
+        target = sorted(set(document.effective_access))
+        if target == sorted(set(document.reader_list)) and not document.access_pending:
+            continue
+        enforced = stricter_access(document.reader_list, target)
+        Document.objects.filter(pk=document.pk).update(readers=readers_text(enforced), access_pending=True)
+        changed += 1
+    if changed:
+        transaction.on_commit(indexer.drain)
+    return changed
+
+
+def source_set_access(*, tenant: Tenant, source: Source, access: list[str]) -> int:
+    """Who sees the source's documents (those without their own list). Returns how many documents change; no
+    document is re-extracted or re-embedded (a payload update)."""
+    if source.tenant_id != tenant.pk:
+        raise ValueError("Not a source of this tenant.")
+    source.access = principals_check(tenant=tenant, principals=access)
+    with transaction.atomic():
+        source.save(update_fields=["access"])
+        inheriting = Document.objects.for_tenant(tenant).filter(source=source, access__isnull=True)
+        return _access_changed(inheriting.select_related("source"))
+
+
+def document_set_access(*, tenant: Tenant, document: Document, access: list[str] | None) -> None:
+    """The document's own access list (replacing its source's), or None to inherit the source's again."""
+    if document.tenant_id != tenant.pk:
+        raise ValueError("Not a document of this tenant.")
+    document.access = None if access is None else principals_check(tenant=tenant, principals=access)
+    with transaction.atomic():
+        Document.objects.filter(pk=document.pk).update(access=document.access)
+        _access_changed(Document.objects.filter(pk=document.pk).select_related("source"))
+    document.refresh_from_db()
+
+
+def access_pending_count(*, tenant: Tenant, source: Source | None = None) -> int:
+    """Documents whose access change is still reaching the vector payloads (the change's progress)."""
+    pending = Document.objects.for_tenant(tenant).filter(access_pending=True)
+    return (pending.filter(source=source) if source is not None else pending).count()
 
 
 def source_default_get(*, tenant: Tenant) -> Source:

@@ -110,7 +110,14 @@ class SourceOutput(serializers.Serializer):
         return sorted(t.name for t in source.tags.all())
 
     def get_documents(self, source: Source) -> int:
-        return source.documents.exclude(status=Status.RETIRED).count()
+        live = getattr(source, "live", None)  # source_list counts only the documents the viewer sees
+        return live if live is not None else source.documents.exclude(status=Status.RETIRED).count()
+
+    def to_representation(self, source: Source) -> dict[str, Any]:
+        data = super().to_representation(source)
+        if self.context.get("show_access"):  # to whoever may change it
+            data["access"] = list(source.access)
+        return data
 
 
 class JobOutput(serializers.Serializer):
@@ -176,6 +183,15 @@ class DocumentOutput(serializers.Serializer):
 
     def get_tags(self, document: Document) -> list[str]:
         return sorted(t.name for t in document.tags.all())
+
+    def to_representation(self, document: Document) -> dict[str, Any]:
+        data = super().to_representation(document)
+        if self.context.get("show_access"):  # to whoever may change it
+            data["access"] = None if document.access is None else list(document.access)
+            data["effective_access"] = document.effective_access
+            data["restricted"] = document.restricted
+            data["access_pending"] = document.access_pending
+        return data
 
 
 class DocumentDetailOutput(DocumentOutput):

@@ -19,13 +19,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
 from knowledge import ids, selectors, services
-from knowledge.index.vectorstore import StoreBusy
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
+from knowledge.shapes import StoreBusy
 from tenants.access import TenantRequest, found_or_404, tenant_member_required
+from tenants.models import ApiKey, Group, Membership
+from tenants.principals import UnknownPrincipal, parse_principal_list, viewer_for
 
 admin_required = tenant_member_required(admin=True)
 
@@ -81,13 +83,14 @@ def source_list(request: TenantRequest) -> HttpResponse:
             messages.error(request, "A source with that name already exists.")
         return redirect("knowledge:source-list", tenant.slug)
     last_jobs = selectors.last_job_by_source(tenant=tenant)
-    rows = [(source, last_jobs.get(source.pk)) for source in selectors.source_list(tenant=tenant)]
-    context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS)}
+    rows = [(source, last_jobs.get(source.pk)) for source in selectors.source_list(viewer=request.viewer)]
+    context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
+               "principals": _principal_choices(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
 
 
 def _source(request: TenantRequest, source_id: str) -> Source:
-    return found_or_404(selectors.source_get(tenant=request.tenant, public_id=source_id))
+    return found_or_404(selectors.source_get(viewer=request.viewer, public_id=source_id))
 
 
 @admin_required
@@ -96,6 +99,57 @@ def source_tags(request: TenantRequest, source_id: str) -> HttpResponse:
     source = _source(request, source_id)
     services.source_set_tags(tenant=request.tenant, source=source, tags=_tags(request.POST.get("tags", "")))
     return render(request, "knowledge/partials/_source_tags.html", {"tenant": request.tenant, "source": source})
+
+
+def _principal_choices(tenant: Any) -> list[str]:
+    """What an access field may name, offered as the input's suggestions."""
+    groups = Group.objects.for_tenant(tenant).values_list("name", flat=True)
+    users = Membership.objects.for_tenant(tenant).values_list("user__username", flat=True)
+    return ["tenant", *(f"group:{g}" for g in groups), *(f"user:{u}" for u in users)]
+
+
+@admin_required
+@require_POST
+def source_access(request: TenantRequest, source_id: str) -> HttpResponse:
+    """Who sees a source's documents (those without their own list): a payload update, never a re-embedding."""
+    source = _source(request, source_id)
+    context: dict[str, Any] = {"tenant": request.tenant, "source": source}
+    try:
+        wanted = parse_principal_list(request.POST.get("access", "")) or ["tenant"]
+        services.source_set_access(tenant=request.tenant, source=source, access=wanted)
+    except UnknownPrincipal as exc:
+        source.refresh_from_db()
+        context["access_error"] = str(exc)
+    context["access_pending"] = services.access_pending_count(tenant=request.tenant, source=source)
+    return render(request, "knowledge/partials/_source_access.html", context, status=400 if "access_error" in context
+                  else 200)  # fmt: skip
+
+
+def _document_access_context(request: TenantRequest, document: Document) -> dict[str, Any]:
+    """The document's access section: its list, and who that is today (members by name, keys by prefix)."""
+    everyone = Membership.objects.for_tenant(request.tenant).select_related("user", "tenant")
+    readers = [m.user.get_username() for m in everyone
+               if viewer_for(tenant=request.tenant, membership=m).sees(document.reader_list)]  # fmt: skip
+    keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k in ApiKey.objects.for_tenant(request.tenant)
+            if k.is_active and viewer_for(tenant=request.tenant, api_key=k).sees(document.reader_list)]  # fmt: skip
+    return {"tenant": request.tenant, "document": document, "readers": readers, "keys": keys,
+            "principals": _principal_choices(request.tenant)}  # fmt: skip
+
+
+@admin_required
+@require_POST
+def document_access(request: TenantRequest, document_id: str) -> HttpResponse:
+    """The document's own access list (replacing its source's), or back to inheriting it."""
+    document = _document(request, document_id)
+    wanted = None if request.POST.get("inherit") else parse_principal_list(request.POST.get("access", ""))
+    error = ""
+    try:
+        services.document_set_access(tenant=request.tenant, document=document, access=wanted or None)
+    except UnknownPrincipal as exc:
+        error = str(exc)
+    document = _document(request, document_id)
+    context = {**_document_access_context(request, document), "access_error": error}
+    return render(request, "knowledge/partials/_document_access.html", context, status=400 if error else 200)
 
 
 @admin_required
@@ -133,7 +187,7 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def upload(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    sources = selectors.upload_sources(tenant=tenant)
+    sources = selectors.upload_sources(viewer=request.viewer)
     if request.method == "POST":
         too_large = request_too_large(request.META)
         if too_large:
@@ -168,7 +222,7 @@ def upload(request: TenantRequest) -> HttpResponse:
 
 
 def _job(request: TenantRequest, job_id: str) -> IngestJob:
-    return found_or_404(selectors.job_get(tenant=request.tenant, public_id=job_id))
+    return found_or_404(selectors.job_get(viewer=request.viewer, public_id=job_id))
 
 
 def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
@@ -201,12 +255,12 @@ def job_progress(request: TenantRequest, job_id: str) -> HttpResponse:
 def document_list(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
     params = request.GET
-    documents = selectors.document_list(tenant=tenant, filters=selectors.DocumentFilters.from_params(params))
+    documents = selectors.document_list(viewer=request.viewer, filters=selectors.DocumentFilters.from_params(params))
     page = Paginator(documents, 50).get_page(params.get("page"))
     context = {
         "tenant": tenant,
         "page": page,
-        "sources": selectors.source_list(tenant=tenant),
+        "sources": selectors.source_list(viewer=request.viewer),
         "tags": selectors.tag_list(tenant=tenant),
         "statuses": Status.choices,
         "params": params,
@@ -216,7 +270,7 @@ def document_list(request: TenantRequest) -> HttpResponse:
 
 
 def _document(request: TenantRequest, document_id: str) -> Document:
-    return found_or_404(selectors.document_get(tenant=request.tenant, document_id=document_id))
+    return found_or_404(selectors.document_get(viewer=request.viewer, document_id=document_id))
 
 
 @admin_required
@@ -226,11 +280,10 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
     versions = document.versions.all()
     current = selectors.version_get(document=document, version=document.version)
     chunks = (
-        selectors.version_chunks(tenant=request.tenant, version=current).prefetch_related("tags") if current else []
+        selectors.version_chunks(viewer=request.viewer, version=current).prefetch_related("tags") if current else []
     )
     context = {
-        "tenant": request.tenant,
-        "document": document,
+        **_document_access_context(request, document),
         "versions": versions,
         "current": current,
         "chunks": chunks,
@@ -250,7 +303,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
     services.documents_set_critical(
         tenant=request.tenant,
-        documents=selectors.document_rows(tenant=request.tenant, document=document),
+        documents=selectors.document_rows(viewer=request.viewer, document=document),
         critical=not document.critical,
     )
     return _curation_fragment(request, document_id)
@@ -260,7 +313,7 @@ def document_critical(request: TenantRequest, document_id: str) -> HttpResponse:
 @require_POST
 def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    _change_tags(request, selectors.document_rows(tenant=request.tenant, document=document))
+    _change_tags(request, selectors.document_rows(viewer=request.viewer, document=document))
     return _curation_fragment(request, document_id)
 
 
@@ -268,7 +321,7 @@ def document_tags(request: TenantRequest, document_id: str) -> HttpResponse:
 @require_POST
 def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    rows = selectors.document_rows(tenant=request.tenant, document=document)
+    rows = selectors.document_rows(viewer=request.viewer, document=document)
     if request.POST.get("action") == "restore":
         services.documents_restore(tenant=request.tenant, documents=rows)
         messages.success(request, "Restored: readers see this document again.")
@@ -279,7 +332,7 @@ def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
 
 
 def _chunk(request: TenantRequest, chunk_id: str) -> Chunk:
-    return found_or_404(selectors.chunk_get(tenant=request.tenant, public_id=chunk_id))
+    return found_or_404(selectors.chunk_get(viewer=request.viewer, public_id=chunk_id))
 
 
 @admin_required
@@ -288,7 +341,7 @@ def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
     chunk = _chunk(request, chunk_id)
     services.chunks_set_critical(
         tenant=request.tenant,
-        chunks=selectors.chunk_rows(tenant=request.tenant, chunk=chunk),
+        chunks=selectors.chunk_rows(viewer=request.viewer, chunk=chunk),
         critical=not chunk.critical,
     )
     return render(
@@ -300,7 +353,7 @@ def chunk_critical(request: TenantRequest, chunk_id: str) -> HttpResponse:
 @require_POST
 def chunk_tags(request: TenantRequest, chunk_id: str) -> HttpResponse:
     chunk = _chunk(request, chunk_id)
-    _change_tags(request, selectors.chunk_rows(tenant=request.tenant, chunk=chunk))
+    _change_tags(request, selectors.chunk_rows(viewer=request.viewer, chunk=chunk))
     return render(
         request, "knowledge/partials/_chunk.html", {"tenant": request.tenant, "chunk": _chunk(request, chunk_id)}
     )
@@ -315,11 +368,11 @@ def search_preview(request: TenantRequest) -> HttpResponse:
     if query:
         filters = RetrieveFilters(mode=request.GET.get("mode") or "auto")
         try:
-            context["hits"] = retrieve(tenant=request.tenant, query=query, top_k=10, filters=filters,
+            context["hits"] = retrieve(viewer=request.viewer, query=query, top_k=10, filters=filters,
                                        specific=request.GET.get("specific") == "1")  # fmt: skip
         except (IndexMismatch, StoreBusy) as exc:
             context["error"] = str(exc)
     if request.GET.get("bootstrap") == "1":
-        context["pack"] = bootstrap(tenant=request.tenant, intent=query)
+        context["pack"] = bootstrap(viewer=request.viewer, intent=query)
     template = "knowledge/partials/_search_results.html" if _is_htmx(request) else "knowledge/search.html"
     return render(request, template, context)

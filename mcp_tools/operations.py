@@ -32,6 +32,7 @@ from knowledge.shapes import (
     scope_filters,
 )
 from tenants.models import ApiKey
+from tenants.principals import Viewer, viewer_for
 
 MAX_DOCUMENT_CHUNKS = 200  # one get_document call; `start_chunk` pages through longer documents
 
@@ -55,19 +56,26 @@ def _guarded(fn, *args, **kwargs):
         raise OperationError(str(exc.detail)) from exc
 
 
+def _viewer(key: ApiKey) -> Viewer:
+    """What the key may see, resolved at each call (a group change applies to the next one)."""
+    return viewer_for(tenant=key.tenant, api_key=key)
+
+
 def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(RetrieveInput, arguments)
     filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
     if data["include_superseded"]:
         filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-    hits = _guarded(retrieve_hits, tenant=key.tenant, query=data["query"], top_k=data["top_k"], filters=filters,
+    hits = _guarded(retrieve_hits, viewer=_viewer(key), query=data["query"], top_k=data["top_k"], filters=filters,
                     specific=data["specific"], rerank=data["rerank"])  # fmt: skip
     return {"query": data["query"], "hits": HitSerializer(hits, many=True).data}
 
 
 def bootstrap(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(BootstrapInput, arguments)
-    return _guarded(bootstrap_pack, tenant=key.tenant, intent=data["intent"], filters=scope_filters(data.get("scope")))
+    return _guarded(
+        bootstrap_pack, viewer=_viewer(key), intent=data["intent"], filters=scope_filters(data.get("scope"))
+    )
 
 
 def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
@@ -78,12 +86,14 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     filters = scope_filters(data["scope"]) if "scope" in data else None
     options = chat_services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
     try:
-        result = _guarded(chat_services.answer_question, tenant=key.tenant, question=data["question"], options=options)
+        result = _guarded(
+            chat_services.answer_question, viewer=_viewer(key), question=data["question"], options=options
+        )
     except chat_services.AnswersBusy as busy:
         raise OperationError(str(busy)) from busy
     except ModelUnavailable as unavailable:
         raise OperationError(f"{unavailable.reason} (retry in {unavailable.retry_after} s)") from unavailable
-    record = chat_records.answer_record(tenant=key.tenant, question=data["question"], result=result, channel="mcp",
+    record = chat_records.answer_record(viewer=_viewer(key), question=data["question"], result=result, channel="mcp",
                                         api_key=key)  # fmt: skip
     return answer_payload(result, answer_id=record.public_id)
 
@@ -97,7 +107,8 @@ def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, A
         raise OperationError("No answer with that id in this tenant.")
     given = _valid(VerdictInput, arguments)
     try:
-        verdict = chat_records.verdict_record(record=record, given=chat_records.VerdictGiven(**given), channel="mcp",
+        given_verdict = chat_records.VerdictGiven(**given)
+        verdict = chat_records.verdict_record(viewer=_viewer(key), record=record, given=given_verdict, channel="mcp",
                                               api_key=key)  # fmt: skip
     except chat_records.VerdictInvalid as invalid:
         raise OperationError(str(invalid)) from invalid
@@ -105,7 +116,7 @@ def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, A
 
 
 def list_sources(key: ApiKey) -> dict[str, Any]:
-    return {"sources": SourceOutput(selectors.source_list(tenant=key.tenant), many=True).data}
+    return {"sources": SourceOutput(selectors.source_list(viewer=_viewer(key)), many=True).data}
 
 
 MAX_SOURCE_DOCUMENTS = 1000
@@ -120,7 +131,7 @@ def resources(key: ApiKey) -> list[dict[str, str]]:
             "name": f"source: {s.label}",
             "description": f"Source {s.source_id} ({s.kind}) and its documents.",
         }  # fmt: skip
-        for s in selectors.source_list(tenant=key.tenant)
+        for s in selectors.source_list(viewer=_viewer(key))
     ]
     listed += [
         {
@@ -128,17 +139,17 @@ def resources(key: ApiKey) -> list[dict[str, str]]:
             "name": d.display_key,
             "description": f"{d.title or d.display_key} (version {d.version}); document_id {d.document_id}",
         }  # fmt: skip
-        for d in selectors.recent_documents(tenant=key.tenant, limit=MAX_LISTED_DOCUMENTS)
+        for d in selectors.recent_documents(viewer=_viewer(key), limit=MAX_LISTED_DOCUMENTS)
     ]
     return listed
 
 
 def source_documents(key: ApiKey, source_uuid: str) -> dict[str, Any]:
     """A source and its documents (not the retired ones): what an agent can open with get_document."""
-    source = selectors.source_get(tenant=key.tenant, public_id=source_uuid)
+    source = selectors.source_get(viewer=_viewer(key), public_id=source_uuid)
     if source is None:
         raise OperationError(f"No source {source_uuid!r} in this tenant (use the `id` list_sources gives).")
-    documents = selectors.source_documents(source=source)
+    documents = selectors.source_documents(viewer=_viewer(key), source=source)
     return {
         **SourceOutput(source).data,
         "documents": [
@@ -158,7 +169,7 @@ def source_documents(key: ApiKey, source_uuid: str) -> dict[str, Any]:
 
 def _document(key: ApiKey, document_id: str) -> Document:
     """By the `document_id` that hits and citations carry, or by the document's public `id` (a UUID)."""
-    document = selectors.document_get(tenant=key.tenant, document_id=document_id)
+    document = selectors.document_get(viewer=_viewer(key), document_id=document_id)
     if document is None:
         raise OperationError(f"No document {document_id!r} in this tenant (use the document_id of a hit).")
     return document
@@ -173,7 +184,7 @@ def get_document(key: ApiKey, document_id: str, version: int | None = None, star
         known = sorted(document.versions.values_list("version", flat=True))
         raise OperationError(f"Document {document.document_id!r} has no version {wanted}; it has {known}.")
     start_chunk = max(0, int(start_chunk or 0))
-    chunks = selectors.version_chunks(tenant=key.tenant, version=stored)
+    chunks = selectors.version_chunks(viewer=_viewer(key), version=stored)
     total = chunks.count()
     page = list(chunks[start_chunk : start_chunk + MAX_DOCUMENT_CHUNKS])
     following = start_chunk + len(page)
@@ -202,7 +213,7 @@ def document_history(key: ApiKey, document_id: str) -> dict[str, Any]:
     document = _document(key, document_id)
     history = [
         {**VersionOutput(version).data, "title": version.title, "changes_from_previous": changes}
-        for version, changes in selectors.document_history(tenant=key.tenant, document=document)
+        for version, changes in selectors.document_history(viewer=_viewer(key), document=document)
     ]
     return {
         "document_id": document.document_id,

@@ -17,11 +17,13 @@ from rest_framework.views import APIView
 
 from tenants.authentication import ApiKeyAuthentication  # noqa: F401  (re-exported)
 from tenants.models import ApiKey, Membership, Tenant
+from tenants.principals import Viewer, viewer_for
 
 
 class TenantRequest(HttpRequest):
     tenant: Tenant
     membership: Membership
+    viewer: Viewer  # which documents this member sees (tenants/principals.py)
     user: User  # tenant_member_required lets only a signed-in member through
 
 
@@ -57,6 +59,7 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
             if admin and not membership.is_admin:
                 raise Http404("No such page.")
             request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
+            request.viewer = viewer_for(tenant=membership.tenant, membership=membership)  # type: ignore[attr-defined]
             return inner(request, *args, **kwargs)  # type: ignore[return-value]  # a streaming response too
 
         wrapper.page_role = "admin" if admin else "member"  # type: ignore[attr-defined]  # tests/test_page_roles.py
@@ -97,8 +100,10 @@ class TenantApiView(APIView):
 
     permission_classes = [HasTenantCredentials]
     tenant: Tenant
+    viewer: Viewer  # which documents the key or member sees, resolved once per request
     membership: Membership | None = None
     admin_only = False
+    access_admin = False  # groups and access lists: an admin's session or a write key acting for all (even to read)
     reads_with_post = False  # retrieve, bootstrap, answer: a POST body, but nothing is written
 
     def writes(self, request: Request) -> bool:
@@ -107,6 +112,23 @@ class TenantApiView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         self.tenant = self._resolve_tenant(request, kwargs.get("tenant_slug", ""))
+        if isinstance(request.auth, ApiKey):
+            self.viewer = viewer_for(tenant=self.tenant, api_key=request.auth)
+        else:
+            self.viewer = viewer_for(tenant=self.tenant, membership=self.membership)
+        if self.access_admin:
+            self.require_access_admin(request)
+
+    def require_access_admin(self, request: Request) -> None:
+        """Changing who sees what (access lists, groups): an admin's session, or a write key acting for all."""
+        key = request.auth
+        if isinstance(key, ApiKey):
+            if key.scope != ApiKey.Scope.WRITE or not key.acts_for_all:
+                raise exceptions.PermissionDenied(
+                    "Changing access or groups needs a write-scoped key that acts for all."
+                )
+        elif self.membership is None or not self.membership.is_admin:
+            raise exceptions.NotFound("Not found.")
 
     def _resolve_tenant(self, request: Request, slug: str) -> Tenant:
         if isinstance(request.auth, ApiKey):

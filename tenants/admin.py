@@ -15,6 +15,7 @@ from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
 from tenants.models import ApiKey, Membership, Tenant
+from tenants.principals import UnknownPrincipal, principals_check
 from tenants.services import api_key_issue, membership_add
 
 
@@ -175,10 +176,10 @@ class MembershipAdmin(TenantScopedAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
-    list_display = ["prefix", "name", "scope", "tenant", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "scope", "acts_for_label", "tenant", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "scope"]
     search_fields = ["name", "prefix"]
-    fields = ["tenant", "name", "scope", "prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
+    fields = ["tenant", "name", "scope", "acts_for", "prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
     readonly_fields = ["prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
     actions = ["revoke_keys"]
 
@@ -186,14 +187,23 @@ class ApiKeyAdmin(TenantScopedAdmin):
         # A key's tenant and scope are fixed once issued: a narrower key is a new key.
         return [*self.readonly_fields, "tenant", "scope"] if obj is not None else list(self.readonly_fields)
 
+    @admin.display(description="Acts for")
+    def acts_for_label(self, obj: ApiKey) -> str:
+        return "ALL documents" if obj.acts_for_all else ", ".join(obj.acts_for or ["tenant"])
+
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        acts_for = obj.acts_for if isinstance(obj.acts_for, list) else [str(obj.acts_for)]
+        try:
+            obj.acts_for = principals_check(tenant=obj.tenant, principals=acts_for or ["tenant"], allow_all=True)
+        except UnknownPrincipal as exc:
+            raise PermissionDenied(str(exc)) from exc
         if change:
             return super().save_model(request, obj, form, change)
         if not request.user.is_superuser and not admin_tenants(request).filter(pk=obj.tenant_id).exists():
             raise PermissionDenied("You do not administer that tenant.")
         issued, raw_key = api_key_issue(tenant=obj.tenant, name=obj.name, created_by=cast(User, request.user),
-                                        scope=obj.scope)  # fmt: skip
-        obj.pk, obj.prefix, obj.key_hash = issued.pk, issued.prefix, issued.key_hash
+                                        scope=obj.scope, acts_for=obj.acts_for)  # fmt: skip
+        obj.pk, obj.prefix, obj.key_hash, obj.acts_for = issued.pk, issued.prefix, issued.key_hash, issued.acts_for
         obj._state.adding = False
         messages.warning(request, f"New API key (shown only now, copy it): {raw_key}")
 

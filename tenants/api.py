@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from tenants import services
 from tenants.access import TenantApiView
+from tenants.models import Group, Membership
 
 
 class TenantDetailApi(TenantApiView):
@@ -22,3 +28,86 @@ class TenantDetailApi(TenantApiView):
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request: Request, tenant_slug: str) -> Response:
         return Response(self.OutputSerializer(self.tenant).data)
+
+
+def _group_out(group: Group) -> dict[str, Any]:
+    return {"name": group.name, "principal": f"group:{group.name}",
+            "members": sorted(group.members.values_list("username", flat=True))}  # fmt: skip
+
+
+class GroupOutput(serializers.Serializer):
+    name = serializers.CharField()
+    principal = serializers.CharField()
+    members = serializers.ListField(child=serializers.CharField())
+
+
+def _group(view: TenantApiView, name: str) -> Group:
+    group = services.group_get(tenant=view.tenant, name=name)
+    if group is None:
+        raise exceptions.NotFound("No such group.")
+    return group
+
+
+def _actor(request: Request) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
+class GroupListApi(TenantApiView):
+    """The tenant's groups and their members: an admin's session, or a write key acting for all."""
+
+    access_admin = True
+
+    @extend_schema_serializer(component_name="GroupCreateInput")
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=50)
+
+    @extend_schema(responses={200: GroupOutput(many=True)})
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        groups = Group.objects.for_tenant(self.tenant).prefetch_related("members")
+        return Response([_group_out(g) for g in groups])
+
+    @extend_schema(request=InputSerializer, responses={201: GroupOutput})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        try:
+            group = services.group_create(tenant=self.tenant, name=incoming.validated_data["name"])
+        except ValidationError as exc:
+            raise serializers.ValidationError({"name": exc.messages}) from exc
+        return Response(_group_out(group), status=status.HTTP_201_CREATED)
+
+
+class GroupMembersApi(TenantApiView):
+    access_admin = True
+
+    @extend_schema_serializer(component_name="GroupMemberInput")
+    class InputSerializer(serializers.Serializer):
+        username = serializers.CharField(max_length=150)
+
+    @extend_schema(request=InputSerializer, responses={201: GroupOutput})
+    def post(self, request: Request, tenant_slug: str, group_name: str) -> Response:
+        group = _group(self, group_name)
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        username = incoming.validated_data["username"].strip()
+        member = Membership.objects.for_tenant(self.tenant).select_related("user").filter(user__username=username)
+        found = member.first()
+        if found is None:
+            raise serializers.ValidationError(
+                {"username": [f"Unknown user {username!r} in tenant {self.tenant.slug}."]}
+            )
+        services.group_member_add(tenant=self.tenant, actor=_actor(request), group=group, user=found.user)
+        return Response(_group_out(group), status=status.HTTP_201_CREATED)
+
+
+class GroupMemberApi(TenantApiView):
+    access_admin = True
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, tenant_slug: str, group_name: str, username: str) -> Response:
+        group = _group(self, group_name)
+        user = group.members.filter(username=username).first()
+        if user is None:
+            raise exceptions.NotFound("No such member of this group.")
+        services.group_member_remove(tenant=self.tenant, actor=_actor(request), group=group, user=user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

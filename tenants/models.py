@@ -88,6 +88,27 @@ class Membership(TenantOwned):
         return self.role == self.Role.ADMIN
 
 
+GROUP_NAME_VALIDATOR = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9_-]{0,48}[a-z0-9])?$",
+    "Use 1-50 lowercase letters, digits, inner hyphens or underscores (it becomes the principal group:<name>).",
+)
+
+
+class Group(TenantOwned):
+    """A set of a tenant's members (`hr`, `legal`, `board`): the principal `group:<name>` in access lists."""
+
+    name = models.CharField(max_length=50, validators=[GROUP_NAME_VALIDATOR])
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenant_groups")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="group_unique_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"group:{self.name}"
+
+
 class MembershipEvent(TenantOwned):
     """Who changed a tenant's membership, when: an invitation, a role change, a removal."""
 
@@ -96,11 +117,14 @@ class MembershipEvent(TenantOwned):
         ADDED = "added", "Added"
         ROLE_CHANGED = "role_changed", "Role changed"
         REMOVED = "removed", "Removed"
+        GROUP_JOINED = "group_joined", "Added to a group"
+        GROUP_LEFT = "group_left", "Removed from a group"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes
     action = models.CharField(max_length=20, choices=Action.choices)
     role = models.CharField(max_length=10, blank=True)
+    group = models.CharField(max_length=50, blank=True)  # for group_joined / group_left
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -108,6 +132,11 @@ class MembershipEvent(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} {self.username} ({self.role}) by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+
+
+def list_of_tenant() -> list[str]:
+    """The default access list and the default `acts_for`: everyone in the tenant."""
+    return ["tenant"]
 
 
 class ApiKey(TenantOwned):
@@ -129,6 +158,12 @@ class ApiKey(TenantOwned):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    acts_for = models.JSONField(
+        default=list_of_tenant,
+        blank=True,
+        help_text='Whose view the key reads with: ["tenant"] (documents open to the tenant), principals '
+        '(["group:hr", "user:bob"], resolved at each request) or ["all"] (everything; issued by an admin).',
+    )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -142,6 +177,10 @@ class ApiKey(TenantOwned):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def acts_for_all(self) -> bool:
+        return "all" in (self.acts_for or [])
 
     def revoke(self) -> None:
         if self.revoked_at is None:

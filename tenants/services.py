@@ -16,7 +16,8 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from tenants.models import ApiKey, Membership, MembershipEvent, Tenant
+from tenants.models import ApiKey, Group, Membership, MembershipEvent, Tenant
+from tenants.principals import ALL, TENANT, UnknownPrincipal, principals_check
 
 USERNAME_RE = re.compile(r"^[\w.+-]{1,150}$")
 
@@ -115,6 +116,8 @@ def member_remove(*, tenant: Tenant, actor: User | None, membership: Membership)
     if membership.is_admin and _last_admin(tenant, membership):
         raise MembershipRefused("This is the tenant's last admin: make someone else admin first.")
     membership.delete()
+    for group in Group.objects.for_tenant(tenant).filter(members=membership.user):
+        group.members.remove(membership.user)  # a later invitation starts with no groups
     _record(tenant, actor, membership.user, MembershipEvent.Action.REMOVED, membership.role)
 
 
@@ -127,11 +130,18 @@ def _hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode("utf-8")).hexdigest()
 
 
-def api_key_issue(*, tenant: Tenant, name: str = "", created_by: User | None = None,
-                  scope: str = ApiKey.Scope.WRITE) -> tuple[ApiKey, str]:  # fmt: skip
-    """Create a key and return it with its clear text, which is never stored or shown again."""
+def api_key_issue(
+    *, tenant: Tenant, name: str = "", created_by: User | None = None, scope: str = ApiKey.Scope.WRITE,
+    acts_for: list[str] | None = None,
+) -> tuple[ApiKey, str]:  # fmt: skip
+    """Create a key and return it with its clear text, which is never stored or shown again. `acts_for`:
+    ["tenant"] (default), principals, or ["all"], which only a tenant admin (or an operator's command) issues."""
     if scope not in ApiKey.Scope.values:
         raise ValueError(f"Unknown key scope {scope!r}: {', '.join(ApiKey.Scope.values)}.")
+    acts_for = principals_check(tenant=tenant, principals=acts_for or [TENANT], allow_all=True)
+    if ALL in acts_for and created_by is not None and not created_by.is_superuser:
+        if not Membership.objects.for_tenant(tenant).filter(user=created_by, role=Membership.Role.ADMIN).exists():
+            raise UnknownPrincipal("Only a tenant admin can issue a key that acts for all.")
     raw_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
         tenant=tenant,
@@ -140,6 +150,7 @@ def api_key_issue(*, tenant: Tenant, name: str = "", created_by: User | None = N
         key_hash=_hash_key(raw_key),
         created_by=created_by,
         scope=scope,
+        acts_for=acts_for,
     )
     return api_key, raw_key
 
@@ -161,3 +172,39 @@ def api_key_authenticate(raw_key: str) -> ApiKey | None:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     return api_key
+
+
+# --- groups ---------------------------------------------------------------------------------------------------
+def group_create(*, tenant: Tenant, name: str) -> Group:
+    """A new group of the tenant (its name lowercased); ValidationError for a bad or taken name."""
+    group = Group(tenant=tenant, name=name.strip().lower())
+    group.full_clean(exclude=["tenant"])
+    if Group.objects.for_tenant(tenant).filter(name=group.name).exists():
+        raise ValidationError(f"Tenant {tenant.slug} already has a group {group.name!r}.")
+    group.save()
+    return group
+
+
+def group_get(*, tenant: Tenant, name: str) -> Group | None:
+    return Group.objects.for_tenant(tenant).filter(name=name.strip().lower()).first()
+
+
+def group_member_add(*, tenant: Tenant, actor: User | None, group: Group, user: User) -> None:
+    """Add a member of the tenant to one of its groups (audited); anyone else is refused."""
+    if group.tenant_id != tenant.pk:
+        raise MembershipRefused("Not a group of this tenant.")
+    if not Membership.objects.for_tenant(tenant).filter(user=user).exists():
+        raise MembershipRefused(f"{user.get_username()} is not a member of {tenant.slug}: invite them first.")
+    if not group.members.filter(pk=user.pk).exists():
+        group.members.add(user)
+        MembershipEvent.objects.create(tenant=tenant, actor=actor, username=user.get_username(),
+                                       action=MembershipEvent.Action.GROUP_JOINED, group=group.name)  # fmt: skip
+
+
+def group_member_remove(*, tenant: Tenant, actor: User | None, group: Group, user: User) -> None:
+    if group.tenant_id != tenant.pk:
+        raise MembershipRefused("Not a group of this tenant.")
+    if group.members.filter(pk=user.pk).exists():
+        group.members.remove(user)
+        MembershipEvent.objects.create(tenant=tenant, actor=actor, username=user.get_username(),
+                                       action=MembershipEvent.Action.GROUP_LEFT, group=group.name)  # fmt: skip

@@ -9,4 +9,5 @@ urlpatterns = [
     path("tenants/new/", views.tenant_new, name="tenant-new"),  # operators
     path(f"{T}members/", views.members, name="members"),  # tenant admins
     path(f"{T}members/<uuid:membership_id>/", views.member_change, name="member-change"),
+    path(f"{T}groups/", views.group_change, name="group-change"),  # tenant admins
 ]

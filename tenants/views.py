@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from tenants import services
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
-from tenants.models import Membership, MembershipEvent
+from tenants.models import Group, Membership, MembershipEvent
 
 admin_required = tenant_member_required(admin=True)
 
@@ -72,6 +72,7 @@ def members(request: TenantRequest) -> HttpResponse:
         return redirect("workspace:members", tenant.slug)
     context = {
         "tenant": tenant,
+        "groups": Group.objects.for_tenant(tenant).prefetch_related("members"),
         "members": Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username"),
         "events": MembershipEvent.objects.for_tenant(tenant).select_related("actor")[:50],
         "roles": Membership.Role.choices,
@@ -96,6 +97,32 @@ def member_change(request: TenantRequest, membership_id: str) -> HttpResponse:
             messages.success(request, f"{membership.user.get_username()} is now {role}.")
     except services.MembershipRefused as exc:
         messages.error(request, str(exc))
+    return redirect("workspace:members", tenant.slug)
+
+
+@admin_required
+@require_POST
+def group_change(request: TenantRequest) -> HttpResponse:
+    """Groups of the members page: create one, add a member to one, remove a member from one (audited)."""
+    tenant, action = request.tenant, request.POST.get("action", "")
+    try:
+        if action == "create":
+            group = services.group_create(tenant=tenant, name=request.POST.get("name", ""))
+            messages.success(request, f"Created group:{group.name}.")
+        else:
+            group = found_or_404(services.group_get(tenant=tenant, name=request.POST.get("group", "")))
+            member = found_or_404(
+                Membership.objects.for_tenant(tenant).select_related("user")
+                .filter(user__username=request.POST.get("username", "")).first()
+            )  # fmt: skip
+            if action == "add":
+                services.group_member_add(tenant=tenant, actor=request.user, group=group, user=member.user)
+                messages.success(request, f"Added {member.user.get_username()} to group:{group.name}.")
+            elif action == "remove":
+                services.group_member_remove(tenant=tenant, actor=request.user, group=group, user=member.user)
+                messages.success(request, f"Removed {member.user.get_username()} from group:{group.name}.")
+    except (ValidationError, services.MembershipRefused) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
     return redirect("workspace:members", tenant.slug)
 
 

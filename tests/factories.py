@@ -14,6 +14,7 @@ from knowledge import ids
 from knowledge.models import Chunk, Document, DocumentVersion, Source
 from knowledge.services import source_default_get
 from tenants.models import Membership, Tenant
+from tenants.principals import Viewer
 from tenants.services import membership_add, tenant_create
 
 _counter = itertools.count(1)
@@ -126,9 +127,11 @@ def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", 
     from chat.services import Answer
     from knowledge.search.retrieval import retrieve
 
-    hits = retrieve(tenant=tenant, query=question, top_k=5)
+    hits = retrieve(viewer=Viewer.everything(tenant), query=question, top_k=5)
     result = Answer(answer="The documents available to me do not contain the answer to this question.",
                     generated=True, model="test.gguf", status="not_found", citations=[], hits=hits)  # fmt: skip
-    record = answer_record(tenant=tenant, question=question, result=result, channel="chat", user=user)
+    record = answer_record(
+        viewer=Viewer.everything(tenant), question=question, result=result, channel="chat", user=user
+    )
     assert isinstance(record, AnswerRecord)
     return record

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from knowledge.models import Document, IngestJob, Source, Status
 from tenants.access import TenantApiView
 from tenants.models import ApiKey, Membership
-from tenants.services import api_key_issue
+from tenants.services import api_key_issue, group_create
 from tests.factories import CommittingClientMixin, make_answer, make_folder_source, make_member
 
 
@@ -43,8 +43,10 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
     document = Document.objects.get(source=source)
     job = IngestJob.objects.filter(source=source).first()
+    group_create(tenant=tenant_a, name="hr")
     return {"tenant_slug": "acme", "source_id": source.public_id, "job_id": job.public_id,
-            "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id}  # fmt: skip
+            "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id, "group_name": "hr",
+            "username": "sam"}  # fmt: skip
 
 
 def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]
@@ -71,7 +73,7 @@ def test_staff_sessions_read_but_never_write_through_the_api(tenant_a, world):
         for method in _calls(view):
             response = getattr(client, method)(url, {}, format="json")
             writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
-            if writes:
+            if writes or view.access_admin:  # groups: who is in hr is itself restricted
                 assert response.status_code == 404, (method, url, response.status_code)
             else:
                 assert response.status_code != 404 and response.status_code < 500, (method, url, response.status_code)
@@ -90,9 +92,10 @@ def test_admin_sessions_may_write(tenant_a, world, admin_a):
     assert delete.status_code == 204 and not Source.objects.filter(public_id=world["source_id"]).exists()
 
 
-def _key_client(tenant, scope: str) -> APIClient:  # type: ignore[no-untyped-def]
+def _key_client(tenant, scope: str, acts_for: list[str] | None = None) -> APIClient:  # type: ignore[no-untyped-def]
     client = CommittingAPIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant, scope=scope)[1]}")
+    raw = api_key_issue(tenant=tenant, scope=scope, acts_for=acts_for)[1]
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
     return client
 
 
@@ -103,14 +106,20 @@ def test_read_keys_read_other_keys_and_no_key_get_nothing_write_keys_write(tenan
         for method in _calls(view):
             writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
             status = getattr(read, method)(url, {}, format="json").status_code
-            assert (status == 403) if writes else (status not in (401, 403, 404) and status < 500), (method, url)
+            assert (
+                (status == 403) if writes or view.access_admin else (status not in (401, 403, 404) and status < 500)
+            ), (method, url)
             assert getattr(other, method)(url, {}, format="json").status_code == 404, (method, url)
             assert getattr(anonymous, method)(url, {}, format="json").status_code in (401, 403), (method, url)
     assert Source.objects.filter(public_id=world["source_id"]).exists()  # nothing was written
-    write = _key_client(tenant_a, "write")
+    write, everything = _key_client(tenant_a, "write"), _key_client(tenant_a, "write", acts_for=["all"])
     for route, view in _api_routes():  # last: these writes change the data
         for method in _calls(view):
-            status = getattr(write, method)(_url(route, world), {}, format="json").status_code
+            if view.access_admin:  # groups and access lists: a write key must act for all
+                assert getattr(write, method)(_url(route, world), {}, format="json").status_code == 403
+            status = getattr(everything if view.access_admin else write, method)(
+                _url(route, world), {}, format="json"
+            ).status_code
             assert status not in (401, 403) and status < 500, (method, route, status)
 
 

@@ -37,7 +37,9 @@ print(api_key_issue(tenant=tenant, scope="write")[1])
 RETRIEVE = """
 from knowledge.search.retrieval import retrieve
 from tenants.models import Tenant
-print(retrieve(tenant=Tenant.objects.get(slug="acme"), query="%s", top_k=1)[0].chunk.document.display_key)
+from tenants.principals import Viewer
+viewer = Viewer.everything(Tenant.objects.get(slug="acme"))
+print(retrieve(viewer=viewer, query="%s", top_k=1)[0].chunk.document.display_key)
 """
 
 pytestmark = pytest.mark.embedded_store  # the single-owner embedded store is what these faults are about

@@ -15,6 +15,7 @@ from inference.packaged import (
 )
 from knowledge.search.retrieval import retrieve
 from tenants.models import Membership
+from tenants.principals import Viewer
 
 
 def test_setup_demo_creates_a_tenant_and_an_admin_once_and_prints_working_credentials(db, settings, tmp_path):
@@ -31,7 +32,9 @@ def test_setup_demo_creates_a_tenant_and_an_admin_once_and_prints_working_creden
     assert oct((tmp_path / "admin-credentials.txt").stat().st_mode)[-3:] == "600"
     # A new user can ask right away: ragsite's own docs/ are in the demo tenant, indexed.
     assert "documents of ragsite's docs/ in source src:demo:folder:ragsite-docs" in first.getvalue()
-    hits = retrieve(tenant=demo, query="Which environment variable switches the database to PostgreSQL?", top_k=3)
+    hits = retrieve(
+        viewer=Viewer.everything(demo), query="Which environment variable switches the database to PostgreSQL?", top_k=3
+    )
     top = [hit.chunk.document.display_key for hit in hits]
     assert {"configuration.md", "production.md"} & set(top)  # both document DATABASE_URL
     assert any("DATABASE_URL" in hit.chunk.text for hit in hits)

@@ -29,7 +29,7 @@ from django.utils import timezone
 from inference.embedders import EmbedderIdentity
 from knowledge.index import storage
 from knowledge.index.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, readers_text
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
         "mode": chunk.mode,
         "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
         "critical": int(document.critical or chunk.critical),
+        "access": document.reader_list,
         **chunk.location(document=document),
     }
 
@@ -212,8 +213,30 @@ def sync_document(document: Document) -> None:
             tags = tuple(sorted(set(doc_tags) | set(chunk_tags.get(chunk.pk, []))))
             groups[(tags, int(document.critical or chunk.critical), chunk.status)].append(chunk.point_id)
         for (tags, critical, status), point_ids in groups.items():
-            payload = {"tags": list(tags), "critical": critical, "status": status, "title": document.title}
+            payload = {"tags": list(tags), "critical": critical, "status": status, "title": document.title,
+                       "access": document.reader_list}  # fmt: skip
             store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
+
+
+def sync_access(document: Document) -> bool:
+    """Apply a document's new access list to every point of it (one payload update per embedder: no re-embedding,
+    no new version), then enforce it in SQL. Until then SQL enforced the stricter of the old and new lists and the
+    points still carried the old one, so no viewer saw the document early. False if it changed again meanwhile
+    (the next drain applies the newer list)."""
+    document = Document.objects.select_related("tenant", "source").get(pk=document.pk)
+    target = sorted(set(document.effective_access))
+    tenant = str(document.tenant.public_id)
+    identities = {version_identity(v) for v in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED])}
+    store = get_store()
+    for identity in identities:
+        scope = Scope(tenant=tenant, statuses=None, document_ids=[document.document_id])
+        store.set_payload(identity, scope, {"access": target})
+    with transaction.atomic():
+        fresh = Document.objects.select_for_update().select_related("source").get(pk=document.pk)
+        if sorted(set(fresh.effective_access)) != target:
+            return False
+        Document.objects.filter(pk=document.pk).update(readers=readers_text(target), access_pending=False)
+    return True
 
 
 def _finish_jobs(job_ids: set[int]) -> None:
@@ -254,6 +277,13 @@ def drain(*, limit: int | None = None) -> DrainResult:
                 sync_document(document)
             except StoreBusy:
                 Document.objects.filter(pk=document.pk).update(needs_sync=True)
+                result.busy = True
+                return result
+            result.synced += 1
+        for document in Document.objects.filter(access_pending=True).order_by("pk"):
+            try:
+                sync_access(document)
+            except StoreBusy:
                 result.busy = True
                 return result
             result.synced += 1

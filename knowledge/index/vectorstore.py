@@ -8,7 +8,9 @@ Two backends behind one interface:
 - ClientStore: qdrant-client against a Qdrant server or cluster (QDRANT_URL), or ":memory:" in tests.
 
 One collection per embedding model (named from the embedder identity); every point carries the
-tenant's public id in its payload, indexed with is_tenant, and every call takes the tenant.
+tenant's public id in its payload, indexed with is_tenant, and every call takes the tenant. Every point also
+carries `access`, the principals that may read it (a keyword index); a query for a restricted viewer carries
+the viewer's principals (`Scope.principals`), so both legs, dense and lexical, rank only what it may see.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ logger = logging.getLogger(__name__)
 DENSE = "dense"
 SPARSE = "bm25"
 RRF_K = 60
-KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key")
+KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access")
 POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
 
 
@@ -65,6 +67,7 @@ class Scope:
     critical_only: bool = False
     version_keys: list[str] | None = None
     point_ids: list[str] | None = None
+    principals: list[str] | None = None  # the viewer's (tenants/principals.py); None: every point of the tenant
 
 
 @dataclass
@@ -119,6 +122,8 @@ def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
         any_of("version_key", scope.version_keys)
     if scope.tags:
         any_of("tags", scope.tags)
+    if scope.principals is not None:
+        any_of("access", scope.principals)
     if scope.mode:
         must.append(m.FieldCondition(key="mode", match=m.MatchValue(value=scope.mode)))
     if scope.critical_only:
@@ -139,7 +144,9 @@ def _tenant_idf(m: Any, scope: Scope, *, edge: bool) -> Any:
 
 
 def _empty_scope(scope: Scope) -> bool:
-    return any(v is not None and len(v) == 0 for v in (scope.source_ids, scope.document_ids, scope.point_ids))
+    return any(
+        v is not None and len(v) == 0 for v in (scope.source_ids, scope.document_ids, scope.point_ids, scope.principals)
+    )
 
 
 # --- one query plan, both backends ------------------------------------------------------------
@@ -266,6 +273,8 @@ class EdgeStore(_Planned):
             try:
                 if (path / "wal").exists() or path.exists() and any(path.iterdir()):
                     shard = m.EdgeShard.load(str(path))
+                    # A store made before access lists existed gets their index (idempotent on a newer one).
+                    shard.update(m.UpdateOperation.create_field_index("access", m.PayloadSchemaType.Keyword))
                 else:
                     path.mkdir(parents=True, exist_ok=True)
                     config = m.EdgeConfig(
@@ -405,6 +414,8 @@ class ClientStore(_Planned):
                 for key in KEYWORD_FIELDS:
                     self.client.create_payload_index(name, key, m.PayloadSchemaType.KEYWORD)
                 self.client.create_payload_index(name, "critical", m.PayloadSchemaType.INTEGER)
+            else:  # a collection made before access lists existed gets their index (a no-op on a newer one)
+                self.client.create_payload_index(name, "access", m.PayloadSchemaType.KEYWORD)
             self._known.add(name)
 
     def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None:

@@ -34,7 +34,7 @@ from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag, readers_text
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from tenants.models import Tenant
 
@@ -309,7 +309,7 @@ def ingest_bytes(
             document = Document.objects.create(
                 tenant=tenant, source=source, document_key=normalised_key, document_id=document_id,
                 source_path=source_path, source_type=source_type, mode=doc_mode, title=title,
-                status=Status.PENDING, critical=critical,
+                status=Status.PENDING, critical=critical, readers=readers_text(source.access),
             )  # fmt: skip
             result = "added"
         else:

@@ -17,7 +17,7 @@ from django.db.models import Count, Q
 from knowledge.models import ChunkLocation
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import live_chunks, live_documents
-from tenants.models import Tenant
+from tenants.principals import Viewer
 
 PROBES = {
     "overview": "overview introduction what is this about purpose getting started README",
@@ -34,14 +34,14 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
-def _scoped_chunks(tenant: Tenant, filters: RetrieveFilters):
-    return live_chunks(tenant=tenant, source_ids=filters.source_ids, tags=filters.tags)
+def _scoped_chunks(viewer: Viewer, filters: RetrieveFilters):
+    return live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
 
 
 def _summary(
-    tenant: Tenant, filters: RetrieveFilters, overview: list[RetrievedChunk]
+    viewer: Viewer, filters: RetrieveFilters, overview: list[RetrievedChunk]
 ) -> tuple[str, list[ChunkLocation]]:
-    chunks = _scoped_chunks(tenant, filters).select_related("document")
+    chunks = _scoped_chunks(viewer, filters).select_related("document")
     candidates = [
         c for c in chunks.filter(index=0).order_by("document__document_key")[:500]
         if PurePosixPath(c.document.display_key).stem.lower() in OVERVIEW_NAMES
@@ -58,19 +58,19 @@ def _summary(
     return " ".join(summary.split()), [picked[0].location()]
 
 
-def _topics(tenant: Tenant, filters: RetrieveFilters) -> list[dict[str, Any]]:
+def _topics(viewer: Viewer, filters: RetrieveFilters) -> list[dict[str, Any]]:
     counts: Counter[str] = Counter()
-    for heading in _scoped_chunks(tenant, filters).exclude(heading="").values_list("heading", flat=True)[:20000]:
+    for heading in _scoped_chunks(viewer, filters).exclude(heading="").values_list("heading", flat=True)[:20000]:
         first = heading.split(" › ")[0].strip()
         if first and not first.startswith(("def ", "class ", "function ", "func ", "fn ")):
             counts[first] += 1
     return [{"topic": topic, "chunks": count} for topic, count in counts.most_common(12)]
 
 
-def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | None = None, per_probe: int = 3) -> dict:
+def bootstrap(*, viewer: Viewer, intent: str = "", filters: RetrieveFilters | None = None, per_probe: int = 3) -> dict:
     filters = filters or RetrieveFilters()
     critical = list(
-        _scoped_chunks(tenant, filters)
+        _scoped_chunks(viewer, filters)
         .filter(Q(critical=True) | Q(document__critical=True))
         .select_related("document")
         .order_by("document__document_key", "index")[:20]
@@ -85,7 +85,7 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
     follow_up: list[str] = []
     overview: list[RetrievedChunk] = []
     for kind, query in probes.items():
-        hits = retrieve(tenant=tenant, query=query, top_k=per_probe + 3, filters=filters)
+        hits = retrieve(viewer=viewer, query=query, top_k=per_probe + 3, filters=filters)
         if kind == "overview":
             overview = hits
         taken = 0
@@ -110,10 +110,10 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
             }
             items.append(item)
             by_chunk[hit.chunk.pk] = item
-    summary, summary_refs = _summary(tenant, filters, overview)
+    summary, summary_refs = _summary(viewer, filters, overview)
     modes = Counter(
         dict(
-            _scoped_chunks(tenant, filters)
+            _scoped_chunks(viewer, filters)
             .order_by()
             .values_list("mode")
             .annotate(n=Count("pk", distinct=True))
@@ -129,13 +129,13 @@ def bootstrap(*, tenant: Tenant, intent: str = "", filters: RetrieveFilters | No
         mode = "documental"
     else:
         mode = "mixed"
-    documents = live_documents(tenant=tenant, source_ids=filters.source_ids, tags=filters.tags)
+    documents = live_documents(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
     return {
         "mode": mode,
         "intent": intent,
         "summary": summary,
         "summary_refs": summary_refs,
-        "topics": _topics(tenant, filters),
+        "topics": _topics(viewer, filters),
         "critical_points": critical_points,
         "items": items,
         "follow_up_refs": follow_up[:20],

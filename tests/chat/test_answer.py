@@ -15,6 +15,7 @@ from chat import services
 from chat.models import Assistant
 from inference.llm import get_gateway
 from knowledge.search.retrieval import retrieve
+from tenants.principals import Viewer
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source
 
@@ -114,7 +115,8 @@ def test_a_question_the_documents_do_not_answer_is_refused_without_citations(han
 
 
 def test_every_claim_of_an_answer_shows_the_excerpt_sentence_it_stands_on(handbook, tenant_a):
-    result = services.answer_question(tenant=tenant_a, question="What do I need to make a warranty claim?",
+    result = services.answer_question(viewer=Viewer.everything(tenant_a),
+                                      question="What do I need to make a warranty claim?",
                                       options=services.AnswerSettings())  # fmt: skip
     assert result.status in ("answered", "partial") and result.citations
     supported = [claim for claim in result.claims if claim["supported"]]
@@ -136,7 +138,7 @@ def test_a_spanish_question_is_refused_in_spanish(handbook, tenant_a):
 
 
 def test_an_empty_knowledge_base_answers_no_evidence_without_calling_the_model(tenant_a):
-    result = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+    result = services.answer_question(viewer=Viewer.everything(tenant_a), question="How long is the warranty?",
                                       options=services.AnswerSettings())  # fmt: skip
     assert result.status == "no_evidence" and result.citations == [] and result.generated is False
     assert "does not contain anything" in result.answer
@@ -181,13 +183,13 @@ def test_with_no_loadable_model_the_answer_is_extractive(handbook, tenant_a, set
     assert result.citations[0]["document_key"] == "warranty.md" and "[1]" in result.answer
     assert "two year warranty" in result.answer
     # With no model server at all (it was stopped), answers are extractive too, and say why.
-    unserved = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+    unserved = services.answer_question(viewer=Viewer.everything(tenant_a), question="How long is the warranty?",
                                               options=services.AnswerSettings())  # fmt: skip
     assert unserved.status == "extractive" and "No chat model server is running" in unserved.reason
 
 
 def test_closing_the_stream_disconnects_and_the_server_stops_generating(handbook, tenant_a, chat_model):
-    stream = services.stream_answer(tenant=tenant_a, question="How long is the warranty?",
+    stream = services.stream_answer(viewer=Viewer.everything(tenant_a), question="How long is the warranty?",
                                     options=services.AnswerSettings(max_tokens=300))  # fmt: skip
     assert isinstance(next(stream), services.Sources)
     assert isinstance(next(stream), str)  # the first token
@@ -205,7 +207,7 @@ def test_closing_the_stream_disconnects_and_the_server_stops_generating(handbook
     while log.read_text(errors="replace").count("Disconnected from client") == before:
         assert time.monotonic() < deadline, "the model server never noticed the disconnect"
         time.sleep(0.1)
-    again = services.answer_question(tenant=tenant_a, question="How long is the warranty?",
+    again = services.answer_question(viewer=Viewer.everything(tenant_a), question="How long is the warranty?",
                                      options=services.AnswerSettings(temperature=0.0))  # fmt: skip
     assert again.status == "answered" and again.citations
 
@@ -264,12 +266,13 @@ def test_an_assistant_can_name_a_catalog_model_and_falls_back_when_it_is_broken(
     assistant = Assistant.objects.create(tenant=tenant_a, name="catalog-bot", model=broken, max_tokens=16)
     options = services.AnswerSettings.from_assistant(assistant)
     assert options.model_paths[0] == str(tmp_path / "x.gguf")
-    result = services.answer_question(tenant=tenant_a, question="warranty?", options=options)
+    result = services.answer_question(viewer=Viewer.everything(tenant_a), question="warranty?", options=options)
     assert result.generated and result.model == "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # the default chain took over
 
 
 def test_a_question_naming_an_identifier_no_document_contains_is_refused_before_the_model(handbook, tenant_a):
-    result = services.answer_question(tenant=tenant_a, question="What does WARRANTY_MAX_CLAIMS default to?",
+    result = services.answer_question(viewer=Viewer.everything(tenant_a),
+                                      question="What does WARRANTY_MAX_CLAIMS default to?",
                                       options=services.AnswerSettings())  # fmt: skip
     assert result.status == "not_found" and result.citations == [] and result.generated is False
     assert "do not mention `WARRANTY_MAX_CLAIMS`" in result.answer and result.reason
@@ -282,9 +285,9 @@ def test_an_identifier_the_first_hits_miss_is_searched_for_on_its_own(tenant_a, 
     make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files)
     settings.RAG_ANSWER_EXCERPTS = 2
     question = "Which claims note says which team handles claims about the warranty, and is it CLAIMS_INBOX?"
-    first = retrieve(tenant=tenant_a, query=question, top_k=2)
+    first = retrieve(viewer=Viewer.everything(tenant_a), query=question, top_k=2)
     assert "settings.md" not in [hit.chunk.document.display_key for hit in first]  # the question alone misses it
-    sources = services.prepare(tenant=tenant_a, question=question, options=services.AnswerSettings())
+    sources = services.prepare(viewer=Viewer.everything(tenant_a), question=question, options=services.AnswerSettings())
     assert sources.missing == []
     assert "settings.md" in [hit.chunk.document.display_key for hit in sources.excerpts]
     assert "settings.md" in [hit.chunk.document.display_key for hit in sources.hits]  # returned with the hits
@@ -318,17 +321,20 @@ def test_a_slow_machine_sends_fewer_excerpt_characters_to_keep_the_first_token_o
     settings.RAG_ANSWER_TTFT_TARGET_S = 8.0  # off by default
     options = services.AnswerSettings(temperature=0.0, max_tokens=16)
     question = "What does the router manual say about setting number 12?"
-    first = services.answer_question(tenant=tenant_a, question=question, options=options)
+    first = services.answer_question(viewer=Viewer.everything(tenant_a), question=question, options=options)
     model = get_gateway().loaded_model()
     assert model is not None and model.prefill_rate and model.prefill_rate > 0  # measured on that answer
     assert first.timings["context_chars"] == 1600  # nothing measured before the first answer: the full budget
     model.prefill_rate = 20.0  # a machine that prefills 20 tokens/s
-    slow = services.answer_question(tenant=tenant_a, question=question, options=options)
+    slow = services.answer_question(viewer=Viewer.everything(tenant_a), question=question, options=options)
     assert slow.timings["context_chars"] == 400
     assert slow.timings["prompt_tokens"] < first.timings["prompt_tokens"]
     settings.RAG_ANSWER_TTFT_TARGET_S = 0.0
     assert (
-        services.answer_question(tenant=tenant_a, question=question, options=options).timings["context_chars"] == 1600
+        services.answer_question(viewer=Viewer.everything(tenant_a), question=question, options=options).timings[
+            "context_chars"
+        ]
+        == 1600
     )
 
 
@@ -338,7 +344,9 @@ def test_past_the_pending_answer_limit_answers_are_refused_with_retry_after_and_
     """The model writes one answer at a time: a queue past RAG_ANSWER_MAX_PENDING gets a clean 503 at once."""
     settings.RAG_ANSWER_MAX_PENDING = 1
     question = {"question": "How long is the warranty?"}
-    holder = services.stream_answer(tenant=handbook.tenant, question="Returns?", options=services.AnswerSettings())
+    holder = services.stream_answer(
+        viewer=Viewer.everything(handbook.tenant), question="Returns?", options=services.AnswerSettings()
+    )
     next(holder)  # one answer in progress: the limit is reached
     try:
         for response in (

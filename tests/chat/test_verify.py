@@ -5,6 +5,7 @@ from __future__ import annotations
 from chat.focus import focus_excerpts, split_units
 from chat.verify import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
 from inference.embedders import get_embedder
+from tenants.principals import Viewer
 
 RETURNS = "Returns are accepted within thirty days of purchase. Refunds go back to the original card."
 WARRANTY = (
@@ -241,7 +242,9 @@ def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant
     monkeypatch.setattr(services, "_cross_failed_at", None)
     monkeypatch.setattr(packaged, "packaged_reranker_files", tampered)
     make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": f"# Warranty\n\n{WARRANTY}\n"})
-    sources = services.prepare(tenant=tenant_a, question="How long is the warranty?", options=services.AnswerSettings())
+    sources = services.prepare(
+        viewer=Viewer.everything(tenant_a), question="How long is the warranty?", options=services.AnswerSettings()
+    )
     assert sources.excerpts and sources.strength is None and not services.weak_evidence(sources)
     assert services.cross_encoder() is None
     monkeypatch.setattr(packaged, "packaged_reranker_files", lambda: 1 / 0)  # not even tried again meanwhile

@@ -22,6 +22,7 @@ from inference.embedders import get_embedder
 from knowledge.models import Chunk, Document, IngestJob, Status
 from knowledge.search.retrieval import retrieve
 from tenants.models import Membership
+from tenants.principals import Viewer
 from tests.factories import CommittingClientMixin, make_answer, make_folder_source, make_member
 
 HANDBOOK = {
@@ -137,7 +138,7 @@ def test_marking_the_right_chunk_critical_closes_the_item_and_lifts_it_in_retrie
     fix = Fix.objects.get(verdict=item)
     assert (fix.action, fix.by_name, fix.chunk) == ("critical", "ada", chunk)
     assert Chunk.objects.get(pk=chunk.pk).critical
-    first = retrieve(tenant=acme["tenant"], query=QUESTION, top_k=3)[0]
+    first = retrieve(viewer=Viewer.everything(acme["tenant"]), query=QUESTION, top_k=3)[0]
     assert first.chunk.document.display_key == "old-warranty.md" and first.boost > 0  # the vector payload too
     question = EvalQuestion.objects.get()
     assert (question.question, question.relevant_docs, question.answer, question.answerable) == (
@@ -171,8 +172,8 @@ def test_every_fix_acts_records_who_did_it_closes_the_item_and_adds_its_question
     assert question.answer == ("" if action == "not_in_knowledge" else "two year")
     if action == "retire":
         assert Document.objects.get(pk=outdated.pk).status == Status.RETIRED
-        assert "old-warranty.md" not in {h.chunk.document.display_key for h in retrieve(tenant=acme["tenant"],
-                                                                                      query=QUESTION)}  # fmt: skip
+        hits = retrieve(viewer=Viewer.everything(acme["tenant"]), query=QUESTION)
+        assert "old-warranty.md" not in {h.chunk.document.display_key for h in hits}
     if action == "tag":
         assert list(outdated.tags.values_list("name", flat=True)) == ["outdated"]
     if action == "upload":

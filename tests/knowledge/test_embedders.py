@@ -15,6 +15,7 @@ from inference import embedders
 from inference.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
 from knowledge.ingest import pipeline
 from knowledge.search.retrieval import IndexMismatch, retrieve
+from tenants.principals import Viewer
 
 
 class _EmbeddingHandler(BaseHTTPRequestHandler):
@@ -137,16 +138,16 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
     (root / "a.md").write_text("# Refunds\n\nRefunds are paid within five days.\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
     pipeline.sync_folder(source=source, root=root)
-    assert retrieve(tenant=tenant_a, query="refunds", top_k=3)
+    assert retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
 
     other = OpenAIEmbedder(url=embedding_server, model="test-embed")
     monkeypatch.setattr(embedders, "get_embedder", lambda: other)
     monkeypatch.setattr("knowledge.search.retrieval.get_embedder", lambda: other)
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
-        retrieve(tenant=tenant_a, query="refunds", top_k=3)
+        retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
     call_command("reindex", "acme")
     assert "1 of 1 active version(s) need openai/test-embed" in capsys.readouterr().out
-    hits = retrieve(tenant=tenant_a, query="refunds paid", top_k=3)
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="refunds paid", top_k=3)
     assert hits and hits[0].chunk.embedding_model == "test-embed"
 
 
@@ -162,11 +163,13 @@ def test_reindex_all_brings_every_tenants_index_up_to_date_after_an_upgrade(tena
 
     DocumentVersion.objects.filter(tenant=tenant_a).update(embedding_model="an-older-embedder")
     with pytest.raises(IndexMismatch):
-        retrieve(tenant=tenant_a, query="refunds", top_k=3)
+        retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
     call_command("reindex", "--all")
     out = capsys.readouterr().out
     assert "acme: 1 of 1 active version(s) need" in out and "globex: 0 of 0" in out
-    assert retrieve(tenant=tenant_a, query="refunds paid", top_k=3)[0].chunk.text.endswith("five days.")
+    assert retrieve(viewer=Viewer.everything(tenant_a), query="refunds paid", top_k=3)[0].chunk.text.endswith(
+        "five days."
+    )
 
 
 def test_windows_let_the_packaged_embedder_read_the_end_of_a_long_chunk():
@@ -208,5 +211,5 @@ def test_code_is_embedded_with_its_path_and_reindex_upgrades_code_embedded_befor
     code.refresh_from_db()
     assert np.allclose(np.frombuffer(code.dense, dtype=np.float32), expected, atol=1e-6)
     assert DocumentVersion.objects.get(pk=code.document_version_id).indexing_version == 2
-    hits = retrieve(tenant=tenant_a, query="How does a session send a request?", top_k=2)
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="How does a session send a request?", top_k=2)
     assert "pkg/sessions.py" in [h.chunk.document.display_key for h in hits]

@@ -17,6 +17,7 @@ from knowledge.ingest import pipeline
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.options import IngestOptions
 from knowledge.search.retrieval import retrieve
+from tenants.principals import Viewer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -105,7 +106,7 @@ def test_pdf_chunks_carry_their_page_numbers(tenant_a, tree):
     document = Document.objects.get(document_key="docs/handbook.pdf")
     pages = {c.page for c in document.chunks.all()}
     assert pages <= {1, 2} and 1 in pages
-    returns = [hit for hit in retrieve(tenant=tenant_a, query="refund of returns", top_k=3)]
+    returns = [hit for hit in retrieve(viewer=Viewer.everything(tenant_a), query="refund of returns", top_k=3)]
     assert returns[0].chunk.document == document
 
 
@@ -148,7 +149,7 @@ def test_editing_one_file_reembeds_only_it_and_keeps_the_old_version(tenant_a, t
     assert document.version == 2
     statuses = dict(document.versions.values_list("version", "status"))
     assert statuses == {1: Status.SUPERSEDED, 2: Status.ACTIVE}
-    texts = [hit.chunk.text for hit in retrieve(tenant=tenant_a, query="guide explains", top_k=10)]
+    texts = [hit.chunk.text for hit in retrieve(viewer=Viewer.everything(tenant_a), query="guide explains", top_k=10)]
     assert any("reports" in t for t in texts)
     assert not any("explains dashboards" in t for t in texts)  # the superseded version is not served
 
@@ -161,7 +162,7 @@ def test_a_removed_file_is_retired_and_no_longer_retrieved(tenant_a, tree):
     document = Document.objects.get(document_key="docs/page.html")
     assert document.status == Status.RETIRED
     assert document.versions.get().status == Status.RETIRED
-    hits = retrieve(tenant=tenant_a, query="Pro plan costs 20 euros", top_k=10)
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="Pro plan costs 20 euros", top_k=10)
     assert document.pk not in {hit.chunk.document_id for hit in hits}
 
 
@@ -187,10 +188,13 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
     assert document.version == 1
     assert dict(document.versions.values_list("version", "status")) == {1: Status.ACTIVE, 2: Status.PENDING}
     # Readers still get the complete old version and nothing of the half-stored new one.
-    texts = [h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", top_k=20)]
+    texts = [
+        h.chunk.text for h in retrieve(viewer=Viewer.everything(tenant_a), query="configure module step", top_k=20)
+    ]
     assert not any("configure module" in t for t in texts)
     assert any(
-        "apt install" in h.chunk.text for h in retrieve(tenant=tenant_a, query="apt install acme-agent", top_k=5)
+        "apt install" in h.chunk.text
+        for h in retrieve(viewer=Viewer.everything(tenant_a), query="apt install acme-agent", top_k=5)
     )
 
     monkeypatch.setattr(store, "upsert", real_upsert)
@@ -202,7 +206,8 @@ def test_a_job_killed_midway_leaves_no_partial_document_and_a_retry_completes_it
         2: Status.ACTIVE,
     }
     assert any(
-        "configure module" in h.chunk.text for h in retrieve(tenant=tenant_a, query="configure module step", top_k=5)
+        "configure module" in h.chunk.text
+        for h in retrieve(viewer=Viewer.everything(tenant_a), query="configure module step", top_k=5)
     )
 
 
@@ -235,14 +240,16 @@ def test_drain_activates_pending_versions_in_groups_with_one_flush_each_and_a_ba
     assert indexer.drain().activated == 7 and len(flushes) == 3
     bad.refresh_from_db()
     assert bad.status == Status.PENDING and "the store refused these points" in bad.error
-    keys = {h.chunk.document.document_key for h in retrieve(tenant=tenant_a, query="lighthouse flashes green",
-                                                            top_k=10)}  # fmt: skip
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="lighthouse flashes green", top_k=10)
+    keys = {h.chunk.document.document_key for h in hits}
     assert keys == {f"page-{n}.md" for n in range(8)} - {"page-4.md"}
 
     monkeypatch.setattr(indexer, "store_version_points", real_store_points)
     assert indexer.drain().activated == 1
     assert (
-        retrieve(tenant=tenant_a, query="lighthouse number 4 flashes", top_k=1)[0].chunk.document.document_key
+        retrieve(viewer=Viewer.everything(tenant_a), query="lighthouse number 4 flashes", top_k=1)[
+            0
+        ].chunk.document.document_key
         == "page-4.md"
     )
 
@@ -255,11 +262,11 @@ def test_one_tenant_never_sees_another_tenants_chunks(tenant_a, tenant_b, tmp_pa
     sync(tenant_a, root_a, "docs")
     sync(tenant_b, root_b, "docs")
     for tenant in (tenant_a, tenant_b):
-        hits = retrieve(tenant=tenant, query="alpha salary payroll handbook", top_k=10)
+        hits = retrieve(viewer=Viewer.everything(tenant), query="alpha salary payroll handbook", top_k=10)
         assert hits and {h.chunk.tenant_id for h in hits} == {tenant.pk}
     # Even a scope naming the other tenant's source cannot reach it: the tenant comes from the caller.
     foreign = Scope(tenant=str(tenant_b.public_id), source_ids=["src:globex:folder:docs"])
-    assert retrieve(tenant=tenant_a, query="salary", top_k=10, scope=foreign) == []
+    assert retrieve(viewer=Viewer.everything(tenant_a), query="salary", top_k=10, scope=foreign) == []
 
 
 def test_curation_reaches_the_vector_payloads_at_once(tenant_a, tree):
@@ -350,9 +357,9 @@ def test_the_same_pipeline_works_against_a_qdrant_server_backend(tenant_a, tenan
     reset_store()
     assert isinstance(get_store(), ClientStore)
     sync(tenant_a, tree)
-    hits = retrieve(tenant=tenant_a, query="apt install acme-agent X-Api-Key", top_k=5)
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="apt install acme-agent X-Api-Key", top_k=5)
     assert hits[0].chunk.document.document_key == "docs/install.md"
-    assert retrieve(tenant=tenant_b, query="apt install acme-agent", top_k=5) == []
+    assert retrieve(viewer=Viewer.everything(tenant_b), query="apt install acme-agent", top_k=5) == []
 
 
 @pytest.mark.embedded_store
@@ -423,9 +430,9 @@ def test_a_chunk_spanning_pages_names_the_page_its_matching_text_is_on(tenant_a,
     chunk = Chunk.objects.get(document__document_key="router.pdf")  # short pages: one chunk holds all three
     assert (chunk.page, chunk.page_end) == (1, 3)
 
-    hit = retrieve(tenant=tenant_a, query="How long do I hold the reset button?", top_k=3)[0]
+    hit = retrieve(viewer=Viewer.everything(tenant_a), query="How long do I hold the reset button?", top_k=3)[0]
     assert hit.chunk == chunk and hit.page == 2 and "page 2" in hit.label
-    assert retrieve(tenant=tenant_a, query="When can I call the helpdesk?", top_k=3)[0].page == 3
+    assert retrieve(viewer=Viewer.everything(tenant_a), query="When can I call the helpdesk?", top_k=3)[0].page == 3
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
@@ -472,7 +479,7 @@ def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(
     (root / "long.md").write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
     job = pipeline.sync_folder(source=source, root=root)
     assert job.updated == 1 and 1 <= len(embedder.texts) <= 2  # only the edited paragraph's chunk(s)
-    hits = retrieve(tenant=tenant_a, query="Policy 3 now covers the topic", top_k=3)
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="Policy 3 now covers the topic", top_k=3)
     assert "Policy 3 now covers" in hits[0].chunk.text and hits[0].chunk.document_version.version == 2
     reused = Chunk.objects.get(document_version__version=2, text__contains="Policy 6 covers")
     original = Chunk.objects.get(document_version__version=1, text__contains="Policy 6 covers")
@@ -516,7 +523,7 @@ def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own
     expected = embedder.inner.embed(inputs)
     stored = np.vstack([np.frombuffer(bytes(chunk.dense), dtype=np.float32) for chunk in chunks])
     assert np.allclose(stored, expected, atol=1e-4)
-    hit = retrieve(tenant=tenant_a, query="river level at bridge 17", top_k=1)[0]
+    hit = retrieve(viewer=Viewer.everything(tenant_a), query="river level at bridge 17", top_k=1)[0]
     assert hit.chunk.document.document_key == "note-17.md"
 
 

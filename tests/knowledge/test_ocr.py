@@ -16,6 +16,7 @@ from knowledge.ingest.extraction import NeedsOCR, extract
 from knowledge.ingest.ocr import installed_languages, ocr_pdf_pages
 from knowledge.models import Document, IngestJob
 from knowledge.search.retrieval import retrieve
+from tenants.principals import Viewer
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 pytestmark = pytest.mark.skipif(
@@ -50,9 +51,13 @@ def test_a_scanned_pdf_is_read_by_ocr_and_each_page_is_found_with_its_number(ten
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="scans", path=folder)
     job = pipeline.sync_folder(source=source, root=folder)
     assert job.failed == 0 and job.added == 1
-    spanish = retrieve(tenant=tenant_a, query="¿Cuántos años cubre la garantía del lavavajillas?", top_k=1)[0]
+    spanish = retrieve(
+        viewer=Viewer.everything(tenant_a), query="¿Cuántos años cubre la garantía del lavavajillas?", top_k=1
+    )[0]
     assert spanish.page == 1 and "tres años" in spanish.chunk.text  # accents read with the Spanish data
-    english = retrieve(tenant=tenant_a, query="Within how many days can a dishwasher be returned?", top_k=1)[0]
+    english = retrieve(
+        viewer=Viewer.everything(tenant_a), query="Within how many days can a dishwasher be returned?", top_k=1
+    )[0]
     assert english.page == 2 and "forty five days" in english.chunk.text
     document = Document.objects.get(document_key="policies.pdf")
     assert document.chunks.exists()

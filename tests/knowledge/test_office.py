@@ -12,6 +12,7 @@ import pytest
 from knowledge.ingest import pipeline
 from knowledge.models import Document, Status
 from knowledge.search.retrieval import retrieve
+from tenants.principals import Viewer
 
 FILLER = " ".join(f"Paragraph {i} of this section describes how the company works in some detail." for i in range(25))
 
@@ -104,7 +105,7 @@ def _sync(tenant, root: Path):  # type: ignore[no-untyped-def]
 
 
 def _top(tenant, query: str):  # type: ignore[no-untyped-def]
-    return retrieve(tenant=tenant, query=query, top_k=3)[0]
+    return retrieve(viewer=Viewer.everything(tenant), query=query, top_k=3)[0]
 
 
 def test_each_office_format_is_found_with_its_heading_page_or_sheet(tenant_a, office_folder):

@@ -11,6 +11,7 @@ from knowledge.ingest import pipeline
 from knowledge.models import Document
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import RetrieveFilters
+from tenants.principals import Viewer
 
 
 def _handbook_and_notes(tenant, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -33,7 +34,7 @@ def _handbook_and_notes(tenant, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_a_bootstrap_scoped_to_a_source_tag_counts_and_maps_that_sources_documents(tenant_a, tmp_path: Path):
     _handbook_and_notes(tenant_a, tmp_path)
-    pack = bootstrap(tenant=tenant_a, intent="annual leave", filters=RetrieveFilters(tags=["hr"]))
+    pack = bootstrap(viewer=Viewer.everything(tenant_a), intent="annual leave", filters=RetrieveFilters(tags=["hr"]))
     assert pack["scope"]["documents"] == 2 and pack["scope"]["chunks"] >= 2
     assert [p["document_key"] for p in pack["critical_points"]] == ["leave.md"]
     assert {t["topic"] for t in pack["topics"]} == {"Leave", "Expenses"}

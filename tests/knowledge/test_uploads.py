@@ -10,6 +10,7 @@ from knowledge.ingest.uploads import UploadRejected, expand_upload
 from knowledge.models import Document, IngestJob, Status
 from knowledge.search.retrieval import retrieve
 from knowledge.services import FolderNotAllowed, folder_path_check, upload_enqueue
+from tenants.principals import Viewer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -55,7 +56,10 @@ def test_uploads_and_zips_are_ingested_in_the_background_with_every_refusal_expl
     assert "zip bomb" in skips["bomb.txt"]
     assert skips["manual/link.md"].startswith("symbolic link")
     assert [e["key"] for e in job.errors] == ["broken.zip"]
-    assert retrieve(tenant=tenant_a, query="router port", top_k=3)[0].chunk.document.document_key == "manual/setup.md"
+    assert (
+        retrieve(viewer=Viewer.everything(tenant_a), query="router port", top_k=3)[0].chunk.document.document_key
+        == "manual/setup.md"
+    )
 
 
 def test_an_upload_over_the_limit_is_refused(settings):

@@ -13,9 +13,10 @@ from feedback.evaluation import METRICS, evaluation_run
 from feedback.models import EvalQuestion, EvalRun
 from feedback.runner import wait_for
 from knowledge import ids
-from knowledge.index.vectorstore import StoreBusy
 from knowledge.search.retrieval import retrieve, retrieve_single_leg
+from knowledge.shapes import StoreBusy
 from tenants.models import Tenant
+from tenants.principals import Viewer
 
 WAIT_S = 3600  # the CLI waits this long for the web server's runner
 METHODS = ("dense", "lexical", "hybrid", "hybrid+specific", "hybrid+rerank")
@@ -33,8 +34,8 @@ def _hit_keys(hits: list[Any]) -> list[tuple[str, str]]:
 
 def _run(method: str, tenant: Tenant, question: str) -> list[Any]:
     if method in ("dense", "lexical"):
-        return retrieve_single_leg(tenant=tenant, query=question, top_k=10, leg=method)
-    return retrieve(tenant=tenant, query=question, top_k=10, specific=method == "hybrid+specific",
+        return retrieve_single_leg(viewer=Viewer.everything(tenant), query=question, top_k=10, leg=method)
+    return retrieve(viewer=Viewer.everything(tenant), query=question, top_k=10, specific=method == "hybrid+specific",
                     rerank=method == "hybrid+rerank")  # fmt: skip
 
 

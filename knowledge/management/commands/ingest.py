@@ -15,8 +15,9 @@ from knowledge.ingest import pipeline
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
 from knowledge.options import IngestOptions
-from knowledge.services import folder_sync_enqueue
+from knowledge.services import folder_sync_enqueue, source_set_access
 from tenants.models import Tenant
+from tenants.principals import UnknownPrincipal, parse_principal_list, principals_check
 
 
 class Command(BaseCommand):
@@ -30,9 +31,13 @@ class Command(BaseCommand):
         parser.add_argument("--tags", default="", help="comma-separated tags for every document")
         parser.add_argument("--ocr-languages", default="", help="Tesseract languages for scanned pages (spa+eng)")
         parser.add_argument("--async", dest="run_async", action="store_true", help="enqueue a background job")
+        parser.add_argument("--access", default=None,
+                            help="who sees the source's documents: tenant (a new source's default), or "
+                                 "principals such as group:hr,user:bob; an existing source keeps its list unless "
+                                 "given")  # fmt: skip
 
     def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
-               ocr_languages: str = "", **options: Any) -> None:  # fmt: skip
+               ocr_languages: str = "", access: str | None = None, **options: Any) -> None:  # fmt: skip
         become_batch_process()  # every core for embedding, below the web server's priority
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
@@ -40,10 +45,17 @@ class Command(BaseCommand):
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
+        try:  # before anything is created: an unknown group or user stops the command
+            wanted = None if access is None else principals_check(tenant=owner, principals=parse_principal_list(access))
+        except UnknownPrincipal as exc:
+            raise CommandError(str(exc)) from exc
         try:
             folder = pipeline.folder_source_get_or_create(tenant=owner, name=source or root.name, path=root)
         except ids.InvalidIdentifier as exc:
             raise CommandError(str(exc)) from exc
+        if wanted is not None and sorted(wanted) != sorted(folder.access):
+            changed = source_set_access(tenant=owner, source=folder, access=wanted)
+            self.stdout.write(f"Access of {folder.source_id}: {', '.join(wanted)} ({changed} documents changed)")
         if ocr_languages:
             if not OCR_LANGUAGES_RE.match(ocr_languages):
                 raise CommandError(f"{ocr_languages!r} is not a list of Tesseract language codes such as spa+eng.")

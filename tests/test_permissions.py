@@ -1,0 +1,378 @@
+"""Document-level access inside a tenant: every door × every identity × an open and a restricted document.
+
+The company: `handbook` (open to the tenant) and `hr-files` (open to group:hr only). hanna is staff in hr, sam is
+staff outside it, alice is an admin. Keys act for tenant, for group:hr, for user:hanna and for all. A canary
+string is planted only in the restricted document (and in the name of a file its job skipped): it must never
+appear in anything an identity that may not see the document gets back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.test import APIClient
+
+from knowledge import selectors, services
+from knowledge.index import indexer
+from knowledge.ingest import pipeline
+from knowledge.models import Document, Source
+from knowledge.search.retrieval import retrieve
+from tenants.models import ApiKey, Membership
+from tenants.principals import Viewer, viewer_for
+from tenants.services import api_key_issue, group_create, group_get, group_member_add, group_member_remove
+from tests.factories import CommittingClientMixin, make_folder_source, make_member
+
+CANARY = "quokka7731zebra"
+HANDBOOK = {
+    "handbook.md": "# Support handbook\n\nSupport answers every ticket within one business day.\n\n"
+    "## Pay\n\nQuestions about salary bands go to the HR team, never to support.\n",
+}
+HR = {
+    "salaries.md": f"# Salary bands\n\nThe salary band for a senior engineer is 92,000 euros a year. "
+    f"Reference {CANARY}.\n",
+}
+QUESTION = "What is the salary band for a senior engineer?"
+
+
+class CommittingAPIClient(CommittingClientMixin, APIClient):
+    pass
+
+
+@pytest.fixture
+def company(tenant_a, admin_a, tmp_path, settings):  # type: ignore[no-untyped-def]
+    settings.RAG_ALLOWED_FOLDER_ROOTS = [tmp_path.resolve()]
+    hr = group_create(tenant=tenant_a, name="hr")
+    hanna, sam = make_member(tenant_a, username="hanna"), make_member(tenant_a, username="sam")
+    group_member_add(tenant=tenant_a, actor=None, group=hr, user=hanna)
+    make_folder_source(tenant=tenant_a, root=tmp_path / "handbook", files=HANDBOOK, name="handbook")
+    root = tmp_path / "hr"
+    root.mkdir()
+    (root / "salaries.md").write_text(HR["salaries.md"])
+    (root / f"{CANARY}.bin").write_bytes(b"\x00\x01binary")  # skipped: its name is in the job's report
+    hr_source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="hr-files", path=root)
+    services.source_set_access(tenant=tenant_a, source=hr_source, access=["group:hr"])
+    pipeline.sync_folder(source=hr_source, root=root)
+    indexer.drain()
+    keys = {
+        name: api_key_issue(tenant=tenant_a, name=name, scope="read", acts_for=acts_for)[1]
+        for name, acts_for in (("key-tenant", None), ("key-group", ["group:hr"]), ("key-user", ["user:hanna"]),
+                               ("key-all", ["all"]))
+    }  # fmt: skip
+    return {
+        "tenant": tenant_a, "hr": hr, "users": {"alice": admin_a, "hanna": hanna, "sam": sam}, "keys": keys,
+        "open": Document.objects.get(document_key="handbook.md"),
+        "secret": Document.objects.get(document_key="salaries.md"),
+        "hr_source": hr_source, "handbook": Source.objects.get(name="handbook"),
+    }  # fmt: skip
+
+
+# identity → may it see the restricted document?
+IDENTITIES = {
+    "admin": True, "staff-in-group": True, "staff-outside": False,
+    "key-tenant": False, "key-group": True, "key-user": True, "key-all": True,
+}  # fmt: skip
+SESSION_USERS = {"admin": "alice", "staff-in-group": "hanna", "staff-outside": "sam"}
+
+
+def _client(company: dict[str, Any], identity: str) -> APIClient:
+    client = CommittingAPIClient()
+    if identity in SESSION_USERS:
+        client.force_login(company["users"][SESSION_USERS[identity]])
+    else:
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {company['keys'][identity]}")
+    return client
+
+
+def _reads(company: dict[str, Any], client: APIClient, identity: str) -> dict[str, tuple[int, str]]:
+    """Every REST door that returns document content or metadata, as (status, body)."""
+    base = "/api/v1/tenants/acme"
+    secret, hr_source = company["secret"], company["hr_source"]
+    calls = {
+        "retrieve": client.post(f"{base}/retrieve/", {"query": QUESTION, "top_k": 5}, format="json"),
+        "retrieve-specific": client.post(
+            f"{base}/retrieve/", {"query": QUESTION, "specific": True, "include_superseded": True}, format="json"
+        ),  # fmt: skip
+        "bootstrap": client.post(f"{base}/bootstrap/", {"intent": "salary bands"}, format="json"),
+        "answer": client.post(f"{base}/answer/", {"question": QUESTION}, format="json"),
+        "documents": client.get(f"{base}/documents/?q=salar"),
+        "documents-all": client.get(f"{base}/documents/"),
+        "document": client.get(f"{base}/documents/{secret.public_id}/"),
+        "sources": client.get(f"{base}/sources/"),
+        "source": client.get(f"{base}/sources/{hr_source.public_id}/"),
+        "jobs": client.get(f"{base}/jobs/"),
+    }
+    if identity not in SESSION_USERS:  # Dify speaks with keys only
+        key, setting = company["keys"][identity], {"top_k": 5}
+        for door, knowledge_id in (("dify", "hr-files"), ("dify-open", "handbook")):
+            calls[door] = APIClient().post(
+                f"{base}/dify/retrieval",
+                {"knowledge_id": knowledge_id, "query": QUESTION, "retrieval_setting": setting},
+                format="json", HTTP_AUTHORIZATION=f"Bearer {key}",
+            )  # fmt: skip
+    return {name: (response.status_code, response.content.decode()) for name, response in calls.items()}
+
+
+@pytest.mark.parametrize("identity", list(IDENTITIES))
+def test_every_rest_door_shows_the_restricted_document_exactly_to_those_who_may_see_it(company, identity, caplog):
+    caplog.set_level(logging.DEBUG)
+    sees = IDENTITIES[identity]
+    got = _reads(company, _client(company, identity), identity)
+    for door, (status, body) in got.items():
+        assert status < 500, (door, status, body[:300])
+        if not sees:
+            assert CANARY not in body, door
+            assert "salaries.md" not in body and "hr-files" not in body, (door, body[:300])
+    assert ("salaries.md" in got["retrieve"][1]) is sees
+    assert (CANARY in got["answer"][1]) is sees  # no model here: the answer is the best excerpts, verbatim
+    assert ("salaries.md" in got["bootstrap"][1]) is sees
+    assert ("salaries.md" in got["documents"][1]) is sees
+    assert got["document"][0] == (200 if sees else 404)  # hidden is "not found", never "forbidden"
+    assert got["source"][0] == (200 if sees else 404)
+    assert ("hr-files" in got["sources"][1]) is sees
+    assert (CANARY in got["jobs"][1]) is sees  # the skipped file's name is in the hr job's report
+    if "dify" in got:
+        assert got["dify"][0] == (200 if sees else 404)
+    # The open document is there for everyone, and a restricted corpus costs the others no recall: five hits
+    # when five exist... here the open handbook is the best hit left.
+    hits = json.loads(got["retrieve"][1])["hits"]
+    assert hits and ("handbook.md" in {h["document_key"] for h in hits})
+    assert json.loads(got["bootstrap"][1])["scope"]["documents"] == (2 if sees else 1)
+    if not sees:
+        assert CANARY not in caplog.text  # nor in any log line written while serving this identity
+
+
+def test_top_k_counts_only_visible_hits_so_a_restricted_corpus_costs_others_no_recall(tenant_a, tmp_path):
+    group_create(tenant=tenant_a, name="board")
+    open_files = {f"open-{n}.md": f"# Topic {n}\n\nThe quarterly revenue note number {n} for the team.\n"
+                  for n in range(6)}  # fmt: skip
+    secret_files = {f"secret-{n}.md": f"# Board {n}\n\nThe quarterly revenue note number {n} for the board.\n"
+                    for n in range(20)}  # fmt: skip
+    make_folder_source(tenant=tenant_a, root=tmp_path / "open", files=open_files, name="open")
+    board = make_folder_source(tenant=tenant_a, root=tmp_path / "board", files=secret_files, name="board")
+    services.source_set_access(tenant=tenant_a, source=board, access=["group:board"])
+    indexer.drain()
+    staff = Membership.objects.get(user=make_member(tenant_a, username="sam"))
+    hits = retrieve(viewer=viewer_for(tenant=tenant_a, membership=staff), query="quarterly revenue note", top_k=5)
+    assert len(hits) == 5 and all(h.chunk.document.document_key.startswith("open-") for h in hits)
+
+
+def test_the_restriction_is_in_the_vector_query_itself(company):
+    """Both legs of the store's own query, not a filter after it: a restricted viewer's scope finds no point
+    of the hidden document, though the same query for an unrestricted one ranks it first."""
+    from inference.embedders import get_embedder
+    from knowledge.index.lexical import query_vector
+    from knowledge.index.vectorstore import get_store
+    from knowledge.search.retrieval import RetrieveFilters, viewer_scope
+
+    tenant = company["tenant"]
+    embedder = get_embedder()
+    dense = embedder.embed([QUESTION])[0].tolist()
+    outside = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["sam"]))
+    for viewer, expected in ((outside, False), (Viewer.everything(tenant), True)):
+        legs = get_store().hybrid(embedder.identity, viewer_scope(viewer, RetrieveFilters()), dense=dense,
+                                  sparse=query_vector(QUESTION), limit=50)  # fmt: skip
+        found = {hit.payload["document_id"] for hit in legs.fused}
+        assert (company["secret"].document_id in found) is expected
+
+
+def test_a_document_list_of_its_own_replaces_the_sources_and_null_inherits_again(company):
+    tenant, open_doc = company["tenant"], company["open"]
+    admin = CommittingAPIClient()
+    admin.force_login(company["users"]["alice"])
+    url = f"/api/v1/tenants/acme/documents/{open_doc.public_id}/"
+    response = admin.patch(url, {"access": ["user:hanna"]}, format="json")
+    assert response.status_code == 200 and response.json()["access"] == ["user:hanna"]
+    assert response.json()["restricted"] is True
+    indexer.drain()
+    sam = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["sam"]))
+    hanna = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["hanna"]))
+    assert selectors.document_get(viewer=sam, document_id=open_doc.document_id) is None
+    assert "handbook.md" not in {h.chunk.document.document_key for h in retrieve(viewer=sam, query="ticket support")}
+    assert "handbook.md" in {h.chunk.document.document_key for h in retrieve(viewer=hanna, query="ticket support")}
+    back = admin.patch(url, {"access": None}, format="json")
+    assert back.status_code == 200 and back.json()["access"] is None and back.json()["effective_access"] == ["tenant"]
+    indexer.drain()
+    assert "handbook.md" in {h.chunk.document.document_key for h in retrieve(viewer=sam, query="ticket support")}
+
+
+def test_access_changes_are_refused_without_an_admin_or_a_write_key_for_all(company):
+    tenant, secret = company["tenant"], company["secret"]
+    url = f"/api/v1/tenants/acme/documents/{secret.public_id}/"
+    write_tenant = CommittingAPIClient()
+    write_tenant.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant, scope='write')[1]}")
+    other = api_key_issue(tenant=tenant, scope="write", acts_for=["group:hr"])[1]
+    write_group = CommittingAPIClient()
+    write_group.credentials(HTTP_AUTHORIZATION=f"Api-Key {other}")
+    read_all = _client(company, "key-all")
+    assert write_tenant.patch(url, {"access": ["tenant"]}, format="json").status_code == 404  # cannot see it
+    assert write_group.patch(url, {"access": ["tenant"]}, format="json").status_code == 403  # sees it, may not
+    assert read_all.patch(url, {"access": ["tenant"]}, format="json").status_code == 403  # read scope
+    source_url = f"/api/v1/tenants/acme/sources/{company['handbook'].public_id}/"
+    assert write_tenant.patch(source_url, {"access": ["group:hr"]}, format="json").status_code == 403
+    staff = CommittingAPIClient()
+    staff.force_login(company["users"]["hanna"])
+    assert staff.patch(url, {"access": ["tenant"]}, format="json").status_code == 404
+    assert Document.objects.get(pk=secret.pk).access is None and Source.objects.get(name="hr-files").access == [
+        "group:hr"
+    ]
+    # Who may change it sees the lists; others never do.
+    assert "access" not in _client(company, "key-group").get(url).json()
+    everything = CommittingAPIClient()
+    everything.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant, acts_for=['all'])[1]}")
+    assert everything.get(url).json()["effective_access"] == ["group:hr"]
+
+
+def test_unknown_principals_are_a_400_that_names_them(company):
+    admin = CommittingAPIClient()
+    admin.force_login(company["users"]["alice"])
+    response = admin.patch(f"/api/v1/tenants/acme/sources/{company['handbook'].public_id}/",
+                           {"access": ["group:legal", "user:ghost", "group:hr"]}, format="json")  # fmt: skip
+    assert response.status_code == 400
+    message = json.dumps(response.json())
+    assert "'legal'" in message and "'ghost'" in message and "'hr'" not in message
+    assert Source.objects.get(name="handbook").access == ["tenant"]  # nothing changed
+
+
+def test_a_membership_change_applies_to_the_next_request(company):
+    """Keys and sessions are resolved at each request: removing hanna from hr hides the document from her and
+    from the key acting for her at once; adding sam shows it to him."""
+    tenant, hr = company["tenant"], company["hr"]
+    hanna, key_user = _client(company, "staff-in-group"), _client(company, "key-user")
+    url = f"/api/v1/tenants/acme/documents/{company['secret'].public_id}/"
+    assert hanna.get(url).status_code == 200 and key_user.get(url).status_code == 200
+    admin = CommittingAPIClient()
+    admin.force_login(company["users"]["alice"])
+    removed = admin.delete("/api/v1/tenants/acme/groups/hr/members/hanna/")
+    assert removed.status_code == 204
+    assert hanna.get(url).status_code == 404 and key_user.get(url).status_code == 404
+    added = admin.post("/api/v1/tenants/acme/groups/hr/members/", {"username": "sam"}, format="json")
+    assert added.status_code == 201 and added.json()["members"] == ["sam"]
+    assert _client(company, "staff-outside").get(url).status_code == 200
+    assert (
+        admin.post("/api/v1/tenants/acme/groups/hr/members/", {"username": "nobody"}, format="json").status_code == 400
+    )
+    groups = admin.get("/api/v1/tenants/acme/groups/").json()
+    assert groups == [{"name": "hr", "principal": "group:hr", "members": ["sam"]}]
+    group_member_remove(tenant=tenant, actor=None, group=hr, user=company["users"]["sam"])
+
+
+def test_a_key_acting_for_a_principal_follows_what_it_holds_now(company):
+    tenant = company["tenant"]
+    key = ApiKey.objects.get(name="key-tenant")
+    client = _client(company, "key-tenant")
+    url = f"/api/v1/tenants/acme/documents/{company['secret'].public_id}/"
+    assert client.get(url).status_code == 404
+    key.acts_for = ["group:hr"]
+    key.save(update_fields=["acts_for"])
+    assert client.get(url).status_code == 200  # its principals are read at each request
+    group_get(tenant=tenant, name="hr").delete()
+    assert client.get(url).status_code == 404  # the group is gone: what it opened closes
+
+
+def test_a_permission_change_is_a_payload_update_and_the_stricter_list_holds_until_it_lands(company):
+    """No re-extraction, no re-embedding, no new version; until the indexer has updated the points, the old and
+    the new list are both enforced, so nobody sees a document early."""
+    tenant, secret = company["tenant"], company["secret"]
+    version_before = secret.version
+    vectors_before = list(secret.chunks.values_list("point_id", "dense"))
+    sam = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["sam"]))
+    services.source_set_access(tenant=tenant, source=company["hr_source"], access=["group:hr", "user:sam"])
+    pending = Document.objects.get(pk=secret.pk)
+    assert pending.access_pending and pending.reader_list == ["group:hr"]  # the stricter of old and new
+    assert selectors.document_get(viewer=sam, document_id=secret.document_id) is None
+    assert "salaries.md" not in {h.chunk.document.document_key for h in retrieve(viewer=sam, query=QUESTION)}
+    indexer.drain()
+    applied = Document.objects.get(pk=secret.pk)
+    assert not applied.access_pending and applied.reader_list == ["group:hr", "user:sam"]
+    assert "salaries.md" in {h.chunk.document.document_key for h in retrieve(viewer=sam, query=QUESTION)}
+    assert applied.version == version_before and applied.versions.count() == 1
+    assert list(applied.chunks.values_list("point_id", "dense")) == vectors_before  # the same points and vectors
+    # A revocation is enforced in SQL at once, before the payloads change.
+    services.source_set_access(tenant=tenant, source=company["hr_source"], access=["group:hr"])
+    assert selectors.document_get(viewer=sam, document_id=secret.document_id) is None
+    assert "salaries.md" not in {h.chunk.document.document_key for h in retrieve(viewer=sam, query=QUESTION)}
+
+
+def test_old_chat_answers_that_cited_a_now_hidden_document_say_not_available(company, client):
+    from chat import records
+    from chat.models import ChatMessage, ChatSession
+
+    tenant, hanna = company["tenant"], company["users"]["hanna"]
+    session = ChatSession.objects.create(tenant=tenant, user=hanna)
+    citation = {"n": 1, **company["secret"].chunks.first().location(), "label": "salaries.md"}
+    ChatMessage.objects.create(
+        tenant=tenant, session=session, role="assistant", status="answered",
+        text=f"The band is 92,000 euros ({CANARY}) [1].", citations=[citation],
+        claims=[{"text": f"The band is 92,000 euros ({CANARY}).", "citations": [1], "supported": True,
+                 "quotes": [{"n": 1, "text": f"Reference {CANARY}."}]}],
+    )  # fmt: skip
+    client.force_login(hanna)
+    page = client.get(f"/t/acme/chat/?session={session.public_id}").content.decode()
+    assert CANARY in page  # she may see it today
+    group_member_remove(tenant=tenant, actor=None, group=company["hr"], user=hanna)
+    page = client.get(f"/t/acme/chat/?session={session.public_id}").content.decode()
+    assert CANARY not in page and "salaries.md" not in page
+    assert records.NOT_AVAILABLE in page
+
+
+def test_the_cli_creates_groups_members_restricted_sources_and_keys_and_names_what_it_does_not_know(
+    tenant_a, tmp_path, capsys
+):
+    from tests.factories import make_user
+
+    make_user(username="bob")
+    call_command("create_group", "acme", "legal")
+    call_command("add_member", "acme", "bob", "--groups", "legal")
+    bob = Membership.objects.get(user__username="bob")
+    assert bob.role == "staff" and group_get(tenant=tenant_a, name="legal").members.filter(username="bob").exists()
+    call_command("add_member", "acme", "bob", "--role", "admin")
+    call_command("add_member", "acme", "bob", "--groups", "legal")  # keeps the role it has
+    assert Membership.objects.get(user__username="bob").role == "admin"
+    with pytest.raises(CommandError, match="'nope'"):
+        call_command("add_member", "acme", "bob", "--groups", "legal,nope")
+    with pytest.raises(CommandError, match="already has"):
+        call_command("create_group", "acme", "legal")
+    folder = tmp_path / "contracts"
+    folder.mkdir()
+    (folder / "nda.md").write_text("# NDA\n\nThe NDA with Initech runs until 2029.\n")
+    with pytest.raises(CommandError, match="'ghost'"):
+        call_command("ingest", "acme", str(folder), "--source", "contracts", "--access", "group:legal,user:ghost")
+    assert not Source.objects.filter(name="contracts").exists()  # refused before anything was made
+    call_command("ingest", "acme", str(folder), "--source", "contracts", "--access", "group:legal,user:bob")
+    source = Source.objects.get(name="contracts")
+    assert source.access == ["group:legal", "user:bob"]
+    assert Document.objects.get(source=source).reader_list == ["group:legal", "user:bob"]
+    call_command("ingest", "acme", str(folder), "--source", "contracts")  # a re-sync keeps the list
+    assert Source.objects.get(name="contracts").access == ["group:legal", "user:bob"]
+    call_command("create_api_key", "acme", "--scope", "read", "--acts-for", "group:legal", "--name", "legal-bot")
+    assert ApiKey.objects.get(name="legal-bot").acts_for == ["group:legal"]
+    call_command("create_api_key", "acme", "--acts-for", "all", "--name", "ops")
+    assert ApiKey.objects.get(name="ops").acts_for_all
+    with pytest.raises(CommandError, match="'finance'"):
+        call_command("create_api_key", "acme", "--acts-for", "group:finance")
+    assert ApiKey.objects.get(name="legal-bot").scope == "read"
+    call_command("create_api_key", "acme", "--name", "plain")
+    assert ApiKey.objects.get(name="plain").acts_for == ["tenant"]  # the default, and what existing keys became
+
+
+def test_only_a_tenant_admin_issues_a_key_for_all(tenant_a):
+    from tenants.principals import UnknownPrincipal
+
+    staff = make_member(tenant_a, username="sam")
+    with pytest.raises(UnknownPrincipal, match="Only a tenant admin"):
+        api_key_issue(tenant=tenant_a, created_by=staff, acts_for=["all"])
+    admin = make_member(tenant_a, username="ada", role="admin")
+    assert api_key_issue(tenant=tenant_a, created_by=admin, acts_for=["all"])[0].acts_for == ["all"]
+
+
+def test_a_removed_member_leaves_their_groups(company):
+    from tenants.services import member_remove
+
+    tenant = company["tenant"]
+    member_remove(tenant=tenant, actor=None, membership=Membership.objects.get(user=company["users"]["hanna"]))
+    assert not company["hr"].members.filter(username="hanna").exists()
