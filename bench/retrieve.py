@@ -26,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from _corpus import load, pct, text_pool
 from _django import setup
 
 from tenants.principals import Viewer
@@ -44,11 +45,6 @@ QUERIES = [
 ]
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def line(name: str, values: list[float], base: float | None = None) -> str:
     p50, p95 = pct(values, 0.5), pct(values, 0.95)
     ratio = f"   ({p50 / base:.1f}× the Qdrant query p50)" if base else ""
@@ -57,72 +53,24 @@ def line(name: str, values: list[float], base: float | None = None) -> str:
 
 def main() -> None:
     data_dir = setup()
-    import django
-    from django.db import transaction
 
     from inference.embedders import get_embedder
-    from knowledge import ids
-    from knowledge.index.indexer import chunk_payload
-    from knowledge.index.lexical import document_vector, query_vector
-    from knowledge.index.vectorstore import Scope, StorePoint, get_store, point_id, reset_store
-    from knowledge.ingest.chunkers import chunk_code
-    from knowledge.models import Chunk, Document, DocumentVersion, Status
+    from knowledge.index.lexical import query_vector
+    from knowledge.index.vectorstore import Scope, get_store, reset_store
     from knowledge.services import source_create
     from tenants.services import api_key_issue, tenant_create
 
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     rng = np.random.default_rng(7)
-    texts: list[tuple[str, str]] = []
-    for path in sorted(Path(django.__file__).parent.rglob("*.py")):
-        for draft in chunk_code(path.read_text(encoding="utf-8", errors="replace"), language="python"):
-            texts.append((str(path.relative_to(Path(django.__file__).parent)), draft.text))
-    print(f"text pool: {len(texts)} real chunks from the Django package")
+    pool = text_pool()
+    print(f"text pool: {len(pool.texts)} real chunks from the Django package")
+    print(f"embedded 2,000 real chunks in {pool.embed_seconds:.1f} s")
     embedder = get_embedder()
-    started = time.perf_counter()
-    base_vectors = embedder.embed([t for _, t in texts[:2000]])
-    print(f"embedded 2,000 real chunks in {time.perf_counter() - started:.1f} s")
-
-    store = get_store()
     identity = embedder.identity
     tenants = [(tenant_create(slug="bench"), total), (tenant_create(slug="other"), total // 5)]
     started = time.perf_counter()
     for tenant, count in tenants:
-        source = source_create(tenant=tenant, kind="folder", name="corpus")
-        per_doc = 100
-        for start in range(0, count, per_doc):
-            key = f"doc{start // per_doc:05d}.py"
-            document_id = ids.document_id(source.source_id, key)
-            with transaction.atomic():
-                document = Document.objects.create(
-                    tenant=tenant, source=source, document_key=key, document_id=document_id, title=key, mode="code",
-                    version=1,
-                )  # fmt: skip
-                version = DocumentVersion.objects.create(
-                    tenant=tenant, document=document, version=1, content_hash="x", status=Status.ACTIVE,
-                    embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims,
-                )  # fmt: skip
-                rows, points = [], []
-                for index in range(min(per_doc, count - start)):
-                    n = start + index
-                    path, text = texts[n % len(texts)]
-                    chunk_id = ids.chunk_id(document_id, "code", index)
-                    a, b = rng.integers(0, len(base_vectors), 2)
-                    vector = base_vectors[a] + 0.5 * base_vectors[b] + rng.normal(0, 0.02, identity.dims)
-                    vector = (vector / np.linalg.norm(vector)).astype(np.float32)
-                    chunk = Chunk(
-                        tenant=tenant, document=document, document_version=version, chunk_id=chunk_id, index=index,
-                        mode="code", text=text, content_hash="x", status=Status.ACTIVE, heading=path,
-                        embedding_provider=identity.provider, embedding_model=identity.model,
-                        embedding_dims=identity.dims, point_id=point_id(chunk_id, 1), line_start=1, line_end=1,
-                    )  # fmt: skip
-                    rows.append(chunk)
-                    payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[])
-                    points.append(
-                        StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload)
-                    )
-                Chunk.objects.bulk_create(rows)
-            store.upsert(identity, points)
-    store.flush()
+        load(source=source_create(tenant=tenant, kind="folder", name="corpus"), count=count, pool=pool, rng=rng)
     load_seconds = time.perf_counter() - started
     bench_tenant = tenants[0][0]
     print(f"loaded {sum(c for _, c in tenants)} points ({total} for the measured tenant) in {load_seconds:.0f} s")

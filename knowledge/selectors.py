@@ -296,7 +296,6 @@ def upload_sources(*, viewer: Viewer) -> TenantQuerySet[Source]:
 def knowledge_scope(*, viewer: Viewer, knowledge_id: str) -> tuple[str, str] | None:
     """Dify's `knowledge_id`: ("source", source_id) for a source's id, public id or label; ("tag", name) for a
     tag; None for neither (or a source the viewer is not shown)."""
-    tenant = viewer.tenant
     sources = source_list(viewer=viewer)
     source = sources.filter(source_id=knowledge_id).first()
     wanted = _uuid(knowledge_id)
@@ -306,6 +305,7 @@ def knowledge_scope(*, viewer: Viewer, knowledge_id: str) -> tuple[str, str] | N
         source = sources.filter(label__iexact=knowledge_id).first()
     if source is not None:
         return "source", source.source_id
-    if Tag.objects.for_tenant(tenant).filter(name=Tag.normalise(knowledge_id)).exists():
-        return "tag", Tag.normalise(knowledge_id)
+    name = Tag.normalise(knowledge_id)
+    if scope_documents(visible_documents(viewer), tags=[name]).exists():  # a tag of hidden documents only: unknown
+        return "tag", name
     return None

@@ -52,9 +52,13 @@ def source_create(
 
 
 # --- access ---------------------------------------------------------------------------------------------------
+INLINE_ACCESS_DOCUMENTS = 200  # a larger change is left to the background indexer; the sources page shows progress
+
+
 def _access_changed(documents: Iterable[Document]) -> int:
     """These documents' effective access may have changed: enforce the stricter of old and new in SQL at once and
-    leave the vector payloads to the indexer (sync_access), which then enforces the new list alone."""
+    leave the vector payloads to the indexer (sync_access), which then enforces the new list alone. A small change
+    is applied as the request commits; a large one by the store owner's indexer thread, in the background."""
     from knowledge.index import indexer
 
     changed = 0
@@ -65,7 +69,7 @@ def _access_changed(documents: Iterable[Document]) -> int:
         enforced = stricter_access(document.reader_list, target)
         Document.objects.filter(pk=document.pk).update(readers=readers_text(enforced), access_pending=True)
         changed += 1
-    if changed:
+    if 0 < changed <= INLINE_ACCESS_DOCUMENTS:
         transaction.on_commit(indexer.drain)
     return changed
 

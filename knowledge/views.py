@@ -128,8 +128,8 @@ def source_access(request: TenantRequest, source_id: str) -> HttpResponse:
 def _document_access_context(request: TenantRequest, document: Document) -> dict[str, Any]:
     """The document's access section: its list, and who that is today (members by name, keys by prefix)."""
     everyone = Membership.objects.for_tenant(request.tenant).select_related("user", "tenant")
-    readers = [m.user.get_username() for m in everyone
-               if viewer_for(tenant=request.tenant, membership=m).sees(document.reader_list)]  # fmt: skip
+    readers = [m.user.get_username() for m in everyone if not m.is_admin  # admins see everything, as the page says
+               and viewer_for(tenant=request.tenant, membership=m).sees(document.reader_list)]  # fmt: skip
     keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k in ApiKey.objects.for_tenant(request.tenant)
             if k.is_active and viewer_for(tenant=request.tenant, api_key=k).sees(document.reader_list)]  # fmt: skip
     return {"tenant": request.tenant, "document": document, "readers": readers, "keys": keys,

@@ -32,12 +32,16 @@ ACME_FILES = {
 }
 RETURNS_ID = "doc:src:acme:folder:handbook:returns.md"  # acme's document, by the id its hits carry
 GLOBEX_FILES = {"secret.md": "# Project Falcon\n\nThe Falcon launch code is kept in the blue vault in Oslo.\n"}
+CANARY = "wombat5519heron"  # only in acme's group:hr document
+HR_FILES = {"salaries.md": f"# Salary bands\n\nThe salary band for a senior engineer is 92,000 euros. Ref {CANARY}.\n"}
+SALARIES_ID = "doc:src:acme:folder:hr-files:salaries.md"
 
 SETUP = """
 import json
 from django.utils import timezone
 from knowledge.ingest import pipeline
-from tenants.services import api_key_issue, tenant_create
+from knowledge.services import source_set_access
+from tenants.services import api_key_issue, group_create, tenant_create
 from pathlib import Path
 keys = {}
 for slug, folder in (("acme", "{acme}"), ("globex", "{globex}")):
@@ -46,6 +50,12 @@ for slug, folder in (("acme", "{acme}"), ("globex", "{globex}")):
     pipeline.sync_folder(source=source, root=Path(folder))
     keys[slug] = api_key_issue(tenant=tenant, name="mcp", scope="read")[1]
     keys[slug + "-write"] = api_key_issue(tenant=tenant, name="mcp-write", scope="write")[1]
+    if slug == "acme":  # a source only group:hr sees, and a key acting for that group
+        group_create(tenant=tenant, name="hr")
+        hr = pipeline.folder_source_get_or_create(tenant=tenant, name="hr-files", path=Path("{acme_hr}"))
+        source_set_access(tenant=tenant, source=hr, access=["group:hr"])
+        pipeline.sync_folder(source=hr, root=Path("{acme_hr}"))
+        keys["acme-hr"] = api_key_issue(tenant=tenant, name="hr-bot", scope="read", acts_for=["group:hr"])[1]
 revoked, raw = api_key_issue(tenant=tenant, name="revoked")
 revoked.revoked_at = timezone.now()
 revoked.save()
@@ -67,7 +77,7 @@ def _environment(data_dir: Path, models: Path, runtime: Path) -> dict[str, str]:
 def server(tmp_path_factory, model_server):  # type: ignore[no-untyped-def]
     data_dir = tmp_path_factory.mktemp("mcp-server")
     folders = []
-    for name, files in (("acme-docs", ACME_FILES), ("globex-docs", GLOBEX_FILES)):
+    for name, files in (("acme-docs", ACME_FILES), ("globex-docs", GLOBEX_FILES), ("acme-hr", HR_FILES)):
         folder = data_dir / name
         folder.mkdir()
         for relative, text in files.items():
@@ -75,7 +85,7 @@ def server(tmp_path_factory, model_server):  # type: ignore[no-untyped-def]
         folders.append(str(folder))
     env = _environment(data_dir, tmp_path_factory.getbasetemp() / "models", model_server)  # the session's model
     assert manage(env, "migrate", "-v0").returncode == 0
-    script = SETUP.replace("{acme}", folders[0]).replace("{globex}", folders[1])
+    script = SETUP.replace("{acme}", folders[0]).replace("{globex}", folders[1]).replace("{acme_hr}", folders[2])
     setup = manage(env, "shell", "-c", script)
     assert setup.returncode == 0, setup.stderr
     keys = json.loads(setup.stdout.strip().splitlines()[-1])
@@ -168,6 +178,34 @@ def test_documents_sources_history_and_bootstrap(server):
     assert not pack.is_error and pack.structured_content["items"]
     listed = json.loads(resource.contents[0].text)
     assert {d["document_key"] for d in listed["documents"]} == {"returns.md", "shipping.md"}
+
+
+def test_a_restricted_document_exists_only_for_keys_acting_for_its_readers(server):
+    """Over streamable HTTP with the SDK's client: retrieve, bootstrap, sources, resources, get_document and history
+    show acme's group:hr document to the key acting for group:hr, and nothing of it to the tenant's key."""
+
+    async def calls(c: Client) -> Any:
+        hits = await _tool(c, "retrieve", query="What is the salary band for a senior engineer?", top_k=5)
+        pack = await _tool(c, "bootstrap", intent="salary bands")
+        sources = await _tool(c, "list_sources")
+        listed = [r.name for r in (await c.list_resources()).resources]
+        document = await _tool(c, "get_document", document_id=SALARIES_ID)
+        history = await _tool(c, "document_history", document_id=SALARIES_ID)
+        return hits, pack, sources, listed, document, history
+
+    for key, sees in (("acme", False), ("acme-hr", True)):
+        hits, pack, sources, listed, document, history = over_http(server, server["keys"][key], calls)
+        keys = {h["document_key"] for h in hits.structured_content["hits"]}
+        assert ("salaries.md" in keys) is sees and keys  # the open handbook answers the others
+        assert ("salaries.md" in listed) is sees and ("source: hr-files" in listed) is sees
+        assert ("hr-files" in {s["name"] for s in sources.structured_content["sources"]}) is sees
+        assert document.is_error is (not sees) and history.is_error is (not sees)
+        if not sees:  # hidden is "no such document", the words a missing one gets
+            assert "No document" in document.content[0].text and "No document" in history.content[0].text
+        everything = json.dumps([hits.structured_content, pack.structured_content, sources.structured_content,
+                                 listed, [c.model_dump() for c in document.content]], default=str)  # fmt: skip
+        assert (CANARY in everything) is sees, key
+    assert CANARY not in server["log"].read_text()  # no log line carries the restricted text
 
 
 @pytest.mark.slow

@@ -136,3 +136,41 @@ def test_the_draft_is_shown_as_being_checked_and_never_as_the_answer(live_server
     else:  # refused: the draft, if kept, is closed and struck out
         assert page.locator(".draft.retracted[open]").count() == 0
         assert answer.locator(".draft.retracted s").count() == answer.locator(".draft.retracted").count()
+
+
+def test_a_restricted_document_reaches_the_chat_of_its_group_only(live_server, transactional_db, browser, tmp_path,
+                                                                  chat_model):  # fmt: skip
+    from knowledge.index import indexer
+    from knowledge.ingest import pipeline
+    from knowledge.services import source_set_access
+    from tenants.services import group_create, group_member_add
+
+    canary = "pangolin4410ibis"
+    tenant = make_tenant(slug="acme", name="Acme")
+    hanna = make_member(tenant, username="hanna")
+    make_member(tenant, username="sam")
+    group_member_add(tenant=tenant, actor=None, group=group_create(tenant=tenant, name="hr"), user=hanna)
+    handbook = {"handbook.md": "# Support\n\nSupport answers every ticket within one business day.\n"}
+    make_folder_source(tenant=tenant, root=tmp_path / "handbook", name="handbook", files=handbook)
+    root = tmp_path / "hr"
+    root.mkdir()
+    (root / "salaries.md").write_text(f"# Salary bands\n\nThe salary band for a senior engineer is 92,000 euros a "
+                                      f"year. Reference {canary}.\n")  # fmt: skip
+    hr = pipeline.folder_source_get_or_create(tenant=tenant, name="hr-files", path=root)
+    source_set_access(tenant=tenant, source=hr, access=["group:hr"])
+    pipeline.sync_folder(source=hr, root=root)
+    indexer.drain()
+
+    def ask(username: str) -> tuple[str, str]:
+        page = browser.new_context().new_page()
+        _login(page, live_server.url, username, "/t/acme/chat/")
+        page.wait_for_selector("#question")
+        page.fill("#question", "What is the salary band for a senior engineer?")
+        page.click("#ask button[type=submit]")
+        page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+        return page.locator("#citations").inner_text(), page.content()
+
+    sources, html = ask("sam")
+    assert canary not in html and "salaries.md" not in html and "92,000" not in html
+    sources, html = ask("hanna")
+    assert "salaries.md" in sources and canary in html  # her group's document is her evidence

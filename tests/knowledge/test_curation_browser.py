@@ -99,3 +99,51 @@ def test_an_upload_where_every_file_was_skipped_is_a_warning_with_its_reasons_op
     skipped = progress.locator("details", has_text="Skipped")
     assert skipped.get_attribute("open") is not None  # the reasons are open, not collapsed
     assert "empty.md" in skipped.inner_text() and "setup.exe" in skipped.inner_text()
+
+
+def test_an_admin_makes_groups_and_sets_who_sees_a_source_and_a_document(live_server, transactional_db, browser,
+                                                                         tmp_path):  # fmt: skip
+    from knowledge.models import Document, Source
+    from tests.factories import make_folder_source
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.ADMIN, username="ada")
+    make_member(tenant, username="hanna")
+    files = {"salaries.md": "# Salaries\n\nBands are reviewed every March.\n", "leave.md": "# Leave\n\n25 days.\n"}
+    make_folder_source(tenant=tenant, root=tmp_path / "hr", files=files, name="hr")
+    page = _login(browser, live_server.url, "ada")
+
+    page.goto(f"{live_server.url}/t/acme/members/")
+    page.fill("#group-name", "hr")
+    page.click("#group-create button[type=submit]")
+    row = page.locator("tr[data-group='hr']")
+    row.locator("select[name=username]").select_option("hanna")
+    row.locator("button[value=add]").click()
+    page.wait_for_selector("tr[data-group='hr'] >> text=hanna")
+    assert "Added to a group" in page.inner_text(".audit")
+
+    page.goto(f"{live_server.url}/t/acme/sources/")
+    source = Source.objects.get(name="hr")
+    form = page.locator(f"#source-access-{source.public_id}")
+    form.locator("input[name=access]").fill("group:hr, group:nope")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector(f"#source-access-{source.public_id} .notice.error")  # HTMX swapped in the refusal
+    assert "'nope'" in page.inner_text(f"#source-access-{source.public_id}")
+    assert Source.objects.get(pk=source.pk).access == ["tenant"]
+    page.locator(f"#source-access-{source.public_id} input[name=access]").fill("group:hr")
+    page.locator(f"#source-access-{source.public_id} button[type=submit]").click()
+    page.wait_for_selector(f"#source-access-{source.public_id} .badge.restricted")
+    assert Source.objects.get(pk=source.pk).access == ["group:hr"]
+
+    page.goto(f"{live_server.url}/t/acme/documents/")
+    assert page.locator("tr", has_text="salaries.md").locator(".badge.restricted").count() == 1
+    page.click("text=leave.md")
+    assert "Members who see it: hanna" in page.inner_text("#document-access")
+    page.fill("#document-access-input", "tenant")
+    page.click("#document-access button[type=submit]")
+    page.wait_for_selector("#document-access >> text=Its own list")
+    leave = Document.objects.get(document_key="leave.md")
+    assert leave.access == ["tenant"] and not leave.restricted
+    page.click("#document-access button[name=inherit]")
+    page.wait_for_selector("#document-access >> text=Inherits its source's list")
+    assert Document.objects.get(pk=leave.pk).access is None

@@ -1,0 +1,90 @@
+"""A large synthetic-but-real corpus for benchmarks, written straight to SQL and the vector store.
+
+Texts are code chunks of the installed Django package (real prose and code, real BM25 vectors). Dense vectors:
+the packaged embedder on `embedded` of those chunks; each further point mixes two real chunk vectors plus noise
+(renormalised), so reaching 100,000 points takes minutes, not an hour of embedding.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Pool:
+    texts: list[tuple[str, str]]  # (path, chunk text)
+    vectors: Any  # embeddings of the first texts
+    embed_seconds: float  # what embedding those took: the cost a re-embedding would pay per chunk
+
+
+def text_pool(embedded: int = 2000) -> Pool:
+    import django
+
+    from inference.embedders import get_embedder
+    from knowledge.ingest.chunkers import chunk_code
+
+    texts: list[tuple[str, str]] = []
+    for path in sorted(Path(django.__file__).parent.rglob("*.py")):
+        for draft in chunk_code(path.read_text(encoding="utf-8", errors="replace"), language="python"):
+            texts.append((str(path.relative_to(Path(django.__file__).parent)), draft.text))
+    started = time.perf_counter()
+    vectors = get_embedder().embed([t for _, t in texts[:embedded]])
+    return Pool(texts, vectors, time.perf_counter() - started)
+
+
+def load(*, source: Any, count: int, pool: Pool, rng: Any, per_doc: int = 100, offset: int = 0) -> None:
+    """`count` active chunks in documents of `per_doc` chunks each, in SQL and in the store (no embedding)."""
+    from django.db import transaction
+
+    from inference.embedders import get_embedder
+    from knowledge import ids
+    from knowledge.index.indexer import chunk_payload
+    from knowledge.index.lexical import document_vector
+    from knowledge.index.vectorstore import StorePoint, get_store, point_id
+    from knowledge.models import Chunk, Document, DocumentVersion, Status, readers_text
+
+    identity = get_embedder().identity
+    store, tenant = get_store(), source.tenant
+    for start in range(0, count, per_doc):
+        key = f"doc{start // per_doc:05d}.py"
+        document_id = ids.document_id(source.source_id, key)
+        with transaction.atomic():
+            document = Document.objects.create(
+                tenant=tenant, source=source, document_key=key, document_id=document_id, title=key, mode="code",
+                version=1, readers=readers_text(source.access),
+            )  # fmt: skip
+            version = DocumentVersion.objects.create(
+                tenant=tenant, document=document, version=1, content_hash="x", status=Status.ACTIVE,
+                embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims,
+            )  # fmt: skip
+            rows, points = [], []
+            for index in range(min(per_doc, count - start)):
+                path, text = pool.texts[(offset + start + index) % len(pool.texts)]
+                chunk_id = ids.chunk_id(document_id, "code", index)
+                a, b = rng.integers(0, len(pool.vectors), 2)
+                vector = pool.vectors[a] + 0.5 * pool.vectors[b] + rng.normal(0, 0.02, identity.dims)
+                vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+                chunk = Chunk(
+                    tenant=tenant, document=document, document_version=version, chunk_id=chunk_id, index=index,
+                    mode="code", text=text, content_hash="x", status=Status.ACTIVE, heading=path,
+                    embedding_provider=identity.provider, embedding_model=identity.model,
+                    embedding_dims=identity.dims, point_id=point_id(chunk_id, 1), line_start=1, line_end=1,
+                    dense=vector.tobytes(),
+                )  # fmt: skip
+                rows.append(chunk)
+                payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[])
+                points.append(StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload))
+            Chunk.objects.bulk_create(rows)
+        store.upsert(identity, points)
+    if hasattr(store, "flush"):
+        store.flush()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
