@@ -14,6 +14,20 @@ from typing import Any
 
 import numpy as np
 
+# Questions about the Django package, the texts of the pool.
+QUERIES = [
+    "how do I configure the database connection",
+    "where is the CSRF token checked",
+    "get_current_site",
+    "password reset email template",
+    "migrations squash operations",
+    "how are sessions stored in the cache",
+    "X-Forwarded-Proto header behind a proxy",
+    "template filter to format dates",
+    "which signal is sent after a model is saved",
+    "paginate a queryset",
+]
+
 
 @dataclass
 class Pool:

@@ -26,23 +26,10 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from _corpus import load, pct, text_pool
+from _corpus import QUERIES, load, pct, text_pool
 from _django import setup
 
 from tenants.principals import Viewer
-
-QUERIES = [
-    "how do I configure the database connection",
-    "where is the CSRF token checked",
-    "get_current_site",
-    "password reset email template",
-    "migrations squash operations",
-    "how are sessions stored in the cache",
-    "X-Forwarded-Proto header behind a proxy",
-    "template filter to format dates",
-    "which signal is sent after a model is saved",
-    "paginate a queryset",
-]
 
 
 def line(name: str, values: list[float], base: float | None = None) -> str:

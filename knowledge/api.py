@@ -274,14 +274,16 @@ def _job(view: TenantApiView, job_id: str) -> IngestJob:
 class JobListApi(TenantApiView):
     @extend_schema(responses={200: JobOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        jobs = selectors.job_list(viewer=self.viewer)[:100]
+        jobs = [
+            selectors.job_report(viewer=self.viewer, job=job) for job in selectors.job_list(viewer=self.viewer)[:100]
+        ]
         return Response(JobOutput(jobs, many=True).data)
 
 
 class JobDetailApi(TenantApiView):
     @extend_schema(responses={200: JobOutput})
     def get(self, request: Request, tenant_slug: str, job_id: str) -> Response:
-        return Response(JobOutput(_job(self, job_id)).data)
+        return Response(JobOutput(selectors.job_report(viewer=self.viewer, job=_job(self, job_id))).data)
 
 
 class JobCancelApi(TenantApiView):
@@ -290,7 +292,9 @@ class JobCancelApi(TenantApiView):
         job = _job(self, job_id)
         services.job_cancel(tenant=self.tenant, job=job)
         job.refresh_from_db()
-        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+        return Response(
+            JobOutput(selectors.job_report(viewer=self.viewer, job=job)).data, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class JobRetryApi(TenantApiView):
@@ -305,7 +309,9 @@ class JobRetryApi(TenantApiView):
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         except services.UploadFilesGone as exc:
             raise serializers.ValidationError({"job": [str(exc)]}) from exc
-        return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
+        return Response(
+            JobOutput(selectors.job_report(viewer=self.viewer, job=job)).data, status=status.HTTP_202_ACCEPTED
+        )
 
 
 # --- documents -----------------------------------------------------------------------------

@@ -126,6 +126,9 @@ class Document(TenantOwned):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["source", "document_key"], name="document_unique_key")]
+        indexes = [  # the documents with a list of their own: few, read by every restricted query (query_principals)
+            models.Index(fields=["tenant"], condition=models.Q(access__isnull=False), name="document_own_access"),
+        ]
         ordering = ["source_id", "document_key"]
 
     def __str__(self) -> str:

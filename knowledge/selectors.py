@@ -14,6 +14,7 @@ Writes live in knowledge/services.py; shapes (what a location or a hit looks lik
 
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 import uuid
@@ -23,6 +24,7 @@ from typing import Any
 
 from django.db.models import Count, Max, OuterRef, Q, Subquery
 
+from knowledge import ids
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from tenants.models import Tenant, TenantQuerySet
 from tenants.principals import Viewer
@@ -54,6 +56,24 @@ def visible_documents(viewer: Viewer) -> TenantQuerySet[Document]:
 
 def visible_chunks(viewer: Viewer) -> TenantQuerySet[Chunk]:
     return Chunk.objects.for_tenant(viewer.tenant).filter(readers_match(viewer, path="document__"))
+
+
+def query_principals(viewer: Viewer) -> list[str] | None:
+    """The principals a vector query of this viewer filters on, or None when the filter would leave nothing out:
+    the viewer holds a principal of every access list the tenant uses (an admin; anyone in a tenant that restricts
+    nothing). Then the query runs as fast as before access lists existed. The lists in use are the sources' and the
+    documents' own (a document without its own list enforces its source's, except while a change is pending: those
+    are read too). Retrieval checks each hit against its document's enforced list in SQL as well, so a list missed
+    here could cost recall, never show a hidden document."""
+    if viewer.principals is None:
+        return None
+    tenant = viewer.tenant
+    lists = {tuple(access) for access in Source.objects.for_tenant(tenant).values_list("access", flat=True)}
+    own = Document.objects.for_tenant(tenant).filter(Q(access__isnull=False) | Q(access_pending=True))
+    lists |= {tuple(readers.split()) for readers in own.order_by().values_list("readers", flat=True).distinct()}
+    if all(viewer.sees(access) for access in lists):
+        return None
+    return viewer.principal_list
 
 
 def document_visible(viewer: Viewer, document: Document) -> bool:
@@ -239,6 +259,36 @@ def job_get(*, viewer: Viewer, public_id: Any) -> IngestJob | None:
     if wanted is None:
         return None
     return job_list(viewer=viewer).filter(public_id=wanted).first()
+
+
+def job_report(*, viewer: Viewer, job: IngestJob) -> IngestJob:
+    """The job as the viewer may read it: a copy whose errors and skips leave out entries about documents of its
+    source the viewer does not see (one that has its own, stricter list). For output only: never save it."""
+    entries = [*(job.errors or []), *(job.skips or [])]
+    if viewer.sees_all or job.source_id is None or not entries:
+        return job
+    keys: dict[str, str] = {}
+    for entry in entries:
+        raw = str(entry.get("key") or "") if isinstance(entry, dict) else ""
+        try:
+            keys[raw] = ids.normalise_document_key(raw)
+        except ids.InvalidIdentifier:
+            continue
+    documents = Document.objects.for_tenant(viewer.tenant).filter(source_id=job.source_id)
+    hidden_keys = set(
+        documents.filter(document_key__in=set(keys.values())).exclude(readers_match(viewer))
+        .values_list("document_key", flat=True)
+    )  # fmt: skip
+    if not hidden_keys:
+        return job
+
+    def shown(entry: Any) -> bool:
+        return not (isinstance(entry, dict) and keys.get(str(entry.get("key") or "")) in hidden_keys)
+
+    masked = copy.copy(job)
+    masked.errors = [e for e in job.errors or [] if shown(e)]
+    masked.skips = [e for e in job.skips or [] if shown(e)]
+    return masked
 
 
 def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:

@@ -17,7 +17,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from tenants.models import ApiKey, Group, Membership, MembershipEvent, Tenant
-from tenants.principals import ALL, TENANT, UnknownPrincipal, principals_check
+from tenants.principals import ALL, TENANT, UnknownPrincipal, principals_check, viewer_for
 
 USERNAME_RE = re.compile(r"^[\w.+-]{1,150}$")
 
@@ -139,9 +139,15 @@ def api_key_issue(
     if scope not in ApiKey.Scope.values:
         raise ValueError(f"Unknown key scope {scope!r}: {', '.join(ApiKey.Scope.values)}.")
     acts_for = principals_check(tenant=tenant, principals=acts_for or [TENANT], allow_all=True)
-    if ALL in acts_for and created_by is not None and not created_by.is_superuser:
-        if not Membership.objects.for_tenant(tenant).filter(user=created_by, role=Membership.Role.ADMIN).exists():
+    issuer = Membership.objects.for_tenant(tenant).filter(user=created_by).first() if created_by else None
+    if created_by is not None and not created_by.is_superuser and not (issuer and issuer.is_admin):
+        if ALL in acts_for:
             raise UnknownPrincipal("Only a tenant admin can issue a key that acts for all.")
+        # Anyone else issues a key that sees no more than they do.
+        theirs = viewer_for(tenant=tenant, membership=issuer).principals if issuer else frozenset({TENANT})
+        beyond = [p for p in acts_for if p != TENANT and p not in (theirs or ())]
+        if beyond:
+            raise UnknownPrincipal(f"A key you issue sees no more than you do: not {', '.join(beyond)}.")
     raw_key = API_KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
         tenant=tenant,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from rest_framework.test import APIClient
 from knowledge import selectors, services
 from knowledge.index import indexer
 from knowledge.ingest import pipeline
-from knowledge.models import Document, Source
+from knowledge.models import Document, IngestJob, Source
 from knowledge.search.retrieval import retrieve
 from tenants.models import ApiKey, Membership
 from tenants.principals import Viewer, viewer_for
@@ -360,12 +361,16 @@ def test_the_cli_creates_groups_members_restricted_sources_and_keys_and_names_wh
     assert ApiKey.objects.get(name="plain").acts_for == ["tenant"]  # the default, and what existing keys became
 
 
-def test_only_a_tenant_admin_issues_a_key_for_all(tenant_a):
+def test_only_a_tenant_admin_issues_a_key_for_all_and_nobody_a_key_that_sees_more_than_they_do(tenant_a):
     from tenants.principals import UnknownPrincipal
 
     staff = make_member(tenant_a, username="sam")
+    group_create(tenant=tenant_a, name="board")
     with pytest.raises(UnknownPrincipal, match="Only a tenant admin"):
         api_key_issue(tenant=tenant_a, created_by=staff, acts_for=["all"])
+    with pytest.raises(UnknownPrincipal, match="group:board"):
+        api_key_issue(tenant=tenant_a, created_by=staff, acts_for=["group:board"])
+    assert api_key_issue(tenant=tenant_a, created_by=staff, acts_for=["user:sam"])[0].acts_for == ["user:sam"]
     admin = make_member(tenant_a, username="ada", role="admin")
     assert api_key_issue(tenant=tenant_a, created_by=admin, acts_for=["all"])[0].acts_for == ["all"]
 
@@ -376,3 +381,58 @@ def test_a_removed_member_leaves_their_groups(company):
     tenant = company["tenant"]
     member_remove(tenant=tenant, actor=None, membership=Membership.objects.get(user=company["users"]["hanna"]))
     assert not company["hr"].members.filter(username="hanna").exists()
+
+
+def test_a_job_report_leaves_out_the_files_of_documents_the_reader_may_not_see(company, tmp_path):
+    """A document with its own, stricter list in an open source: a later sync that skips its file names it only
+    to those who may see it."""
+    tenant, handbook = company["tenant"], company["handbook"]
+    root = Path(handbook.path)
+    (root / "board-minutes.md").write_text("# Board minutes\n\nThe board met in March.\n")
+    pipeline.sync_folder(source=handbook, root=root)
+    minutes = Document.objects.get(document_key="board-minutes.md")
+    services.document_set_access(tenant=tenant, document=minutes, access=["user:alice"])
+    indexer.drain()
+    (root / "board-minutes.md").write_bytes(b"\x00\xff not text any more")
+    job = pipeline.sync_folder(source=handbook, root=root)
+    assert "board-minutes.md" in json.dumps(job.skips + job.errors)
+    url = f"/api/v1/tenants/acme/jobs/{job.public_id}/"
+    assert "board-minutes.md" not in _client(company, "key-tenant").get(url).content.decode()
+    assert "board-minutes.md" not in _client(company, "key-tenant").get("/api/v1/tenants/acme/jobs/").content.decode()
+    assert "board-minutes.md" in _client(company, "key-all").get(url).content.decode()
+    assert job.skips == IngestJob.objects.get(pk=job.pk).skips  # the stored report is whole
+
+
+def test_a_viewer_the_tenant_hides_nothing_from_queries_without_a_filter_and_sql_still_guards_every_hit(
+    company, monkeypatch
+):
+    """hanna holds a principal of every list acme uses (tenant, group:hr): her queries need no access filter. sam
+    does not: his carry one. Were the filter ever dropped wrongly, each hit is still checked against its document's
+    enforced list in SQL, so a hidden document costs recall, never shows."""
+    from knowledge.search import retrieval
+
+    tenant = company["tenant"]
+    hanna = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["hanna"]))
+    sam = viewer_for(tenant=tenant, membership=Membership.objects.get(user=company["users"]["sam"]))
+    assert selectors.query_principals(hanna) is None
+    assert selectors.query_principals(sam) == ["tenant", "user:sam"]
+    services.document_set_access(tenant=tenant, document=company["open"], access=["user:alice"])
+    assert selectors.query_principals(hanna) == ["group:hr", "tenant", "user:hanna"]  # now one list she lacks
+    monkeypatch.setattr(retrieval, "query_principals", lambda viewer: None)  # a filter dropped by mistake
+    hits = retrieve(viewer=sam, query=QUESTION, top_k=5)
+    assert "salaries.md" not in {h.chunk.document.document_key for h in hits}
+
+
+def test_the_verdict_form_offers_only_documents_the_member_sees(company, client):
+    """An answer kept from when sam could read the HR files (its hits name them): his 👎 form lists neither them
+    nor any of their text now."""
+    from tests.factories import make_answer
+
+    record = make_answer(company["tenant"], question=QUESTION, user=company["users"]["sam"])
+    assert "salaries.md" in json.dumps(record.hits)
+    client.force_login(company["users"]["sam"])
+    form = client.get(f"/t/acme/chat/answers/{record.public_id}/verdict/").content.decode()
+    assert "handbook.md" in form and "salaries.md" not in form and CANARY not in form
+    wrong = {"helpful": "0", "reason": "wrong_fact", "document_id": company["secret"].document_id}
+    refused = client.post(f"/t/acme/chat/answers/{record.public_id}/verdict/", wrong)
+    assert refused.status_code == 400 and "No such document" in refused.content.decode()

@@ -18,6 +18,7 @@ from knowledge.index.vectorstore import Hit, Scope, get_store
 from knowledge.models import Chunk, DocumentVersion, Status
 from knowledge.search.ranking import rrf_merge
 from knowledge.search.specific import Plan, plan
+from knowledge.selectors import query_principals
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -214,7 +215,7 @@ def _relevant(dense_rank: dict[str, int], lexical_rank: dict[str, int], point: s
 def viewer_scope(viewer: Viewer, filters: RetrieveFilters) -> Scope:
     """The vector query's scope for this viewer: the filters, within the tenant, within the viewer's principals."""
     scope = filters.scope(viewer.tenant)
-    scope.principals = viewer.principal_list
+    scope.principals = query_principals(viewer)
     return scope
 
 
@@ -229,7 +230,7 @@ def retrieve(
     filters = filters or RetrieveFilters()
     base_scope = scope or filters.scope(tenant)
     base_scope.tenant = str(tenant.public_id)
-    base_scope.principals = viewer.principal_list  # whatever scope the caller built, the viewer's principals hold
+    base_scope.principals = query_principals(viewer)  # whatever scope the caller built, the viewer's principals hold
     limit = max(top_k * 3, CANDIDATES)
     intent = plan(query) if specific else None
     found = _specific_round(query, base_scope, limit, intent) if intent else _one_round(query, base_scope, limit)
