@@ -133,7 +133,10 @@ def source_list(*, viewer: Viewer) -> TenantQuerySet[Any]:  # Source rows annota
     visible = ~Q(documents__status=Status.RETIRED) & readers_match(viewer, path="documents__")
     sources = (
         Source.objects.for_tenant(viewer.tenant)
-        .annotate(live=Count("documents", filter=visible, distinct=True))
+        .annotate(
+            live=Count("documents", filter=visible, distinct=True),
+            pending=Count("documents", filter=Q(documents__access_pending=True), distinct=True),  # access changes
+        )
         .prefetch_related("tags")
         .order_by("source_id")
     )

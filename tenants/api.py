@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from tenants import services
 from tenants.access import TenantApiView
-from tenants.models import Group, Membership
+from tenants.models import ApiKey, Group, Membership
 
 
 class TenantDetailApi(TenantApiView):
@@ -24,10 +24,18 @@ class TenantDetailApi(TenantApiView):
         id = serializers.UUIDField(source="public_id")
         slug = serializers.CharField()
         name = serializers.CharField()
+        acts_for = serializers.ListField(
+            child=serializers.CharField(), allow_null=True, help_text="The key's acts-for list; null for a session."
+        )
+        sees_everything = serializers.BooleanField(help_text="True for an admin, or a key acting for all.")
 
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request: Request, tenant_slug: str) -> Response:
-        return Response(self.OutputSerializer(self.tenant).data)
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        return Response(self.OutputSerializer({
+            "public_id": self.tenant.public_id, "slug": self.tenant.slug, "name": self.tenant.name,
+            "acts_for": list(key.acts_for or ["tenant"]) if key else None, "sees_everything": self.viewer.sees_all,
+        }).data)  # fmt: skip
 
 
 def _group_out(group: Group) -> dict[str, Any]:

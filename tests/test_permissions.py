@@ -436,3 +436,10 @@ def test_the_verdict_form_offers_only_documents_the_member_sees(company, client)
     wrong = {"helpful": "0", "reason": "wrong_fact", "document_id": company["secret"].document_id}
     refused = client.post(f"/t/acme/chat/answers/{record.public_id}/verdict/", wrong)
     assert refused.status_code == 400 and "No such document" in refused.content.decode()
+
+
+def test_a_key_can_ask_whom_it_acts_for(company):
+    assert _client(company, "key-group").get("/api/v1/tenants/acme/").json()["acts_for"] == ["group:hr"]
+    assert _client(company, "key-all").get("/api/v1/tenants/acme/").json()["sees_everything"] is True
+    assert _client(company, "key-tenant").get("/api/v1/tenants/acme/").json()["sees_everything"] is False
+    assert _client(company, "admin").get("/api/v1/tenants/acme/").json()["acts_for"] is None

@@ -32,7 +32,8 @@ def test_a_valid_key_reaches_its_own_tenant_and_records_its_use(tenant_a):
     api_key, raw_key = api_key_issue(tenant=tenant_a)
     response = APIClient().get(_url("acme"), HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
     assert response.status_code == 200
-    assert response.json() == {"id": str(tenant_a.public_id), "slug": "acme", "name": "Acme"}
+    assert response.json() == {"id": str(tenant_a.public_id), "slug": "acme", "name": "Acme", "acts_for": ["tenant"],
+                               "sees_everything": False}  # fmt: skip
     api_key.refresh_from_db()
     assert api_key.last_used_at is not None
 
