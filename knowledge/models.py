@@ -117,7 +117,7 @@ class Document(TenantOwned):
     # The access list enforced now, as " tenant group:hr " (space-delimited, space-wrapped: a portable LIKE filter,
     # principals never hold spaces). It is the effective list, except while an access change is being applied
     # to the vector payloads (`access_pending`): then it is the stricter of the old and the new list.
-    readers = models.CharField(max_length=2000, default=" tenant ", editable=False)
+    readers = models.TextField(default=" tenant ", editable=False)
     access_pending = models.BooleanField(
         default=False, db_index=True, editable=False, help_text="An access change awaits the vector payloads."
     )

@@ -443,3 +443,19 @@ def test_a_key_can_ask_whom_it_acts_for(company):
     assert _client(company, "key-all").get("/api/v1/tenants/acme/").json()["sees_everything"] is True
     assert _client(company, "key-tenant").get("/api/v1/tenants/acme/").json()["sees_everything"] is False
     assert _client(company, "admin").get("/api/v1/tenants/acme/").json()["acts_for"] is None
+
+
+def test_a_long_access_list_is_kept_whole(company):
+    """A hundred groups with long names (the API's limit): thousands of characters of principals, on either DB."""
+    tenant = company["tenant"]
+    names = [f"department-{n:03d}-" + "x" * 30 for n in range(100)]
+    for name in names:
+        group_create(tenant=tenant, name=name)
+    admin = CommittingAPIClient()
+    admin.force_login(company["users"]["alice"])
+    access = [f"group:{name}" for name in names]
+    response = admin.patch(f"/api/v1/tenants/acme/documents/{company['secret'].public_id}/", {"access": access},
+                           format="json")  # fmt: skip
+    assert response.status_code == 200, response.content
+    indexer.drain()
+    assert Document.objects.get(pk=company["secret"].pk).reader_list == sorted(access)

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='document',
             name='readers',
-            field=models.CharField(default=' tenant ', editable=False, max_length=2000),
+            field=models.TextField(default=' tenant ', editable=False),
         ),
         migrations.AddField(
             model_name='source',
