@@ -76,11 +76,6 @@ def query_principals(viewer: Viewer) -> list[str] | None:
     return viewer.principal_list
 
 
-def document_visible(viewer: Viewer, document: Document) -> bool:
-    """For a row already loaded (a hit, a cited chunk's document): the same rule as visible_documents."""
-    return document.tenant_id == viewer.tenant.pk and viewer.sees(document.reader_list)
-
-
 # --- the scope rule ------------------------------------------------------------------------------------------
 def _tag_names(tags: Iterable[str] | None) -> list[str]:
     return [Tag.normalise(t) for t in tags or () if t.strip()]

@@ -117,8 +117,11 @@ class SourceOutput(serializers.Serializer):
         data = super().to_representation(source)
         if self.context.get("show_access"):  # to whoever may change it
             data["access"] = list(source.access)
-            # documents whose access change is still reaching the index (its progress)
-            data["access_pending"] = source.documents.filter(access_pending=True).count()
+            # documents whose access change is still reaching the index (its progress); source_list counts them
+            pending = getattr(source, "pending", None)
+            data["access_pending"] = (
+                pending if pending is not None else source.documents.filter(access_pending=True).count()
+            )
         return data
 
 

@@ -26,8 +26,8 @@ from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import StoreBusy
 from tenants.access import TenantRequest, found_or_404, tenant_member_required
-from tenants.models import ApiKey, Group, Membership
-from tenants.principals import UnknownPrincipal, parse_principal_list, viewer_for
+from tenants.models import Group, Membership
+from tenants.principals import UnknownPrincipal, everyone, parse_principal_list
 
 admin_required = tenant_member_required(admin=True)
 
@@ -127,11 +127,10 @@ def source_access(request: TenantRequest, source_id: str) -> HttpResponse:
 
 def _document_access_context(request: TenantRequest, document: Document) -> dict[str, Any]:
     """The document's access section: its list, and who that is today (members by name, keys by prefix)."""
-    everyone = Membership.objects.for_tenant(request.tenant).select_related("user", "tenant")
-    readers = [m.user.get_username() for m in everyone if not m.is_admin  # admins see everything, as the page says
-               and viewer_for(tenant=request.tenant, membership=m).sees(document.reader_list)]  # fmt: skip
-    keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k in ApiKey.objects.for_tenant(request.tenant)
-            if k.is_active and viewer_for(tenant=request.tenant, api_key=k).sees(document.reader_list)]  # fmt: skip
+    members, api_keys = everyone(request.tenant)
+    readers = [m.user.get_username() for m, viewer in members  # admins see everything, as the page says
+               if not m.is_admin and viewer.sees(document.reader_list)]  # fmt: skip
+    keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k, viewer in api_keys if viewer.sees(document.reader_list)]
     return {"tenant": request.tenant, "document": document, "readers": readers, "keys": keys,
             "principals": _principal_choices(request.tenant)}  # fmt: skip
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
@@ -174,8 +175,28 @@ class MembershipAdmin(TenantScopedAdmin):
         membership_add(tenant=obj.tenant, user=obj.user, role=obj.role)  # an admin role also lets them into /admin/
 
 
+class ApiKeyAdminForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        """An acts-for list naming a group or user the tenant lacks is a form error, named, not a failed save."""
+        cleaned = super().clean() or {}
+        tenant = cleaned.get("tenant") or (self.instance.tenant if self.instance.tenant_id else None)
+        acts_for = cleaned.get("acts_for")
+        if tenant is not None and "acts_for" in self.fields:
+            values = acts_for if isinstance(acts_for, list) else [str(acts_for)] if acts_for else ["tenant"]
+            try:
+                cleaned["acts_for"] = principals_check(tenant=tenant, principals=values or ["tenant"], allow_all=True)
+            except UnknownPrincipal as exc:
+                self.add_error("acts_for", str(exc))
+        return cleaned
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
+    form = ApiKeyAdminForm
     list_display = ["prefix", "name", "scope", "acts_for_label", "tenant", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("tenant", admin.RelatedOnlyFieldListFilter), "scope"]
     search_fields = ["name", "prefix"]
@@ -192,11 +213,6 @@ class ApiKeyAdmin(TenantScopedAdmin):
         return "ALL documents" if obj.acts_for_all else ", ".join(obj.acts_for or ["tenant"])
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        acts_for = obj.acts_for if isinstance(obj.acts_for, list) else [str(obj.acts_for)]
-        try:
-            obj.acts_for = principals_check(tenant=obj.tenant, principals=acts_for or ["tenant"], allow_all=True)
-        except UnknownPrincipal as exc:
-            raise PermissionDenied(str(exc)) from exc
         if change:
             return super().save_model(request, obj, form, change)
         if not request.user.is_superuser and not admin_tenants(request).filter(pk=obj.tenant_id).exists():

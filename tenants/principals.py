@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.contrib.auth.models import User
-
 from tenants.models import ApiKey, Group, Membership, Tenant
 
 TENANT = "tenant"
@@ -32,12 +30,11 @@ class Viewer:
 
     tenant: Tenant
     principals: frozenset[str] | None
-    label: str = ""  # for the page: "admin", "group:hr, user:bob"…
 
     @classmethod
     def everything(cls, tenant: Tenant) -> Viewer:
         """For work the tenant itself does (its admins' evaluation runs, reindexing, commands): no restriction."""
-        return cls(tenant=tenant, principals=None, label="all")
+        return cls(tenant=tenant, principals=None)
 
     @property
     def sees_all(self) -> bool:
@@ -52,46 +49,91 @@ class Viewer:
         return self.principals is None or not self.principals.isdisjoint(access)
 
 
-def _member_principals(membership: Membership) -> frozenset[str] | None:
-    if membership.is_admin:
-        return None
-    user = membership.user
-    groups = Group.objects.for_tenant(membership.tenant).filter(members=user).values_list("name", flat=True)
-    return frozenset({TENANT, f"user:{user.get_username()}", *(f"group:{name}" for name in groups)})
+class _Directory:
+    """What resolving principals reads about one tenant: its groups and, per username, the member's role and groups.
+    Loaded for the names asked about only (a request), or for everyone (the list of who sees a document)."""
+
+    def __init__(self, tenant: Tenant, usernames: Iterable[str] | None = None, *, groups: bool = True) -> None:
+        members = Membership.objects.for_tenant(tenant).select_related("user")
+        if usernames is not None:
+            members = members.filter(user__username__in=list(usernames))
+        self.admins: set[str] = set()
+        self.member_groups: dict[str, set[str]] = {}
+        for membership in members:
+            name = membership.user.get_username()
+            self.member_groups[name] = set()
+            if membership.is_admin:
+                self.admins.add(name)
+        self.groups: set[str] = set()
+        if groups:
+            self.groups = set(Group.objects.for_tenant(tenant).values_list("name", flat=True))
+            through = Group.members.through.objects.filter(group__tenant=tenant, user__username__in=self.member_groups)
+            for username, group in through.values_list("user__username", "group__name"):
+                self.member_groups[username].add(group)
+
+    def member(self, username: str) -> frozenset[str] | None:
+        """A member's principals (None: an admin, who sees everything); an empty set for someone not a member."""
+        if username in self.admins:
+            return None
+        if username not in self.member_groups:
+            return frozenset()
+        return frozenset({TENANT, f"user:{username}", *(f"group:{g}" for g in self.member_groups[username])})
+
+    def key(self, acts_for: list[str]) -> frozenset[str] | None:
+        """A key's principals: `tenant` always (it is the tenant's key), plus what its acts-for principals hold."""
+        if ALL in acts_for:
+            return None
+        held: set[str] = {TENANT}
+        for principal in acts_for:
+            if principal.startswith("user:"):
+                theirs = self.member(principal[5:])
+                if theirs is None:  # a key acting for an admin sees what the admin sees
+                    return None
+                held |= theirs
+            elif principal.startswith("group:") and principal[6:] in self.groups:
+                held.add(principal)  # a group deleted since the key was issued opens nothing
+        return frozenset(held)
+
+
+def _key_usernames(acts_for: list[str]) -> list[str]:
+    return [p[5:] for p in acts_for if p.startswith("user:")]
 
 
 def viewer_for(*, tenant: Tenant, membership: Membership | None = None, api_key: ApiKey | None = None) -> Viewer:
     """The one answer to "which principals does this request act for", evaluated now (a group or role change
     applies to the next request). A member: admins see everything, staff hold `tenant`, `user:<them>` and their
-    groups. A key: `tenant` always (it is the tenant's key), plus what its acts-for principals hold; a key acting
-    for a user holds what that user holds today (nothing more than `tenant` once they leave)."""
+    groups. A key: `tenant` always, plus what its acts-for principals hold; a key acting for a user holds what that
+    user holds today (nothing more than `tenant` once they leave)."""
     if membership is not None:
         if membership.tenant_id != tenant.pk:
             raise ValueError("A membership of another tenant.")
-        principals = _member_principals(membership)
-        return Viewer(tenant, principals, "admin" if principals is None else "member")
+        if membership.is_admin:
+            return Viewer(tenant, None)
+        return Viewer(
+            tenant, _Directory(tenant, [membership.user.get_username()]).member(membership.user.get_username())
+        )
     if api_key is None or api_key.tenant_id != tenant.pk:
         raise ValueError("A request reads as a member or as a key of its tenant.")
     acts_for = list(api_key.acts_for or [TENANT])
-    if ALL in acts_for:
-        return Viewer(tenant, None, ALL)
-    held: set[str] = {TENANT}
-    groups = {f"group:{name}" for name in Group.objects.for_tenant(tenant).values_list("name", flat=True)}
-    for principal in acts_for:
-        if principal.startswith("user:"):
-            member = (
-                Membership.objects.for_tenant(tenant).select_related("user", "tenant")
-                .filter(user__username=principal[5:]).first()
-            )  # fmt: skip
-            if member is None:
-                continue
-            theirs = _member_principals(member)
-            if theirs is None:  # a key acting for an admin sees what the admin sees
-                return Viewer(tenant, None, ", ".join(acts_for))
-            held |= theirs
-        elif principal in groups:  # a group deleted since the key was issued opens nothing
-            held.add(principal)
-    return Viewer(tenant, frozenset(held), ", ".join(acts_for))
+    if acts_for == [TENANT]:  # most keys: nothing to look up
+        return Viewer(tenant, frozenset({TENANT}))
+    needs_groups = any(p.startswith(("group:", "user:")) for p in acts_for)
+    return Viewer(tenant, _Directory(tenant, _key_usernames(acts_for), groups=needs_groups).key(acts_for))
+
+
+def everyone(tenant: Tenant) -> tuple[list[tuple[Membership, Viewer]], list[tuple[ApiKey, Viewer]]]:
+    """Every member and every active key of the tenant with what they see, resolved as viewer_for resolves them, in
+    a few queries however many there are (the document page's "who sees it")."""
+    directory = _Directory(tenant)
+    members = [
+        (m, Viewer(tenant, directory.member(m.user.get_username())))
+        for m in Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username")
+    ]
+    keys = [
+        (k, Viewer(tenant, directory.key(list(k.acts_for or [TENANT]))))
+        for k in ApiKey.objects.for_tenant(tenant).filter(revoked_at__isnull=True)
+    ]
+    return members, keys
 
 
 def principals_check(*, tenant: Tenant, principals: Iterable[str], allow_all: bool = False) -> list[str]:
@@ -134,7 +176,3 @@ def _describe(principal: str) -> str:
 def parse_principal_list(text: str) -> list[str]:
     """ "group:hr, user:bob" (a command-line or form value) → ["group:hr", "user:bob"]."""
     return [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
-
-
-def user_groups(*, tenant: Tenant, user: User) -> list[str]:
-    return list(Group.objects.for_tenant(tenant).filter(members=user).values_list("name", flat=True))

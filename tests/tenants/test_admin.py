@@ -240,3 +240,17 @@ def test_operators_enrol_new_people_with_add_member(tenant_a):
         call_command("add_member", tenant_a.slug, "nobody")
     with pytest.raises(CommandError, match="No tenant"):
         call_command("add_member", "no-such-tenant", "newhire")
+
+
+def test_a_key_made_in_the_admin_acts_for_checked_principals(client_a, tenant_a):
+    from tenants.services import group_create
+
+    url = reverse("admin:tenants_apikey_add")
+    refused = client_a.post(url, {"tenant": tenant_a.pk, "name": "bad", "scope": "read", "acts_for": '["group:ghost"]'})
+    assert refused.status_code == 200 and "&#x27;ghost&#x27;" in refused.content.decode()  # a form error, named
+    assert not ApiKey.objects.filter(name="bad").exists()
+    group_create(tenant=tenant_a, name="hr")
+    client_a.post(url, {"tenant": tenant_a.pk, "name": "hr-bot", "scope": "read", "acts_for": '["group:hr"]'})
+    assert ApiKey.objects.get(name="hr-bot").acts_for == ["group:hr"]
+    listing = client_a.get(reverse("admin:tenants_apikey_changelist")).content.decode()
+    assert "group:hr" in listing
