@@ -343,6 +343,8 @@ def test_the_cli_creates_groups_members_restricted_sources_and_keys_and_names_wh
     (folder / "nda.md").write_text("# NDA\n\nThe NDA with Initech runs until 2029.\n")
     with pytest.raises(CommandError, match="'ghost'"):
         call_command("ingest", "acme", str(folder), "--source", "contracts", "--access", "group:legal,user:ghost")
+    with pytest.raises(CommandError, match="--access needs"):
+        call_command("ingest", "acme", str(folder), "--source", "contracts", "--access", " ")
     assert not Source.objects.filter(name="contracts").exists()  # refused before anything was made
     call_command("ingest", "acme", str(folder), "--source", "contracts", "--access", "group:legal,user:bob")
     source = Source.objects.get(name="contracts")

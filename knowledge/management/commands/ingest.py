@@ -45,6 +45,8 @@ class Command(BaseCommand):
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
+        if access is not None and not parse_principal_list(access):
+            raise CommandError("--access needs tenant, or principals such as group:hr,user:bob.")
         try:  # before anything is created: an unknown group or user stops the command
             wanted = None if access is None else principals_check(tenant=owner, principals=parse_principal_list(access))
         except UnknownPrincipal as exc:
