@@ -79,7 +79,7 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> li
         document = _document(tenant, wanted.document_id)
         rows = selectors.document_rows(viewer=Viewer.everything(tenant), document=document)
         if wanted.action == Fix.Action.RETIRE:
-            knowledge_services.documents_retire(tenant=tenant, documents=rows)
+            knowledge_services.documents_retire(tenant=tenant, documents=rows, actor=fix.by_name)
             fix.document, fix.detail = document, document.display_key
             return [key for key in named if key != document.display_key]
         try:

@@ -317,6 +317,13 @@ class JobRetryApi(TenantApiView):
 # --- documents -----------------------------------------------------------------------------
 
 
+def actor_name(request: Request) -> str:
+    """Who acts, as the history records it: the signed-in person, or the API key."""
+    if isinstance(request.auth, ApiKey):
+        return f"API key {request.auth.prefix}"
+    return request.user.get_username() if request.user.is_authenticated else ""
+
+
 def _document(view: TenantApiView, document_id: str) -> Document:
     return found_or_404(selectors.document_get(viewer=view.viewer, document_id=document_id))
 
@@ -376,7 +383,7 @@ class DocumentRetireApi(TenantApiView):
     def post(self, request: Request, tenant_slug: str, document_id: str) -> Response:
         document = _document(self, document_id)
         rows = selectors.document_rows(viewer=self.viewer, document=document)
-        services.documents_retire(tenant=self.tenant, documents=rows)
+        services.documents_retire(tenant=self.tenant, documents=rows, actor=actor_name(request))
         return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 

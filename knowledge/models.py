@@ -53,6 +53,10 @@ class Source(TenantOwned):
         default=list_of_tenant,
         help_text='Who sees its documents: ["tenant"], or principals such as ["group:hr", "user:bob"].',
     )
+    review_every_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="A document whose review date is not stated is due this many days after its "
+        "content last changed.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
 
@@ -121,6 +125,23 @@ class Document(TenantOwned):
     access_pending = models.BooleanField(
         default=False, db_index=True, editable=False, help_text="An access change awaits the vector payloads."
     )
+    # Validity (knowledge/validity.py): when the document is in force, when it is due a review, what it replaces.
+    valid_from = models.DateField(null=True, blank=True, help_text="In force from this day (none: always was).")
+    valid_until = models.DateField(null=True, blank=True, help_text="In force through this day (none: no end).")
+    review_by = models.DateField(null=True, blank=True, help_text="Due a review after this day.")
+    review_by_origin = models.CharField(
+        max_length=10, blank=True, choices=[("stated", "Stated"), ("source", "The source's default"),
+                                            ("reviewed", "Reviewed")],
+    )  # fmt: skip
+    supersedes = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="successors",
+        help_text="The document of the tenant this one replaces.",
+    )  # fmt: skip
+    supersedes_ref = models.CharField(max_length=1900, blank=True, help_text="`supersedes` as the file stated it.")
+    validity_problems = models.JSONField(default=list, blank=True, help_text="Why a stated value was not applied.")
+    content_changed_at = models.DateTimeField(null=True, blank=True, help_text="When the served content last changed.")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -176,6 +197,14 @@ class DocumentVersion(TenantOwned):
         help_text="Model-written title, summary, topics and key points, with model and directives.",
     )
     job = models.ForeignKey("IngestJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # What the file itself states (frontmatter, Office properties): {"valid_from": "2026-01-01", …, "problems": […]}
+    stated = models.JSONField(default=dict, blank=True)
+    # The validity window this version was served with (the document's while it is the served one).
+    valid_from = models.DateField(null=True, blank=True)
+    valid_until = models.DateField(null=True, blank=True)
+    # When it was the version readers were served: from its activation until the next one's (or retirement).
+    served_from = models.DateTimeField(null=True, blank=True)
+    served_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     status_changed_at = models.DateTimeField(default=timezone.now)
 
@@ -269,6 +298,34 @@ class Chunk(TenantOwned):
             "page_end": self.page_end or self.page,
             "page_label": label,
         }
+
+
+class DocumentEvent(TenantOwned):
+    """What happened to a document, when, by whom: the changes feed (`changes_since`) and the review trail."""
+
+    class Kind(models.TextChoices):
+        ADDED = "added", "Added"
+        CHANGED = "changed", "Changed"
+        RETIRED = "retired", "Retired"
+        RESTORED = "restored", "Restored"
+        VALIDITY = "validity", "Validity changed"
+        SUPERSEDED = "superseded", "Superseded"
+        REVIEWED = "reviewed", "Reviewed: still true"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    old_version = models.PositiveIntegerField(null=True, blank=True)
+    new_version = models.PositiveIntegerField(null=True, blank=True)
+    actor = models.CharField(max_length=150, blank=True, help_text="Who did it; blank: a sync.")
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "at"], name="document_event_feed")]
+        ordering = ["at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.document_id} at {self.at:%Y-%m-%d %H:%M}"
 
 
 class IngestJob(TenantOwned):

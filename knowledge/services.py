@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.errors import error_reference
-from knowledge import ids, jobs
+from knowledge import ids, jobs, timeline
 from knowledge.models import (
     Chunk,
     Document,
@@ -184,7 +184,7 @@ def rows_remove_tag(*, tenant: Tenant, rows: TenantQuerySet[Any], tag_name: str)
     return len(scoped)
 
 
-def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document]) -> int:
+def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document], actor: str = "") -> int:
     """Retire documents: readers stop seeing them; their versions stay as history."""
     now = timezone.now()
     scoped = documents.for_tenant(tenant).exclude(status=Status.RETIRED)
@@ -195,6 +195,7 @@ def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document]) -> 
         )
         Chunk.objects.filter(document_id__in=pks, status=Status.ACTIVE).update(status=Status.RETIRED)
         Document.objects.filter(pk__in=pks).update(status=Status.RETIRED, updated_at=now)
+        timeline.retired(pks, now, actor=actor)
         _flag_for_sync(pks)
     return len(pks)
 
@@ -448,7 +449,7 @@ def tenant_delete(*, tenant: Tenant) -> None:
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
 
 
-def documents_restore(*, tenant: Tenant, documents: TenantQuerySet[Document]) -> int:
+def documents_restore(*, tenant: Tenant, documents: TenantQuerySet[Document], actor: str = "") -> int:
     """Bring retired documents back: their latest retired version becomes active again."""
     now = timezone.now()
     count = 0
@@ -462,6 +463,7 @@ def documents_restore(*, tenant: Tenant, documents: TenantQuerySet[Document]) ->
             Document.objects.filter(pk=document.pk).update(
                 status=Status.ACTIVE, version=version.version, updated_at=now
             )
+            timeline.restored(document, version, now, actor=actor)
             _flag_for_sync([document.pk])
         count += 1
     return count

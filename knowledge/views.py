@@ -322,10 +322,10 @@ def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
     rows = selectors.document_rows(viewer=request.viewer, document=document)
     if request.POST.get("action") == "restore":
-        services.documents_restore(tenant=request.tenant, documents=rows)
+        services.documents_restore(tenant=request.tenant, documents=rows, actor=request.user.get_username())
         messages.success(request, "Restored: readers see this document again.")
     else:
-        services.documents_retire(tenant=request.tenant, documents=rows)
+        services.documents_retire(tenant=request.tenant, documents=rows, actor=request.user.get_username())
         messages.success(request, "Retired: readers no longer see this document; its history is kept.")
     return redirect("knowledge:document-detail", request.tenant.slug, document.public_id)
 

@@ -34,6 +34,8 @@ DENSE = "dense"
 SPARSE = "bm25"
 RRF_K = 60
 KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access")
+# Validity and serving windows, epoch seconds (null: open); knowledge/validity.py writes them, `Scope.at` reads them.
+WINDOW_FIELDS = ("valid_from", "valid_until", "served_from", "served_until")
 POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
 
 
@@ -68,6 +70,10 @@ class Scope:
     version_keys: list[str] | None = None
     point_ids: list[str] | None = None
     principals: list[str] | None = None  # the viewer's (tenants/principals.py); None: every point of the tenant
+    # In force at this instant (epoch seconds): the point's validity window covers it (knowledge/validity.py).
+    valid_at: float | None = None
+    served_at: float | None = None  # an as-of read: the version served at this instant
+    excluded_document_ids: list[str] | None = None  # superseded at that instant
 
 
 @dataclass
@@ -133,7 +139,18 @@ def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
     if scope.point_ids is not None:
         ids = [str(i) for i in scope.point_ids]
         must.append(m.HasIdCondition(point_ids=set(ids)) if edge else m.HasIdCondition(has_id=ids))
-    return m.Filter(must=must)
+    # A window is open where its bound is null or absent: written as "must not start after / end at or before",
+    # which a point without the field always passes (a store indexed before windows existed serves as before).
+    must_not = []
+    for at, start, end in ((scope.valid_at, "valid_from", "valid_until"),
+                           (scope.served_at, "served_from", "served_until")):  # fmt: skip
+        if at is not None:
+            range_type = m.RangeFloat if edge else m.Range
+            must_not.append(m.FieldCondition(key=start, range=range_type(gt=at)))
+            must_not.append(m.FieldCondition(key=end, range=range_type(lte=at)))
+    if scope.excluded_document_ids:
+        must_not.append(m.FieldCondition(key="document_id", match=m.MatchAny(any=list(scope.excluded_document_ids))))
+    return m.Filter(must=must, must_not=must_not or None)
 
 
 def _tenant_idf(m: Any, scope: Scope, *, edge: bool) -> Any:
@@ -273,8 +290,10 @@ class EdgeStore(_Planned):
             try:
                 if (path / "wal").exists() or path.exists() and any(path.iterdir()):
                     shard = m.EdgeShard.load(str(path))
-                    # A store made before access lists existed gets their index (idempotent on a newer one).
+                    # A store made before access lists or windows existed gets their indexes (idempotent).
                     shard.update(m.UpdateOperation.create_field_index("access", m.PayloadSchemaType.Keyword))
+                    for key in WINDOW_FIELDS:
+                        shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Float))
                 else:
                     path.mkdir(parents=True, exist_ok=True)
                     config = m.EdgeConfig(
@@ -286,6 +305,8 @@ class EdgeStore(_Planned):
                     for key in KEYWORD_FIELDS:
                         shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Keyword))
                     shard.update(m.UpdateOperation.create_field_index("critical", m.PayloadSchemaType.Integer))
+                    for key in WINDOW_FIELDS:
+                        shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Float))
             except Exception:
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
                 os.close(lock_fd)
@@ -414,8 +435,12 @@ class ClientStore(_Planned):
                 for key in KEYWORD_FIELDS:
                     self.client.create_payload_index(name, key, m.PayloadSchemaType.KEYWORD)
                 self.client.create_payload_index(name, "critical", m.PayloadSchemaType.INTEGER)
-            else:  # a collection made before access lists existed gets their index (a no-op on a newer one)
+                for key in WINDOW_FIELDS:
+                    self.client.create_payload_index(name, key, m.PayloadSchemaType.FLOAT)
+            else:  # a collection made before access lists or windows existed gets their indexes (no-ops on a newer one)
                 self.client.create_payload_index(name, "access", m.PayloadSchemaType.KEYWORD)
+                for key in WINDOW_FIELDS:
+                    self.client.create_payload_index(name, key, m.PayloadSchemaType.FLOAT)
             self._known.add(name)
 
     def upsert(self, identity: EmbedderIdentity, points: list[StorePoint]) -> None:

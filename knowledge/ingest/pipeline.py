@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
-from knowledge import ids, jobs
+from knowledge import ids, jobs, timeline, validity
 from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
@@ -31,6 +31,7 @@ from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chun
 from knowledge.ingest.classify import classify
 from knowledge.ingest.enrichment import enrich
 from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
+from knowledge.ingest.metadata import file_metadata
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
@@ -329,6 +330,7 @@ def ingest_bytes(
             embedding_provider=embedder.identity.provider, embedding_model=embedder.identity.model,
             embedding_dims=embedder.identity.dims, indexing_version=INDEXING_VERSION,
             warnings=extracted.warnings, job=job, enrichment=enriched,
+            stated=_stated(data, source_type, extracted.text),
         )  # fmt: skip
         rows = []
         for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
@@ -364,6 +366,16 @@ def ingest_bytes(
             )
         Chunk.objects.bulk_create(rows, batch_size=500)
     return Outcome(key, result, chunks=len(drafts))
+
+
+def _stated(data: bytes, source_type: str, text: str) -> dict:
+    """The validity the file states (frontmatter, Office properties), checked; a problem is named, not dropped."""
+    metadata = file_metadata(data, source_type=source_type, text=text)
+    unreadable = metadata.pop("problems", [])
+    stated = validity.stated_values(metadata)
+    if unreadable:
+        stated["problems"] = [*unreadable, *stated.get("problems", [])]
+    return stated
 
 
 def _known_vectors(tenant: Tenant, identity, texts: list[str]) -> dict[str, bytes]:
@@ -424,6 +436,7 @@ def retire_documents(*, source: Source, keep_keys: set[str]) -> int:
                 status=Status.RETIRED
             )
             Document.objects.filter(pk=document.pk).update(status=Status.RETIRED, needs_sync=True, updated_at=now)
+            timeline.retired([document.pk], now)
         count += 1
     return count
 
@@ -485,6 +498,7 @@ def sync_folder(
             if number % 20 == 0 or number + 1 == len(files):
                 _checkpoint(job, progress)
         job.retired = retire_documents(source=source, keep_keys=keep)
+        timeline.resolve_pending_links(source_pk=source.pk)
         source.last_synced_at = timezone.now()
         source.save(update_fields=["last_synced_at"])
         return _finish(job, progress)

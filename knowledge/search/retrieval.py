@@ -7,6 +7,7 @@ narrow within what that viewer may see, and the principals go into the vector qu
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from knowledge.models import Chunk, DocumentVersion, Status
 from knowledge.search.ranking import rrf_merge
 from knowledge.search.specific import Plan, plan
 from knowledge.selectors import query_principals
+from knowledge.validity import Clock, Freshness
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -70,6 +72,7 @@ class RetrievedChunk:
     similarity: float | None = None  # cosine similarity of the dense leg, when it found the chunk
     page: int | None = None  # the page the matching text is on (a chunk may span pages); None: the chunk's
     rerank: float | None = None  # the cross-encoder's logit, when the hit was reranked
+    freshness: Freshness | None = None  # is what it says still true (knowledge/validity.py)
 
     @property
     def location_page(self) -> int | None:
@@ -109,6 +112,8 @@ class RetrieveFilters:
     statuses: list[str] = field(default_factory=lambda: [Status.ACTIVE])
     critical_only: bool = False
     document_ids: list[str] | None = None  # within these documents only (a curation item's named document)
+    as_of: dt.datetime | None = None  # what was in force then (knowledge/validity.py); None: now
+    include_expired: bool = False  # also documents not in force (expired, superseded, not yet valid), marked
 
     def scope(self, tenant: Tenant) -> Scope:
         return Scope(
@@ -212,10 +217,23 @@ def _relevant(dense_rank: dict[str, int], lexical_rank: dict[str, int], point: s
     return len(ranks) == 2 or any(rank <= CRITICAL_TOP_RANK for rank in ranks)
 
 
-def viewer_scope(viewer: Viewer, filters: RetrieveFilters) -> Scope:
-    """The vector query's scope for this viewer: the filters, within the tenant, within the viewer's principals."""
+def viewer_scope(viewer: Viewer, filters: RetrieveFilters, clock: Clock | None = None) -> Scope:
+    """The vector query's scope for this viewer: the filters, within the tenant, within the viewer's principals, in
+    force at the read's instant."""
     scope = filters.scope(viewer.tenant)
     scope.principals = query_principals(viewer)
+    return in_force(scope, filters, clock or Clock.for_read(viewer.tenant, filters.as_of))
+
+
+def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
+    """The validity rules as payload conditions: points whose window covers the instant, of documents not superseded
+    then; as of an instant, each document's version served then (superseded and retired versions included)."""
+    if clock.as_of:
+        scope.statuses = sorted({*(scope.statuses or []), Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED})
+        scope.served_at = clock.at.timestamp()
+    if not filters.include_expired:
+        scope.valid_at = clock.at.timestamp()
+        scope.excluded_document_ids = clock.superseded_ids() or None
     return scope
 
 
@@ -228,9 +246,11 @@ def retrieve(
     tenant = viewer.tenant
     check_index(tenant)
     filters = filters or RetrieveFilters()
+    clock = Clock.for_read(tenant, filters.as_of)
     base_scope = scope or filters.scope(tenant)
     base_scope.tenant = str(tenant.public_id)
     base_scope.principals = query_principals(viewer)  # whatever scope the caller built, the viewer's principals hold
+    in_force(base_scope, filters, clock)
     limit = max(top_k * 3, CANDIDATES)
     intent = plan(query) if specific else None
     found = _specific_round(query, base_scope, limit, intent) if intent else _one_round(query, base_scope, limit)
@@ -262,6 +282,7 @@ def retrieve(
     results = results[:top_k]
     for result in results:
         result.page = page_of(result.chunk, query)
+        result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees)
     return results
 
 
@@ -288,7 +309,9 @@ def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, fil
     """Dense-only or lexical-only retrieval (for evaluation and diagnosis)."""
     check_index(viewer.tenant)
     embedder = get_embedder()
-    scope = viewer_scope(viewer, filters or RetrieveFilters())
+    filters = filters or RetrieveFilters()
+    clock = Clock.for_read(viewer.tenant, filters.as_of)
+    scope = viewer_scope(viewer, filters, clock)
     if leg == "dense":
         hits = get_store().search(
             embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=None, limit=top_k
@@ -296,4 +319,10 @@ def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, fil
     else:
         hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
     chunks = _hydrate(viewer, hits)
-    return [RetrievedChunk(chunk=chunks[h.id], score=h.score) for h in hits if h.id in chunks]
+    found = [chunks[h.id] for h in hits if h.id in chunks]
+    scores = {h.id: h.score for h in hits}
+    return [
+        RetrievedChunk(chunk=chunk, score=scores[chunk.point_id],
+                       freshness=clock.freshness(chunk.document, chunk.document_version, sees=viewer.sees))
+        for chunk in found
+    ]  # fmt: skip

@@ -1,0 +1,83 @@
+"""What a file says about itself: Markdown frontmatter, Office custom properties, OpenDocument user-defined fields.
+
+Only the raw name → value pairs; knowledge/validity.py decides which ones count and checks them. A file whose
+metadata cannot be read (broken YAML, a corrupt part) states nothing, and says why in `problems`.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from typing import Any
+
+from defusedxml import ElementTree
+
+OOXML_TYPES = ("docx", "xlsx", "pptx")
+ODF_TYPES = ("odt", "ods", "odp")
+MAX_PART_BYTES = 1 << 20  # a properties part larger than this is not read
+
+
+def file_metadata(data: bytes, *, source_type: str, text: str = "") -> dict[str, Any]:
+    """Name → value of the file's own metadata; a "problems" list when some of it could not be read."""
+    try:
+        if source_type == "markdown":
+            return _frontmatter(text)
+        if source_type in OOXML_TYPES:
+            return _ooxml_custom(data)
+        if source_type in ODF_TYPES:
+            return _odf_user_defined(data)
+    except Exception as exc:  # a broken header is a reason on the version, never a failed document
+        return {"problems": [f"The file's metadata could not be read ({type(exc).__name__}: {exc})."]}
+    return {}
+
+
+def _frontmatter(text: str) -> dict[str, Any]:
+    import frontmatter
+
+    if not text.lstrip("\ufeff").startswith("---"):
+        return {}
+    metadata, _ = frontmatter.parse(text)
+    return dict(metadata) if isinstance(metadata, dict) else {}
+
+
+def _part(data: bytes, name: str) -> bytes | None:
+    with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+        try:
+            info = bundle.getinfo(name)
+        except KeyError:
+            return None
+        if info.file_size > MAX_PART_BYTES:
+            return None
+        return bundle.read(info)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _ooxml_custom(data: bytes) -> dict[str, Any]:
+    """docProps/custom.xml: <property name="valid_until"><vt:lpwstr>2026-12-31</vt:lpwstr></property>."""
+    part = _part(data, "docProps/custom.xml")
+    if part is None:
+        return {}
+    found: dict[str, Any] = {}
+    for prop in ElementTree.fromstring(part):
+        name = prop.get("name")
+        value = next(iter(prop), None)
+        if name and value is not None:
+            found[name] = (value.text or "").strip()
+    return found
+
+
+def _odf_user_defined(data: bytes) -> dict[str, Any]:
+    """meta.xml: <meta:user-defined meta:name="valid_until">2026-12-31</meta:user-defined>."""
+    part = _part(data, "meta.xml")
+    if part is None:
+        return {}
+    found: dict[str, Any] = {}
+    for element in ElementTree.fromstring(part).iter():
+        if _local(element.tag) == "user-defined":
+            name = next((v for k, v in element.attrib.items() if _local(k) == "name"), None)
+            if name:
+                found[name] = (element.text or "").strip()
+    return found

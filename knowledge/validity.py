@@ -1,0 +1,289 @@
+"""When a document is true: the rules of validity, supersession, review and as-of reads, in one place.
+
+A document is in force on the days from `valid_from` through `valid_until` (either open), unless a document in
+force supersedes it. Its status at an instant (today, or an `as_of`):
+- `not_yet_valid`: before `valid_from`;
+- `expired`: after `valid_until`;
+- `superseded`: a document in force then supersedes it;
+- `review_due`: in force, but past `review_by` (served, and said so);
+- `current`: in force.
+Reads serve `current` and `review_due` by default. An as-of read serves, of each document, the version that was
+served at that instant (the first version for an instant older than it: nothing older is known), under the same
+rules with the version's own window. The vector query carries the rules as payload conditions (vectorstore.py):
+a point's `valid_from`/`valid_until` and `served_from`/`served_until` (epoch seconds, null: open) and the
+documents superseded at that instant (few: each is a curated link). docs/validity.md has an example timeline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from django.db.models import Q
+from django.utils import timezone
+
+from knowledge.models import Document, DocumentVersion, Status
+
+FIELDS = ("valid_from", "valid_until", "review_by")
+STATUSES = ("current", "review_due", "expired", "superseded", "not_yet_valid")
+SERVED = ("current", "review_due")  # what a read returns unless it asks for the others
+
+
+class InvalidValidity(ValueError):
+    """A date that is not one, a window that ends before it starts, a `supersedes` that names nothing or loops."""
+
+
+# --- dates and instants ----------------------------------------------------------------------------------------
+def parse_date(value: Any, *, field: str) -> dt.date | None:
+    """An ISO 8601 date (a datetime's date part is taken); None and "" clear it."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    text = str(value).strip()
+    try:
+        return dt.date.fromisoformat(text[:10]) if len(text) > 10 and text[10] in "T " else dt.date.fromisoformat(text)
+    except ValueError:
+        raise InvalidValidity(f"{field}: {text!r} is not a date (YYYY-MM-DD).") from None
+
+
+def parse_instant(value: Any, *, field: str = "as_of") -> dt.datetime:
+    """An `as_of`: a datetime (naive: the server's time zone), or a date, meaning the end of that day."""
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, dt.date):
+        return day_start(value + dt.timedelta(days=1)) - dt.timedelta(microseconds=1)
+    else:
+        text = str(value or "").strip()
+        if len(text) == 10:
+            return parse_instant(parse_date(text, field=field), field=field)
+        try:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidValidity(f"{field}: {text!r} is not an ISO 8601 date or datetime.") from None
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+
+
+def day_start(day: dt.date) -> dt.datetime:
+    return timezone.make_aware(dt.datetime.combine(day, dt.time.min))
+
+
+def epoch(moment: dt.datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def window_bounds(valid_from: dt.date | None, valid_until: dt.date | None) -> tuple[float | None, float | None]:
+    """The validity window as the payload holds it: [start of valid_from, start of the day after valid_until)."""
+    start = epoch(day_start(valid_from)) if valid_from else None
+    end = epoch(day_start(valid_until + dt.timedelta(days=1))) if valid_until else None
+    return start, end
+
+
+def check_window(valid_from: dt.date | None, valid_until: dt.date | None) -> None:
+    if valid_from and valid_until and valid_until < valid_from:
+        raise InvalidValidity(f"valid_until ({valid_until}) is before valid_from ({valid_from}).")
+
+
+def covers(valid_from: dt.date | None, valid_until: dt.date | None, at: dt.datetime) -> bool:
+    start, end = window_bounds(valid_from, valid_until)
+    moment = at.timestamp()
+    return (start is None or start <= moment) and (end is None or moment < end)
+
+
+# --- what the vector payload carries ----------------------------------------------------------------------------
+def version_payload(version: DocumentVersion, *, first: bool) -> dict[str, float | None]:
+    """The validity and serving window of a version's points. The first version served is open to the past."""
+    start, end = window_bounds(version.valid_from, version.valid_until)
+    return {
+        "valid_from": start,
+        "valid_until": end,
+        "served_from": None if first else epoch(version.served_from),
+        "served_until": epoch(version.served_until),
+    }
+
+
+def first_served(document: Document) -> int | None:
+    """The number of the document's first version that was ever served."""
+    return (
+        document.versions.filter(status__in=[Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED])
+        .order_by("version")
+        .values_list("version", flat=True)
+        .first()
+    )
+
+
+# --- supersession ---------------------------------------------------------------------------------------------
+def _in_force(document: Document, at: dt.datetime, retired_at: dt.datetime | None) -> bool:
+    if not covers(document.valid_from, document.valid_until, at):
+        return False
+    if document.status == Status.ACTIVE:
+        return True
+    return document.status == Status.RETIRED and retired_at is not None and at < retired_at
+
+
+def superseded_at(tenant: Any, at: dt.datetime, *, as_of: bool = False) -> dict[int, Document]:
+    """Document pk → the document in force at `at` that supersedes it. Now: only live successors count; as of an
+    instant, one retired since counts too."""
+    statuses = [Status.ACTIVE, Status.RETIRED] if as_of else [Status.ACTIVE]
+    successors = list(
+        Document.objects.for_tenant(tenant)
+        .filter(supersedes__isnull=False, status__in=statuses)
+        .select_related("source", "supersedes")
+    )
+    retired_at: dict[int, dt.datetime | None] = {}
+    if as_of:
+        for document_pk, until in DocumentVersion.objects.filter(
+            document__in=[s for s in successors if s.status == Status.RETIRED], status=Status.RETIRED
+        ).values_list("document_id", "served_until"):
+            retired_at[document_pk] = until
+    found: dict[int, Document] = {}
+    for successor in successors:
+        if successor.supersedes_id and _in_force(successor, at, retired_at.get(successor.pk)):
+            found.setdefault(successor.supersedes_id, successor)
+    return found
+
+
+def resolve_reference(document: Document, ref: str) -> Document:
+    """The document `ref` names (its id, document id, or key in its own source, then in the tenant's others);
+    raises InvalidValidity when it names nothing, the document itself, or would close a loop."""
+    from knowledge import ids
+
+    ref = str(ref or "").strip()
+    tenant_docs = Document.objects.for_tenant(document.tenant).exclude(status=Status.FAILED)
+    target = None
+    try:
+        target = tenant_docs.filter(public_id=uuid.UUID(ref)).first()
+    except ValueError:
+        pass
+    if target is None:
+        target = tenant_docs.filter(document_id=ref).first()
+    if target is None:
+        try:
+            key = ids.normalise_document_key(ref)
+        except ids.InvalidIdentifier:
+            key = ""
+        if key:
+            target = tenant_docs.filter(source_id=document.source_id, document_key=key).first()
+            if target is None:
+                elsewhere = list(tenant_docs.filter(document_key=key)[:2])
+                target = elsewhere[0] if len(elsewhere) == 1 else None
+    if target is None:
+        raise InvalidValidity(f"supersedes: {ref!r} names no document of this tenant.")
+    if target.pk == document.pk:
+        raise InvalidValidity("supersedes: a document cannot supersede itself.")
+    seen, step = {document.pk}, target
+    while step is not None and step.supersedes_id is not None:
+        if step.supersedes_id in seen:
+            raise InvalidValidity(f"supersedes: {ref!r} already leads back to this document (a cycle).")
+        seen.add(step.pk)
+        step = Document.objects.filter(pk=step.supersedes_id).first()
+    return target
+
+
+# --- freshness ------------------------------------------------------------------------------------------------
+class Freshness(TypedDict):
+    status: str
+    valid_from: str | None
+    valid_until: str | None
+    review_by: str | None
+    changed_at: str | None
+    superseded_by: str | None  # the successor's document id, when the reader may see it
+
+
+def _iso(value: dt.date | dt.datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def status_of(*, valid_from: dt.date | None, valid_until: dt.date | None, review_by: dt.date | None,
+              superseded: bool, at: dt.datetime) -> str:  # fmt: skip
+    start, end = window_bounds(valid_from, valid_until)
+    moment = at.timestamp()
+    if start is not None and moment < start:
+        return "not_yet_valid"
+    if end is not None and moment >= end:
+        return "expired"
+    if superseded:
+        return "superseded"
+    if review_by is not None and timezone.localdate(at) > review_by:
+        return "review_due"
+    return "current"
+
+
+@dataclass
+class Clock:
+    """The instant a read is about (now, or its as_of) and the documents superseded then (pk → successor)."""
+
+    at: dt.datetime
+    as_of: bool
+    superseded: dict[int, Document]
+
+    @classmethod
+    def for_read(cls, tenant: Any, as_of: dt.datetime | None = None) -> Clock:
+        at = as_of or timezone.now()
+        return cls(at=at, as_of=as_of is not None, superseded=superseded_at(tenant, at, as_of=as_of is not None))
+
+    def superseded_ids(self) -> list[str]:
+        """The document ids of the documents superseded at the instant (the vector query leaves them out)."""
+        return sorted(s.supersedes.document_id for s in self.superseded.values() if s.supersedes)
+
+    def freshness(self, document: Document, version: DocumentVersion | None = None, *,
+                  sees: Any = None) -> Freshness:  # fmt: skip
+        """The freshness of a document as served by `version` (its window; default: the document's own)."""
+        window = version if version is not None and (version.valid_from or version.valid_until) else document
+        successor = self.superseded.get(document.pk)
+        changed = (version.served_from if version is not None else None) or document.content_changed_at
+        visible = successor is not None and (sees is None or sees(successor.reader_list))
+        return {
+            "status": status_of(
+                valid_from=window.valid_from,
+                valid_until=window.valid_until,
+                review_by=document.review_by,
+                superseded=successor is not None,
+                at=self.at,
+            ),  # fmt: skip
+            "valid_from": _iso(window.valid_from),
+            "valid_until": _iso(window.valid_until),
+            "review_by": _iso(document.review_by),
+            "changed_at": _iso(changed),
+            "superseded_by": successor.document_id if visible and successor is not None else None,
+        }
+
+
+# --- what a file states ------------------------------------------------------------------------------------------
+def stated_values(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The validity a file states (frontmatter, Office properties), checked: {field: ISO date or ref, "problems": […]}.
+    A value that is not a date is left out and named in `problems`, never silently dropped."""
+    lowered = {str(k).strip().lower().replace("-", "_"): v for k, v in metadata.items()}
+    stated: dict[str, Any] = {}
+    problems: list[str] = []
+    for name in FIELDS:
+        if name in lowered and lowered[name] not in (None, ""):
+            try:
+                stated[name] = _iso(parse_date(lowered[name], field=name))
+            except InvalidValidity as exc:
+                problems.append(str(exc))
+    if "valid_from" in stated and "valid_until" in stated:
+        try:
+            check_window(dt.date.fromisoformat(stated["valid_from"]), dt.date.fromisoformat(stated["valid_until"]))
+        except InvalidValidity as exc:
+            problems.append(f"{exc} Neither date was applied.")
+            del stated["valid_from"], stated["valid_until"]
+    ref = lowered.get("supersedes")
+    if isinstance(ref, list | tuple):
+        ref = ref[0] if len(ref) == 1 else None
+        if ref is None:
+            problems.append("supersedes: name one document.")
+    if ref not in (None, ""):
+        stated["supersedes"] = str(ref).strip()
+    if problems:
+        stated["problems"] = problems
+    return stated
+
+
+def review_due_filter(today: dt.date) -> Q:
+    """Documents past their review date or their validity (the review list)."""
+    return Q(review_by__lt=today) | Q(valid_until__lt=today)
