@@ -19,7 +19,7 @@ from chat.models import AnswerRecord
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from chat.streaming import chain, sse_response, stream_events
 from inference.llm import ModelUnavailable
-from knowledge.shapes import run_retrieval, scope_filters
+from knowledge.shapes import run_retrieval, scope_filters, with_when
 from tenants.access import TenantApiView
 from tenants.models import ApiKey
 
@@ -90,6 +90,7 @@ class AnswerApi(TenantApiView):
             raise serializers.ValidationError({"assistant": ["No assistant with that name."]})
         filters = scope_filters(data["scope"]) if "scope" in data else None
         options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
+        with_when(options.filters, data)
         if data["stream"] or request.accepted_renderer.format == "sse":
             stream = services.stream_answer(viewer=self.viewer, question=data["question"], options=options)
             first = admitted(next, stream)  # the Sources: a full queue or retrieval errors answer before streaming

@@ -10,11 +10,11 @@ from rest_framework import serializers
 
 from chat import services
 from chat.models import Verdict
-from knowledge.shapes import HitSerializer, ScopeSerializer
+from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput
 
 
 @extend_schema_serializer(component_name="AnswerInput")
-class AnswerInput(serializers.Serializer):
+class AnswerInput(WhenInput):
     question = serializers.CharField(max_length=2000)
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
     scope = ScopeSerializer(required=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.parsers import SafeJSONParser
-from knowledge import ids, selectors, services
+from knowledge import ids, selectors, services, timeline, validity
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
@@ -66,7 +66,7 @@ class RetrieveApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
+        filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
         if data["include_superseded"]:
             filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
         hits = run_retrieval(
@@ -86,7 +86,7 @@ class BootstrapApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        filters = scope_filters(data.get("scope"))
+        filters = scope_filters(data.get("scope"), when=data)
         pack = run_retrieval(bootstrap, viewer=self.viewer, intent=data["intent"], filters=filters)
         return Response(pack)
 
@@ -104,6 +104,13 @@ def _access_context(view: TenantApiView) -> dict[str, bool]:
     if isinstance(key, ApiKey):
         return {"show_access": key.scope == ApiKey.Scope.WRITE and key.acts_for_all}
     return {"show_access": view.membership is not None and view.membership.is_admin}
+
+
+class ReviewEveryField(serializers.IntegerField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, allow_null=True, min_value=1, max_value=3650, help_text="A document whose "
+                         "review date is not stated is due this many days after its content changed (null: never).",
+                         **kwargs)  # fmt: skip
 
 
 class AccessField(serializers.ListField):
@@ -129,6 +136,7 @@ class SourceListApi(TenantApiView):
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, default="spa+eng")
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
         access = AccessField(required=False, max_length=100)
+        review_every_days = ReviewEveryField()
 
     @extend_schema(responses={200: SourceOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
@@ -150,7 +158,8 @@ class SourceListApi(TenantApiView):
                 else:
                     source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
-                source.save(update_fields=["default_mode", "ocr_languages"])
+                source.review_every_days = data.get("review_every_days")
+                source.save(update_fields=["default_mode", "ocr_languages", "review_every_days"])
                 for tag in data.get("tags") or []:
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
                 if "access" in data:
@@ -171,6 +180,7 @@ class SourceDetailApi(TenantApiView):
         default_mode = serializers.ChoiceField(choices=MODES, required=False)
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, required=False)
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
+        review_every_days = ReviewEveryField()
         access = AccessField(required=False, max_length=100, help_text='Who sees its documents: ["tenant"], '
                              '["group:hr", "user:bob"]. An admin session or a write key acting for all.')  # fmt: skip
 
@@ -187,7 +197,7 @@ class SourceDetailApi(TenantApiView):
         if "access" in data:
             self.require_access_admin(request)
             access = _principals(self, data["access"])
-        for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
+        for field in ("default_mode", "ocr_languages", "review_every_days"):  # these apply from the next sync on
             if field in data:
                 setattr(source, field, data[field])
                 source.save(update_fields=[field])
@@ -349,6 +359,13 @@ class DocumentDetailApi(TenantApiView):
     class UpdateSerializer(serializers.Serializer):
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
         critical = serializers.BooleanField(required=False)
+        valid_from = serializers.DateField(required=False, allow_null=True, help_text="In force from this day.")
+        valid_until = serializers.DateField(required=False, allow_null=True, help_text="In force through this day.")
+        review_by = serializers.DateField(required=False, allow_null=True, help_text="Due a review after this day.")
+        supersedes = serializers.CharField(
+            required=False, allow_null=True, allow_blank=True, max_length=1900,
+            help_text="The document it replaces: its id, document_id or key; null or blank: none.",
+        )  # fmt: skip
         access = AccessField(
             required=False, allow_null=True, max_length=100,
             help_text="The document's own list, replacing its source's; null: inherit. An admin session or a write "
@@ -375,6 +392,15 @@ class DocumentDetailApi(TenantApiView):
             services.document_set_tags(tenant=self.tenant, document=document, tags=data["tags"])
         if "access" in data:
             services.document_set_access(tenant=self.tenant, document=document, access=access)
+        when = {name: data[name] for name in (*validity.FIELDS, "supersedes") if name in data}
+        if when:
+            try:
+                services.document_set_validity(
+                    tenant=self.tenant, document=document, changes=when, actor=actor_name(request)
+                )
+            except validity.InvalidValidity as exc:
+                field = str(exc).split(":", 1)[0] if ":" in str(exc)[:20] else "valid_until"
+                raise serializers.ValidationError({field: [str(exc)]}) from exc
         return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 
@@ -385,6 +411,28 @@ class DocumentRetireApi(TenantApiView):
         rows = selectors.document_rows(viewer=self.viewer, document=document)
         services.documents_retire(tenant=self.tenant, documents=rows, actor=actor_name(request))
         return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
+
+
+class ChangesApi(TenantApiView):
+    """What changed since an instant or a cursor: documents added, changed, retired, restored, expired, superseded."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", str, required=True, description="An ISO 8601 datetime, or a next_cursor."),
+            OpenApiParameter("limit", int, description="At most this many changes (1-500, default 100)."),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        params = request.query_params
+        try:
+            limit = int(params.get("limit", 100))
+        except ValueError as exc:
+            raise serializers.ValidationError({"limit": ["limit is an integer."]}) from exc
+        try:
+            return Response(timeline.changes_page(viewer=self.viewer, since=params.get("since", ""), limit=limit))
+        except timeline.BadCursor as exc:
+            raise serializers.ValidationError({"since": [str(exc).removeprefix("since: ")]}) from exc
 
 
 # --- Dify External Knowledge API ------------------------------------------------------------

@@ -200,6 +200,23 @@ def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document], act
     return len(pks)
 
 
+def document_set_validity(*, tenant: Tenant, document: Document, changes: dict[str, Any], actor: str) -> Document:
+    """Set a document's validity dates, review date or `supersedes` (knowledge/timeline.py); raises
+    validity.InvalidValidity naming the field. The points' windows follow through the indexer."""
+    if document.tenant_id != tenant.pk:
+        raise PermissionError("Documents of another tenant cannot be changed here.")
+    changed = timeline.document_set_validity(document=document, changes=changes, actor=actor)
+    _flag_for_sync([document.pk])
+    return changed
+
+
+def document_reviewed(*, tenant: Tenant, document: Document, days: int, actor: str) -> Document:
+    """ "Still true": reviewed now, due again in `days` days (recorded: who, when)."""
+    if document.tenant_id != tenant.pk:
+        raise PermissionError("Documents of another tenant cannot be changed here.")
+    return timeline.document_reviewed(document=document, days=days, actor=actor)
+
+
 def folder_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
                         operator: bool = False) -> IngestJob:  # fmt: skip
     """Queue a background sync of a folder source; returns the IngestJob that reports on it.

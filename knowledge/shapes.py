@@ -10,6 +10,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 
+from knowledge import validity
 from knowledge.index.vectorstore import StoreBusy
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, IndexMismatch, RetrievedChunk, RetrieveFilters
@@ -36,19 +37,53 @@ def run_retrieval(fn, *args, **kwargs):
         raise StoreUnavailable() from exc
 
 
+class AsOfField(serializers.CharField):
+    """An ISO 8601 date (the end of that day) or datetime: read what was in force then (knowledge/validity.py)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 40)
+        kwargs.setdefault("help_text", "Serve what was in force at this ISO 8601 datetime, or at the end of this date.")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        try:
+            return validity.parse_instant(super().to_internal_value(data))
+        except validity.InvalidValidity as exc:
+            raise serializers.ValidationError(str(exc).removeprefix("as_of: ")) from exc
+
+
+class WhenInput(serializers.Serializer):
+    """What a read serves: documents in force now (default), as of an instant, or every one, marked."""
+
+    as_of = AsOfField(required=False)
+    include_expired = serializers.BooleanField(
+        default=False, help_text="Also serve documents not in force (expired, superseded, not yet valid), marked."
+    )
+
+
 class ScopeSerializer(serializers.Serializer):
     source_ids = serializers.ListField(child=serializers.CharField(max_length=700), required=False, max_length=100)
     tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
 
 
-def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False) -> RetrieveFilters:
+def scope_filters(scope: dict[str, Any] | None, *, mode: str = "auto", critical_only: bool = False,
+                  when: dict[str, Any] | None = None) -> RetrieveFilters:  # fmt: skip
+    """The filters of a read; `when` is the validated request (its as_of and include_expired)."""
     scope = scope or {}
-    return RetrieveFilters(
+    filters = RetrieveFilters(
         source_ids=scope.get("source_ids"),
         tags=[t.strip().lower() for t in scope.get("tags") or []] or None,
         mode=mode,
         critical_only=critical_only,
     )
+    return with_when(filters, when)
+
+
+def with_when(filters: RetrieveFilters, when: dict[str, Any] | None) -> RetrieveFilters:
+    when = when or {}
+    filters.as_of = when.get("as_of")
+    filters.include_expired = bool(when.get("include_expired"))
+    return filters
 
 
 def hit_location(hit: RetrievedChunk) -> ChunkLocation:
@@ -68,12 +103,13 @@ class HitSerializer(serializers.Serializer):
             "tags": hit.tags,
             "critical": bool(chunk.critical or document.critical),
             "version": chunk.document_version.version if chunk.document_version_id else None,
+            "freshness": hit.freshness,
             "signals": hit.signals,
         }
 
 
 @extend_schema_serializer(component_name="RetrieveInput")
-class RetrieveInput(serializers.Serializer):
+class RetrieveInput(WhenInput):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(min_value=1, max_value=50, default=8)
     mode = serializers.ChoiceField(choices=MODES, default="auto")
@@ -87,7 +123,7 @@ class RetrieveInput(serializers.Serializer):
 
 
 @extend_schema_serializer(component_name="BootstrapInput")
-class BootstrapInput(serializers.Serializer):
+class BootstrapInput(WhenInput):
     intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
     scope = ScopeSerializer(required=False)
 
@@ -100,6 +136,7 @@ class SourceOutput(serializers.Serializer):
     path = serializers.CharField()
     default_mode = serializers.CharField()
     ocr_languages = serializers.CharField()
+    review_every_days = serializers.IntegerField(allow_null=True)
     tags = serializers.SerializerMethodField()
     is_default = serializers.BooleanField()
     documents = serializers.SerializerMethodField()
@@ -185,9 +222,24 @@ class DocumentOutput(serializers.Serializer):
     critical = serializers.BooleanField()
     tags = serializers.SerializerMethodField()
     updated_at = serializers.DateTimeField()
+    valid_from = serializers.DateField(allow_null=True)
+    valid_until = serializers.DateField(allow_null=True)
+    review_by = serializers.DateField(allow_null=True)
+    supersedes = serializers.SerializerMethodField(help_text="The document_id of the document this one replaces.")
+    freshness = serializers.SerializerMethodField(help_text="Its status today (knowledge/validity.py).")
+    validity_problems = serializers.JSONField(help_text="Stated values that were not applied, and why.")
 
     def get_tags(self, document: Document) -> list[str]:
         return sorted(t.name for t in document.tags.all())
+
+    def get_supersedes(self, document: Document) -> str | None:
+        target = document.supersedes
+        return target.document_id if target is not None else None
+
+    def get_freshness(self, document: Document) -> dict[str, Any]:
+        clock = self.context.get("clock") or validity.Clock.for_read(document.tenant)
+        self.context["clock"] = clock  # one clock (one supersession query) for a whole page
+        return dict(clock.freshness(document, sees=self.context.get("sees")))
 
     def to_representation(self, document: Document) -> dict[str, Any]:
         data = super().to_representation(document)

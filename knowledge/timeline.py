@@ -231,6 +231,16 @@ def change_shape(change: Change, *, viewer: Viewer) -> dict[str, Any]:
     return item
 
 
+def changes_page(*, viewer: Viewer, since: str, limit: int = 100) -> dict[str, Any]:
+    """One page of the feed, as every door returns it; raises BadCursor for a `since` it cannot read."""
+    found, more = changes(viewer=viewer, since=parse_since(since), limit=max(1, min(int(limit), 500)))
+    return {
+        "changes": [change_shape(change, viewer=viewer) for change in found],
+        "next_cursor": found[-1].cursor if found else since,
+        "has_more": more,
+    }
+
+
 # --- curation: validity and review -----------------------------------------------------------------------------
 def document_set_validity(*, document: Document, changes: dict[str, Any], actor: str) -> Document:
     """Set any of valid_from, valid_until, review_by (dates or None) and supersedes (a reference, or None to clear);

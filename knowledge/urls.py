@@ -20,5 +20,6 @@ urlpatterns = [
     path(f"{T}documents/", api.DocumentListApi.as_view(), name="document-list"),
     path(f"{T}documents/<uuid:document_id>/", api.DocumentDetailApi.as_view(), name="document-detail"),
     path(f"{T}documents/<uuid:document_id>/retire/", api.DocumentRetireApi.as_view(), name="document-retire"),
+    path(f"{T}changes/", api.ChangesApi.as_view(), name="changes"),
     path(f"{T}dify/retrieval", api.DifyRetrievalApi.as_view(), name="dify-retrieval"),
 ]

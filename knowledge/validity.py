@@ -226,6 +226,15 @@ class Clock:
         at = as_of or timezone.now()
         return cls(at=at, as_of=as_of is not None, superseded=superseded_at(tenant, at, as_of=as_of is not None))
 
+    def in_force(self, *, path: str = "") -> Q:
+        """Rows (documents, or through `path` chunks) of documents in force at the instant, for reads made in SQL."""
+        day = timezone.localdate(self.at)
+        return (
+            (Q(**{f"{path}valid_from__isnull": True}) | Q(**{f"{path}valid_from__lte": day}))
+            & (Q(**{f"{path}valid_until__isnull": True}) | Q(**{f"{path}valid_until__gte": day}))
+            & ~Q(**{f"{path}pk__in": list(self.superseded)})
+        )
+
     def superseded_ids(self) -> list[str]:
         """The document ids of the documents superseded at the instant (the vector query leaves them out)."""
         return sorted(s.supersedes.document_id for s in self.superseded.values() if s.supersedes)

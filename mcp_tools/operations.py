@@ -30,7 +30,9 @@ from knowledge.shapes import (
     plain_errors,
     run_retrieval,
     scope_filters,
+    with_when,
 )
+from knowledge.timeline import BadCursor, changes_page
 from tenants.models import ApiKey
 from tenants.principals import Viewer, viewer_for
 
@@ -63,7 +65,7 @@ def _viewer(key: ApiKey) -> Viewer:
 
 def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(RetrieveInput, arguments)
-    filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"])
+    filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
     if data["include_superseded"]:
         filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
     hits = _guarded(retrieve_hits, viewer=_viewer(key), query=data["query"], top_k=data["top_k"], filters=filters,
@@ -74,7 +76,7 @@ def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
 def bootstrap(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(BootstrapInput, arguments)
     return _guarded(
-        bootstrap_pack, viewer=_viewer(key), intent=data["intent"], filters=scope_filters(data.get("scope"))
+        bootstrap_pack, viewer=_viewer(key), intent=data["intent"], filters=scope_filters(data.get("scope"), when=data)
     )
 
 
@@ -85,6 +87,7 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
         raise OperationError(f"assistant: no assistant named {data['assistant']!r} in this tenant.")
     filters = scope_filters(data["scope"]) if "scope" in data else None
     options = chat_services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
+    with_when(options.filters, data)
     try:
         result = _guarded(
             chat_services.answer_question, viewer=_viewer(key), question=data["question"], options=options
@@ -113,6 +116,14 @@ def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, A
     except chat_records.VerdictInvalid as invalid:
         raise OperationError(str(invalid)) from invalid
     return verdict_payload(verdict)
+
+
+def changes_since(key: ApiKey, *, since: str, limit: int = 100) -> dict[str, Any]:
+    viewer = _viewer(key)
+    try:
+        return changes_page(viewer=viewer, since=since, limit=limit)
+    except BadCursor as exc:
+        raise OperationError(str(exc)) from exc
 
 
 def list_sources(key: ApiKey) -> dict[str, Any]:

@@ -35,6 +35,11 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 REPORTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 Mode = Literal["auto", "documental", "code"]
+AsOf = Annotated[
+    str | None, Field(description="Serve what was in force then: an ISO 8601 datetime, or a date (its end).")
+]
+IncludeExpired = Annotated[bool, Field(description="Also serve expired, superseded and not-yet-valid documents, marked "
+                                                   "in each hit's freshness.")]  # fmt: skip
 Reason = Literal["wrong_fact", "wrong_citation", "should_refuse", "should_answer", "outdated"]
 
 
@@ -93,11 +98,16 @@ def build_server() -> MCPServer:
         source_ids: Annotated[list[str] | None, Field(description="Only these sources (source_id).")] = None,
         tags: Annotated[list[str] | None, Field(description="Only documents with these tags.")] = None,
         specific: Annotated[bool, Field(description="Favour exact identifiers (settings, functions).")] = False,
+        as_of: AsOf = None,
+        include_expired: IncludeExpired = False,
     ) -> dict[str, Any]:
-        """Search the knowledge base (dense + lexical, fused). Each hit has its text, chunk_id, document_id,
-        document_key, lines or pages, score and the signals that ranked it. Cite hits by document_key and location."""
+        """Search the knowledge base (dense + lexical, fused) among the documents in force today (or `as_of`). Each
+        hit has its text, chunk_id, document_id, document_key, lines or pages, score, the signals that ranked it and
+        its `freshness` (status current, review_due, expired, superseded or not_yet_valid; validity dates; when it
+        last changed; what superseded it). Cite hits by document_key and location."""
         return await _run(operations.retrieve, request_key(ctx), query=query, top_k=top_k, mode=mode,
-                          scope=_scope(source_ids, tags), specific=specific)  # fmt: skip
+                          scope=_scope(source_ids, tags), specific=specific, as_of=as_of,
+                          include_expired=include_expired)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     async def bootstrap(
@@ -105,10 +115,13 @@ def build_server() -> MCPServer:
         intent: Annotated[str, Field(description="What you are about to work on (optional).")] = "",
         source_ids: Annotated[list[str] | None, Field(description="Only these sources (source_id).")] = None,
         tags: Annotated[list[str] | None, Field(description="Only documents with these tags.")] = None,
+        as_of: AsOf = None,
+        include_expired: IncludeExpired = False,
     ) -> dict[str, Any]:
         """A start-up context pack: the pieces marked critical, then overview, architecture, pending work and
         history excerpts (and your intent's), each traceable to its document and location. Call it once, first."""
-        return await _run(operations.bootstrap, request_key(ctx), intent=intent, scope=_scope(source_ids, tags))
+        return await _run(operations.bootstrap, request_key(ctx), intent=intent, scope=_scope(source_ids, tags),
+                          as_of=as_of, include_expired=include_expired)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     async def answer(
@@ -116,12 +129,16 @@ def build_server() -> MCPServer:
         ctx: Context,
         top_k: Annotated[int | None, Field(ge=1, le=50, description="How many hits retrieval reads.")] = None,
         assistant: Annotated[str | None, Field(description="A configured assistant's name (optional).")] = None,
+        as_of: AsOf = None,
+        include_expired: IncludeExpired = False,
     ) -> dict[str, Any]:
         """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
         against them: `citations` (document, location), per-sentence `claims` with `supported` and the excerpt
         sentence each citation stands on (`quotes`), and `status` (answered, partial, not_found, no_evidence,
-        extractive). Slower than retrieve (seconds)."""
-        return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant)
+        extractive). It reads only documents in force today (or `as_of`); an answer resting on evidence due a review
+        says so. Slower than retrieve (seconds)."""
+        return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant,
+                          as_of=as_of, include_expired=include_expired)  # fmt: skip
 
     @server.tool(annotations=REPORTS)
     async def report_verdict(
@@ -163,6 +180,17 @@ def build_server() -> MCPServer:
         """A document's versions, newest first: when each was indexed, its status, size, chunk count, and how many
         chunks it added, removed and kept compared with the version before."""
         return await _run(operations.document_history, request_key(ctx), document_id)
+
+    @server.tool(annotations=READ_ONLY)
+    async def changes_since(
+        since: Annotated[str, Field(description="An ISO 8601 datetime, or the `next_cursor` of a previous call.")],
+        ctx: Context,
+        limit: Annotated[int, Field(ge=1, le=500, description="How many changes to return.")] = 100,
+    ) -> dict[str, Any]:
+        """What changed in the knowledge base since then, oldest first: documents added, changed (old and new
+        version), retired, restored, expired, superseded, or whose validity was changed. Call again with
+        `next_cursor` until `has_more` is false; keep the last cursor to ask again later."""
+        return await _run(operations.changes_since, request_key(ctx), since=since, limit=limit)
 
     @server.resource("ragsite://sources/{source_uuid}", name="source", mime_type="application/json",
                      description="A source (its `id`, a UUID, from list_sources) and the documents in it.")  # fmt: skip

@@ -23,7 +23,16 @@ from mcp.shared.exceptions import MCPError
 
 from tests.servers import ROOT, environment, manage, start_gunicorn, stop
 
-TOOLS = {"retrieve", "bootstrap", "answer", "list_sources", "get_document", "document_history", "report_verdict"}
+TOOLS = {
+    "retrieve",
+    "bootstrap",
+    "answer",
+    "list_sources",
+    "get_document",
+    "document_history",
+    "report_verdict",
+    "changes_since",
+}
 
 ACME_FILES = {
     "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase with the original receipt.\n\n"

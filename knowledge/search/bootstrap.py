@@ -17,6 +17,7 @@ from django.db.models import Count, Q
 from knowledge.models import ChunkLocation
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import live_chunks, live_documents
+from knowledge.validity import Clock
 from tenants.principals import Viewer
 
 PROBES = {
@@ -35,7 +36,11 @@ def _excerpt(text: str) -> str:
 
 
 def _scoped_chunks(viewer: Viewer, filters: RetrieveFilters):
-    return live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
+    """The live chunks in scope, of documents in force (unless the caller asked for the others too)."""
+    chunks = live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
+    if filters.include_expired:
+        return chunks
+    return chunks.filter(Clock.for_read(viewer.tenant, filters.as_of).in_force(path="document__"))
 
 
 def _summary(
@@ -107,6 +112,7 @@ def bootstrap(*, viewer: Viewer, intent: str = "", filters: RetrieveFilters | No
                 **hit.chunk.location(),
                 "excerpt": _excerpt(hit.chunk.text),
                 "score": hit.score,
+                "freshness": hit.freshness,
             }
             items.append(item)
             by_chunk[hit.chunk.pk] = item
