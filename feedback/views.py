@@ -12,14 +12,14 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
-from feedback import selectors, services
+from feedback import review, selectors, services
 from feedback.evaluation import METRICS
 from feedback.models import Fix
 from feedback.plot import evaluation_plot
 from knowledge import selectors as knowledge_selectors
 from knowledge.models import Chunk, Status
 from knowledge.search.retrieval import RetrieveFilters, retrieve
-from tenants.access import TenantRequest, tenant_member_required
+from tenants.access import TenantRequest, found_or_404, tenant_member_required
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,37 @@ def item_fix(request: TenantRequest, item_id: str) -> HttpResponse:
     messages.success(request, f"{fix.get_action_display()}{f' ({fix.detail})' if fix.detail else ''}. The item is "
                               "closed and its question is in the evaluation set.")  # fmt: skip
     return redirect("feedback:queue", request.tenant.slug)
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def review_list(request: TenantRequest) -> HttpResponse:
+    return _review_list(request)
+
+
+def _review_list(request: TenantRequest, error: str = "") -> HttpResponse:
+    context = {"tenant": request.tenant, "items": review.review_page(viewer=request.viewer), "error": error}
+    return render(request, "feedback/review.html", context, status=400 if error else 200)
+
+
+@tenant_member_required(admin=True)
+@require_POST
+def review_act(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = found_or_404(knowledge_selectors.document_get(viewer=request.viewer, document_id=document_id))
+    action = request.POST.get("action", "")
+    try:
+        days = int(request.POST.get("days") or 0) or None
+    except ValueError:
+        return _review_list(request, "Days is a whole number.")
+    try:
+        review.review_act(viewer=request.viewer, document=document, action=action, actor=request.user.get_username(),
+                          days=days, successor=request.POST.get("successor", ""))  # fmt: skip
+    except review.ReviewRefused as refused:
+        return _review_list(request, str(refused))
+    done = {"still_true": f"Reviewed: due again in {days} days", "retire": "Retired",
+            "superseded_by": "Marked superseded"}[action]  # fmt: skip
+    messages.success(request, f"{done}: {document.display_key}.")
+    return redirect("feedback:review", request.tenant.slug)
 
 
 @tenant_member_required(admin=True)

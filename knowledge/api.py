@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.parsers import SafeJSONParser
-from knowledge import ids, selectors, services, timeline, validity
+from knowledge import changes, ids, selectors, services, validity
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
@@ -158,8 +158,9 @@ class SourceListApi(TenantApiView):
                 else:
                     source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
-                source.review_every_days = data.get("review_every_days")
-                source.save(update_fields=["default_mode", "ocr_languages", "review_every_days"])
+                source.save(update_fields=["default_mode", "ocr_languages"])
+                if data.get("review_every_days"):
+                    services.source_set_review_every(tenant=self.tenant, source=source, days=data["review_every_days"])
                 for tag in data.get("tags") or []:
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
                 if "access" in data:
@@ -197,7 +198,9 @@ class SourceDetailApi(TenantApiView):
         if "access" in data:
             self.require_access_admin(request)
             access = _principals(self, data["access"])
-        for field in ("default_mode", "ocr_languages", "review_every_days"):  # these apply from the next sync on
+        if "review_every_days" in data:
+            services.source_set_review_every(tenant=self.tenant, source=source, days=data["review_every_days"])
+        for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
             if field in data:
                 setattr(source, field, data[field])
                 source.save(update_fields=[field])
@@ -430,8 +433,8 @@ class ChangesApi(TenantApiView):
         except ValueError as exc:
             raise serializers.ValidationError({"limit": ["limit is an integer."]}) from exc
         try:
-            return Response(timeline.changes_page(viewer=self.viewer, since=params.get("since", ""), limit=limit))
-        except timeline.BadCursor as exc:
+            return Response(changes.changes_page(viewer=self.viewer, since=params.get("since", ""), limit=limit))
+        except changes.BadCursor as exc:
             raise serializers.ValidationError({"since": [str(exc).removeprefix("since: ")]}) from exc
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -208,6 +209,23 @@ def document_set_validity(*, tenant: Tenant, document: Document, changes: dict[s
     changed = timeline.document_set_validity(document=document, changes=changes, actor=actor)
     _flag_for_sync([document.pk])
     return changed
+
+
+def source_set_review_every(*, tenant: Tenant, source: Source, days: int | None) -> int:
+    """A source's review interval: its documents whose review date is not stated (nor set by a review) are due
+    `days` after their content last changed (None: no date). Returns how many documents it changed."""
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be changed here.")
+    source.review_every_days = days
+    source.save(update_fields=["review_every_days"])
+    count = 0
+    for document in source.documents.filter(review_by_origin__in=["", "source"]).exclude(status=Status.FAILED):
+        changed = document.content_changed_at or document.updated_at
+        due = timezone.localdate(changed) + timedelta(days=days) if days else None
+        count += Document.objects.filter(pk=document.pk).update(
+            review_by=due, review_by_origin="source" if days else ""
+        )
+    return count
 
 
 def document_reviewed(*, tenant: Tenant, document: Document, days: int, actor: str) -> Document:

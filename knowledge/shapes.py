@@ -237,8 +237,8 @@ class DocumentOutput(serializers.Serializer):
         return target.document_id if target is not None else None
 
     def get_freshness(self, document: Document) -> dict[str, Any]:
-        clock = self.context.get("clock") or validity.Clock.for_read(document.tenant)
-        self.context["clock"] = clock  # one clock (one supersession query) for a whole page
+        clock = getattr(self, "_clock", None) or validity.Clock.for_read(document.tenant)
+        self._clock = clock  # one clock (one supersession query) for a whole page: the child serves every row
         return dict(clock.freshness(document, sees=self.context.get("sees")))
 
     def to_representation(self, document: Document) -> dict[str, Any]:

@@ -20,6 +20,7 @@ urlpatterns = [
     path(f"{T}documents/<uuid:document_id>/critical/", views.document_critical, name="document-critical"),
     path(f"{T}documents/<uuid:document_id>/tags/", views.document_tags, name="document-tags"),
     path(f"{T}documents/<uuid:document_id>/access/", views.document_access, name="document-access"),
+    path(f"{T}documents/<uuid:document_id>/validity/", views.document_validity, name="document-validity"),
     path(f"{T}documents/<uuid:document_id>/status/", views.document_status, name="document-status"),
     path(f"{T}chunks/<uuid:chunk_id>/critical/", views.chunk_critical, name="chunk-critical"),
     path(f"{T}chunks/<uuid:chunk_id>/tags/", views.chunk_tags, name="chunk-tags"),

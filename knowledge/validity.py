@@ -175,7 +175,8 @@ def resolve_reference(document: Document, ref: str) -> Document:
         raise InvalidValidity(f"supersedes: {ref!r} names no document of this tenant.")
     if target.pk == document.pk:
         raise InvalidValidity("supersedes: a document cannot supersede itself.")
-    seen, step = {document.pk}, target
+    seen: set[int] = {document.pk}
+    step: Document | None = target
     while step is not None and step.supersedes_id is not None:
         if step.supersedes_id in seen:
             raise InvalidValidity(f"supersedes: {ref!r} already leads back to this document (a cycle).")

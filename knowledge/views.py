@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
-from knowledge import ids, selectors, services
+from knowledge import ids, selectors, services, validity
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.models import Chunk, Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
@@ -283,11 +283,43 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
     )
     context = {
         **_document_access_context(request, document),
+        **_validity_context(request, document),
         "versions": versions,
         "current": current,
         "chunks": chunks,
     }
     return render(request, "knowledge/document_detail.html", context)
+
+
+def _validity_context(request: TenantRequest, document: Document) -> dict[str, Any]:
+    clock = validity.Clock.for_read(request.tenant)
+    return {
+        "tenant": request.tenant,
+        "document": document,
+        "freshness": clock.freshness(document, sees=request.viewer.sees),
+        "can_edit": request.membership.is_admin,
+    }
+
+
+@admin_required
+@require_POST
+def document_validity(request: TenantRequest, document_id: str) -> HttpResponse:
+    """Validity dates, review date and `supersedes` from the document page; a bad value answers 400 with the reason."""
+    document = _document(request, document_id)
+    error = ""
+    try:
+        changes: dict[str, Any] = {
+            name: validity.parse_date(request.POST.get(name, ""), field=name) for name in validity.FIELDS
+        }
+        changes["supersedes"] = request.POST.get("supersedes", "").strip() or None
+        if changes["supersedes"] and document.supersedes and changes["supersedes"] == document.supersedes.document_key:
+            del changes["supersedes"]  # unchanged
+        services.document_set_validity(tenant=request.tenant, document=document, changes=changes,
+                                       actor=request.user.get_username())  # fmt: skip
+    except validity.InvalidValidity as exc:
+        error = str(exc)
+    context = {**_validity_context(request, _document(request, document_id)), "validity_error": error}
+    return render(request, "knowledge/partials/_document_validity.html", context, status=400 if error else 200)
 
 
 def _curation_fragment(request: TenantRequest, document_id: str) -> HttpResponse:

@@ -18,6 +18,7 @@ from chat import services as chat_services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from inference.llm import ModelUnavailable
 from knowledge import selectors
+from knowledge.changes import BadCursor, changes_page
 from knowledge.models import Document, Status
 from knowledge.search.bootstrap import bootstrap as bootstrap_pack
 from knowledge.search.retrieval import retrieve as retrieve_hits
@@ -32,7 +33,6 @@ from knowledge.shapes import (
     scope_filters,
     with_when,
 )
-from knowledge.timeline import BadCursor, changes_page
 from tenants.models import ApiKey
 from tenants.principals import Viewer, viewer_for
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/v1/", include("tenants.urls")),
     path("api/v1/", include("knowledge.urls")),
     path("api/v1/", include((chat_api, "chat-api"))),
+    path("api/v1/", include("feedback.urls_api")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("tenants.urls_pages")),

@@ -15,7 +15,7 @@ from knowledge.ingest import pipeline
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
 from knowledge.options import IngestOptions
-from knowledge.services import folder_sync_enqueue, source_set_access
+from knowledge.services import folder_sync_enqueue, source_set_access, source_set_review_every
 from tenants.models import Tenant
 from tenants.principals import UnknownPrincipal, parse_principal_list, principals_check
 
@@ -35,9 +35,13 @@ class Command(BaseCommand):
                             help="who sees the source's documents: tenant (a new source's default), or "
                                  "principals such as group:hr,user:bob; an existing source keeps its list unless "
                                  "given")  # fmt: skip
+        parser.add_argument("--review-every", dest="review_every", type=int, default=None, metavar="DAYS",
+                            help="documents whose review date is not stated are due a review DAYS after their "
+                                 "content last changed (0: never); kept by the source for later syncs")  # fmt: skip
 
     def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
-               ocr_languages: str = "", access: str | None = None, **options: Any) -> None:  # fmt: skip
+               ocr_languages: str = "", access: str | None = None, review_every: int | None = None,
+               **options: Any) -> None:  # fmt: skip
         become_batch_process()  # every core for embedding, below the web server's priority
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
@@ -45,6 +49,8 @@ class Command(BaseCommand):
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
+        if review_every is not None and not 0 <= review_every <= 3650:
+            raise CommandError("--review-every takes a number of days from 1 to 3650 (0: never).")
         if access is not None and not parse_principal_list(access):
             raise CommandError("--access needs tenant, or principals such as group:hr,user:bob.")
         try:  # before anything is created: an unknown group or user stops the command
@@ -63,6 +69,8 @@ class Command(BaseCommand):
                 raise CommandError(f"{ocr_languages!r} is not a list of Tesseract language codes such as spa+eng.")
             folder.ocr_languages = ocr_languages
             folder.save(update_fields=["ocr_languages"])
+        if review_every is not None:
+            source_set_review_every(tenant=owner, source=folder, days=review_every or None)
         how = IngestOptions(mode=mode, tags=tuple(t.strip() for t in tags.split(",") if t.strip()))
         if run_async:
             job = folder_sync_enqueue(tenant=owner, source=folder, options=how, operator=True)
