@@ -107,7 +107,36 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages)."""
     chunk = hit.chunk
     page = page_of(chunk, cited_text) if cited_text else hit.location_page
-    return {"n": n, **chunk.location(page=page), "label": hit.label_at(page)}
+    return {"n": n, **chunk.location(page=page), "label": hit.label_at(page), "freshness": hit.freshness}
+
+
+STALE_NOTES = {
+    "en": {"review_due": "Note: this rests on {docs}, due a review since {date}; it may be out of date.",
+           "other": "Note: this rests on {docs}, which is {status} (not in force today)."},
+    "es": {"review_due": "Nota: esto se basa en {docs}, pendiente de revisión desde {date}; puede estar "
+                         "desactualizado.",
+           "other": "Nota: esto se basa en {docs}, que está {status} (no vigente hoy)."},
+}  # fmt: skip
+
+
+def stale_note(citations: list[dict[str, Any]], claims: list[dict[str, Any]], language: str) -> str:
+    """When cited evidence is not current (due a review; or expired, superseded, not yet valid, when the read asked
+    for those too): each claim standing on it says which status, and the answer gets a sentence saying so."""
+    status_of = {c["n"]: (c.get("freshness") or {}).get("status", "current") for c in citations}
+    for claim in claims:
+        stale = sorted({status_of[n] for n in claim.get("citations", []) if status_of.get(n, "current") != "current"})
+        if stale:
+            claim["evidence_status"] = stale
+    stale_citations = [c for c in citations if status_of[c["n"]] != "current"]
+    if not stale_citations:
+        return ""
+    notes = STALE_NOTES.get(language, STALE_NOTES["en"])
+    docs = ", ".join(dict.fromkeys(c["document_key"] for c in stale_citations))
+    statuses = {status_of[c["n"]] for c in stale_citations}
+    if statuses == {"review_due"}:
+        dates = sorted(str((c.get("freshness") or {}).get("review_by") or "") for c in stale_citations)
+        return notes["review_due"].format(docs=docs, date=dates[0])
+    return notes["other"].format(docs=docs, status=", ".join(sorted(s.replace("_", " ") for s in statuses)))
 
 
 def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
@@ -264,7 +293,13 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
     status = "partial" if any(c.supported is False or c.relevant is False for c in checked) else "answered"
     text = render(claims, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
-    return Verdict(status=status, text=text, citations=citations, claims=[c.as_dict() for c in claims])
+    shown_claims = [c.as_dict() for c in claims]
+    note = stale_note(citations, shown_claims, language)
+    if note:  # said in the text, and as a last sentence of the claims (not a claim of the model's: `note`)
+        text = f"{text}\n\n{note}"
+        shown_claims.append({"text": note, "citations": [], "supported": None, "quotes": [], "relevant": None,
+                             "problem": "", "note": "freshness"})  # fmt: skip
+    return Verdict(status=status, text=text, citations=citations, claims=shown_claims)
 
 
 # Below this cross-encoder logit the best sentence the model would read is unrelated to the question (an

@@ -55,6 +55,19 @@
     details.dataset.n = String(n);
     const summary = document.createElement("summary");
     summary.textContent = "[" + n + "] " + (item.title || item.document_key) + (label ? " · " + label : "");
+    const freshness = item.freshness || {};
+    if (freshness.status && freshness.status !== "current") {  // not current: say how, and since when
+      const badge = document.createElement("span");
+      badge.className = "badge freshness-" + freshness.status;
+      badge.textContent = freshness.status.replace(/_/g, " ");
+      badge.title = {
+        review_due: "Due a review since " + freshness.review_by + ": it may be out of date.",
+        expired: "No longer in force: valid until " + freshness.valid_until + ".",
+        superseded: "Replaced by " + (freshness.superseded_by || "a newer document") + ".",
+        not_yet_valid: "Not in force until " + freshness.valid_from + ".",
+      }[freshness.status] || "";
+      summary.append(" ", badge);
+    }
     const meta = document.createElement("p");
     meta.className = "muted";
     meta.textContent = [item.document_key, where(item)].filter(Boolean).join(" · ");
@@ -125,7 +138,7 @@
     done.claims.forEach((claim, i) => {
       const span = document.createElement("span");
       const offTopic = claim.relevant === false && claim.supported !== false;
-      span.className = "claim" + (claim.supported === false ? " unsupported" : "") + (offTopic ? " off-topic" : "");
+      span.className = "claim" + (claim.supported === false ? " unsupported" : "") + (offTopic ? " off-topic" : "") + (claim.note ? " note" : "");
       if (claim.supported === false) {
         span.title = { value: "An excerpt says something close, but not this value.", polarity: "The excerpt it resembles says the opposite." }[claim.problem] || "No retrieved excerpt supports this sentence.";
       } else if (offTopic) {
