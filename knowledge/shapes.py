@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 
 from knowledge import validity
@@ -37,19 +37,24 @@ def run_retrieval(fn, *args, **kwargs):
         raise StoreUnavailable() from exc
 
 
-class AsOfField(serializers.CharField):
+@extend_schema_field({"type": "string", "examples": ["2025-06-01", "2025-06-01T09:30:00Z"]})
+class AsOfField(serializers.Field):
     """An ISO 8601 date (the end of that day) or datetime: read what was in force then (knowledge/validity.py)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 40)
         kwargs.setdefault("help_text", "Serve what was in force at this ISO 8601 datetime, or at the end of this date.")
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or len(data) > 40:
+            raise serializers.ValidationError("Give an ISO 8601 date or datetime, such as 2025-06-01.")
         try:
-            return validity.parse_instant(super().to_internal_value(data))
+            return validity.parse_instant(data)
         except validity.InvalidValidity as exc:
             raise serializers.ValidationError(str(exc).removeprefix("as_of: ")) from exc
+
+    def to_representation(self, value: Any) -> Any:
+        return value.isoformat()
 
 
 class WhenInput(serializers.Serializer):

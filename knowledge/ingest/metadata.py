@@ -32,11 +32,19 @@ def file_metadata(data: bytes, *, source_type: str, text: str = "") -> dict[str,
 
 
 def _frontmatter(text: str) -> dict[str, Any]:
+    """YAML frontmatter with every scalar read as written (YAML's own date reading would reject a whole header for
+    one impossible date; knowledge/validity.py names each bad value instead)."""
     import frontmatter
+    import yaml
+    from frontmatter.default_handlers import YAMLHandler
+
+    class AsWritten(YAMLHandler):
+        def load(self, fm: str, **kwargs: object) -> Any:
+            return yaml.load(fm, Loader=yaml.BaseLoader)  # noqa: S506  # BaseLoader builds only str, list, dict
 
     if not text.lstrip("\ufeff").startswith("---"):
         return {}
-    metadata, _ = frontmatter.parse(text)
+    metadata, _ = frontmatter.parse(text, handler=AsWritten())
     return dict(metadata) if isinstance(metadata, dict) else {}
 
 
