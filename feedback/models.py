@@ -90,3 +90,46 @@ class EvalRun(TenantOwned):
 
     def __str__(self) -> str:
         return f"Evaluation {self.created_at:%Y-%m-%d %H:%M} ({self.state})"
+
+
+class Conflict(TenantOwned):
+    """Two current documents stating different values for one named thing (feedback/conflicts.py): a curation item
+    until an admin resolves it (who and when are kept)."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        RESOLVED = "resolved", "Resolved"
+        DISMISSED = "dismissed", "Not a contradiction"
+
+    document = models.ForeignKey("knowledge.Document", on_delete=models.CASCADE, related_name="+",
+                                 help_text="The document whose new version stated it.")  # fmt: skip
+    other = models.ForeignKey("knowledge.Document", on_delete=models.CASCADE, related_name="+")
+    subject = models.CharField(max_length=500, help_text="The words that name the thing.")
+    value = models.CharField(max_length=100)
+    other_value = models.CharField(max_length=100)
+    sentence = models.TextField()
+    other_sentence = models.TextField()
+    chunk = models.ForeignKey("knowledge.Chunk", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    other_chunk = models.ForeignKey("knowledge.Chunk", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")  # fmt: skip
+    state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN, db_index=True)
+    resolution = models.CharField(max_length=300, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "other", "subject", "value", "other_value"],
+                                    name="conflict_unique_pair"),
+        ]  # fmt: skip
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.value} vs {self.other_value} ({self.subject})"
+
+
+class ConflictScan(TenantOwned):
+    """How far the contradiction scan has read the tenant's document history (DocumentEvent pk)."""
+
+    last_event_id = models.BigIntegerField(default=0)

@@ -1,7 +1,8 @@
 """Who runs an evaluation: the process that can search. With the embedded Qdrant Edge store that is the web
 worker, which owns it (ragsite/gunicorn_conf.py starts this runner beside the indexer, for the same reason);
 with QDRANT_URL every web worker runs one, and a run is claimed by exactly one. The page and the CLI only queue
-a run (an EvalRun row); nothing is lost if no runner is up: the run waits, queued, and the page says so."""
+a run (an EvalRun row); nothing is lost if no runner is up: the run waits, queued, and the page says so.
+The same thread compares the versions that landed with the current documents (feedback/conflicts.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import logging
 import threading
 import time
 
+from django.conf import settings
 from django.db import close_old_connections
 
+from feedback.conflicts import scan_pending
 from feedback.evaluation import evaluation_run
 from feedback.models import EvalRun
 
@@ -47,6 +50,8 @@ def start_runner(*, interval: float = 2.0) -> None:
             try:
                 close_old_connections()
                 run_queued()
+                if settings.RAG_CONFLICT_CHECK:  # versions that landed, compared with the current documents
+                    scan_pending()
             except Exception:  # keep the runner alive; the failure is logged and the next pass goes on
                 logger.exception("Evaluation runner pass failed")
             time.sleep(interval)

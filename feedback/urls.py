@@ -7,6 +7,7 @@ app_name = "feedback"
 urlpatterns = [
     path("t/<slug:tenant_slug>/curation/", views.queue_page, name="queue"),
     path("t/<slug:tenant_slug>/review/", views.review_list, name="review"),
+    path("t/<slug:tenant_slug>/contradictions/<str:conflict_id>/", views.conflict_resolve, name="conflict-resolve"),
     path("t/<slug:tenant_slug>/review/<uuid:document_id>/", views.review_act, name="review-act"),
     path("t/<slug:tenant_slug>/curation/<str:item_id>/", views.item_page, name="item"),
     path("t/<slug:tenant_slug>/curation/<str:item_id>/fix/", views.item_fix, name="item-fix"),

@@ -7,12 +7,12 @@ import logging
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
-from feedback import review, selectors, services
+from feedback import conflicts, review, selectors, services
 from feedback.evaluation import METRICS
 from feedback.models import Fix
 from feedback.plot import evaluation_plot
@@ -39,8 +39,34 @@ def queue_page(request: TenantRequest) -> HttpResponse:
         "reasons": Verdict.Reason.choices,
         "channels": AnswerRecord.Channel.choices,
         "sources": knowledge_selectors.source_list(viewer=request.viewer),
+        "conflicts": list(conflicts.open_conflicts(viewer=request.viewer)[:100]),
     }
     return render(request, "feedback/queue.html", context)
+
+
+@tenant_member_required(admin=True)
+@require_POST
+def conflict_resolve(request: TenantRequest, conflict_id: str) -> HttpResponse:
+    found = conflicts.open_conflicts(viewer=request.viewer).filter(public_id=_uuid_or_none(conflict_id)).first()
+    if found is None:
+        raise Http404("No such item.")
+    try:
+        conflicts.conflict_resolve(viewer=request.viewer, conflict=found, action=request.POST.get("action", ""),
+                                   actor=request.user.get_username())  # fmt: skip
+    except conflicts.ConflictRefused as refused:
+        messages.error(request, str(refused))
+        return redirect("feedback:queue", request.tenant.slug)
+    messages.success(request, f"Contradiction closed: {found.document.display_key} and {found.other.display_key}.")
+    return redirect("feedback:queue", request.tenant.slug)
+
+
+def _uuid_or_none(value: str) -> Any:
+    import uuid
+
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
 
 
 @tenant_member_required(admin=True)

@@ -1,0 +1,76 @@
+"""Contradictions between current documents become curation items: real files, the real pipeline and store, the
+lexical search that finds the other document, the queue page and its one-click resolutions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from feedback.conflicts import conflicting, first_conflict, scan_pending, statements
+from feedback.models import Conflict
+from knowledge.index import indexer
+from knowledge.models import Document
+from tests.factories import make_folder_source, make_member
+
+SET = Path(__file__).resolve().parents[2] / "bench" / "data" / "conflicts.jsonl"
+
+
+def test_the_rule_keeps_its_precision_on_the_written_set():
+    rows = [json.loads(line) for line in SET.read_text().splitlines() if line]
+    found = [(first_conflict(r["a"], r["b"]) is not None, r["conflict"]) for r in rows]
+    true_positives = sum(f and c for f, c in found)
+    assert true_positives / sum(f for f, _ in found) >= 0.8
+    assert sum(c for _, c in found) >= 10 and sum(not c for _, c in found) >= 20
+
+
+def test_a_value_is_read_with_its_unit_and_what_it_names():
+    [statement] = statements("Uploads are limited to 10 MB per file.")
+    assert (statement.value, statement.unit, statement.shown) == (10.0, "mb/file", "10 MB")
+    [price] = statements("The Pro plan costs 49 euros a month.")
+    assert price.unit == "eur/month" and "pro" in price.terms
+    assert not conflicting(*statements("The Free plan allows 10 MB uploads. The Pro plan allows 25 MB uploads."))
+
+
+@pytest.fixture
+def kb(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    files = {
+        "handbook.md": "# Handbook\n\n## Uploads\n\nUploads are limited to 10 MB per file.\n\n"
+                       "## Plans\n\nThe Free plan includes 5 GB of storage.\n",
+        "plans.md": "# Plans\n\nThe Pro plan includes 50 GB of storage.\n",
+    }  # fmt: skip
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files, name="kb")
+    indexer.drain()
+    scan_pending()
+    return source, tmp_path / "kb"
+
+
+def test_a_new_document_that_contradicts_a_current_one_is_queued_and_resolved(kb, tenant_a, admin_a):  # type: ignore[no-untyped-def]
+    from knowledge.ingest import pipeline
+
+    source, root = kb
+    assert not Conflict.objects.exists()  # the Free and the Pro plan are two things
+    (root / "upload-limits.md").write_text("# Upload limits\n\nThe maximum upload size is 25 MB per file.\n")
+    pipeline.sync_folder(source=source, root=root)
+    indexer.drain()
+    assert scan_pending() == 1
+    conflict = Conflict.objects.get()
+    assert (conflict.document.document_key, conflict.other.document_key) == ("upload-limits.md", "handbook.md")
+    assert (conflict.value, conflict.other_value) == ("25 MB", "10 MB")
+    assert scan_pending() == 0  # read once
+
+    client = Client()
+    client.force_login(admin_a)
+    page = client.get(f"/t/{tenant_a.slug}/curation/")
+    assert b"Contradictions" in page.content and b"upload-limits.md" in page.content
+    staff = Client()
+    staff.force_login(make_member(tenant_a, username="sam"))
+    url = f"/t/{tenant_a.slug}/contradictions/{conflict.public_id}/"
+    assert staff.post(url, {"action": "dismiss"}).status_code == 404
+    assert client.post(url, {"action": "document_supersedes"}).status_code == 302
+    conflict.refresh_from_db()
+    assert conflict.state == "resolved" and conflict.resolved_by == admin_a.get_username()
+    assert Document.objects.get(document_key="upload-limits.md").supersedes.document_key == "handbook.md"
+    assert b"Contradictions" not in client.get(f"/t/{tenant_a.slug}/curation/").content
