@@ -91,7 +91,8 @@ def load(*, source: Any, count: int, pool: Pool, rng: Any, per_doc: int = 100, o
                     dense=vector.tobytes(),
                 )  # fmt: skip
                 rows.append(chunk)
-                payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[])
+                payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[],
+                                        first=True)  # fmt: skip
                 points.append(StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload))
             Chunk.objects.bulk_create(rows)
         store.upsert(identity, points)

@@ -109,7 +109,7 @@ def review_act(*, viewer: Viewer, document: Document, action: str, actor: str, d
     if action == "retire":
         services.documents_retire(tenant=tenant, documents=selectors.document_rows(viewer=viewer, document=document),
                                   actor=actor)  # fmt: skip
-        return Document.objects.get(pk=document.pk)
+        return _fresh(viewer, document)
     if action == "superseded_by":
         newer = selectors.document_get(viewer=viewer, document_id=successor.strip()) if successor.strip() else None
         if newer is None:
@@ -121,8 +121,13 @@ def review_act(*, viewer: Viewer, document: Document, action: str, actor: str, d
             services.document_set_validity(tenant=tenant, document=newer, changes=link, actor=actor)
         except validity.InvalidValidity as exc:
             raise ReviewRefused(str(exc)) from exc
-        return Document.objects.get(pk=document.pk)
+        return _fresh(viewer, document)
     raise ReviewRefused(f"action: use one of {', '.join(ACTIONS)}.")
+
+
+def _fresh(viewer: Viewer, document: Document) -> Document:
+    found = selectors.document_get(viewer=viewer, document_id=document.public_id)
+    return found if found is not None else document
 
 
 def _by_key(viewer: Viewer, key: str) -> Document | None:

@@ -35,6 +35,7 @@ from knowledge.shapes import (
     HitSerializer,
     JobOutput,
     RetrieveInput,
+    RetrieveOutput,
     SourceOutput,
     StoreBusy,
     StoreUnavailable,
@@ -61,7 +62,7 @@ class RetrieveApi(TenantApiView):
 
     InputSerializer = RetrieveInput
 
-    @extend_schema(request=InputSerializer, responses={200: dict})
+    @extend_schema(request=InputSerializer, responses={200: RetrieveOutput})
     def post(self, request: Request, tenant_slug: str) -> Response:
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
@@ -510,6 +511,7 @@ class DifyRetrievalApi(APIView):
                         "path": document.display_key,
                         "source_id": document.source.source_id,
                         **hit_location(hit),
+                        "freshness": hit.freshness,
                     },
                 }
             )

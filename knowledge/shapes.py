@@ -37,7 +37,7 @@ def run_retrieval(fn, *args, **kwargs):
         raise StoreUnavailable() from exc
 
 
-@extend_schema_field({"type": "string", "examples": ["2025-06-01", "2025-06-01T09:30:00Z"]})
+@extend_schema_field({"type": "string", "example": "2025-06-01T09:30:00Z"})
 class AsOfField(serializers.Field):
     """An ISO 8601 date (the end of that day) or datetime: read what was in force then (knowledge/validity.py)."""
 
@@ -94,6 +94,47 @@ def with_when(filters: RetrieveFilters, when: dict[str, Any] | None) -> Retrieve
 def hit_location(hit: RetrievedChunk) -> ChunkLocation:
     """Where a hit is: its page is the one its text matching the query sits on."""
     return hit.chunk.location(page=hit.location_page)
+
+
+class FreshnessOutput(serializers.Serializer):
+    """Is it still true (knowledge/validity.py, docs/validity.md)."""
+
+    status = serializers.ChoiceField(choices=validity.STATUSES)
+    valid_from = serializers.DateField(allow_null=True)
+    valid_until = serializers.DateField(allow_null=True)
+    review_by = serializers.DateField(allow_null=True)
+    changed_at = serializers.DateTimeField(allow_null=True, help_text="When the served content last changed.")
+    superseded_by = serializers.CharField(allow_null=True, help_text="The successor's document_id, if you see it.")
+
+
+class HitOutput(serializers.Serializer):
+    """A retrieve hit, as the OpenAPI schema describes it (HitSerializer writes it)."""
+
+    chunk_id = serializers.CharField()
+    document_id = serializers.CharField()
+    source_id = serializers.CharField()
+    document_key = serializers.CharField()
+    title = serializers.CharField()
+    heading = serializers.CharField()
+    text = serializers.CharField()
+    score = serializers.FloatField()
+    mode = serializers.CharField()
+    line_start = serializers.IntegerField(allow_null=True)
+    line_end = serializers.IntegerField(allow_null=True)
+    page = serializers.IntegerField(allow_null=True)
+    page_start = serializers.IntegerField(allow_null=True)
+    page_end = serializers.IntegerField(allow_null=True)
+    page_label = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    critical = serializers.BooleanField()
+    version = serializers.IntegerField(allow_null=True)
+    freshness = FreshnessOutput()
+    signals = serializers.DictField()
+
+
+class RetrieveOutput(serializers.Serializer):
+    query = serializers.CharField()
+    hits = HitOutput(many=True)
 
 
 class HitSerializer(serializers.Serializer):
@@ -241,6 +282,7 @@ class DocumentOutput(serializers.Serializer):
         target = document.supersedes
         return target.document_id if target is not None else None
 
+    @extend_schema_field(FreshnessOutput)
     def get_freshness(self, document: Document) -> dict[str, Any]:
         clock = getattr(self, "_clock", None) or validity.Clock.for_read(document.tenant)
         self._clock = clock  # one clock (one supersession query) for a whole page: the child serves every row

@@ -174,3 +174,33 @@ def test_a_restricted_document_reaches_the_chat_of_its_group_only(live_server, t
     assert canary not in html and "salaries.md" not in html and "92,000" not in html
     sources, html = ask("hanna")
     assert "salaries.md" in sources and canary in html  # her group's document is her evidence
+
+
+def test_a_citation_due_a_review_is_badged_and_the_answer_says_so(live_server, transactional_db, browser, tmp_path,
+                                                                   chat_model):  # fmt: skip
+    import datetime as dt
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    overdue = dt.date.today() - dt.timedelta(days=20)
+    files = {
+        "warranty.md": f"---\nreview_by: {overdue}\n---\n# Warranty\n\nEvery product carries a two year warranty.\n"
+    }
+    make_folder_source(tenant=tenant, root=tmp_path / "handbook", files=files)
+
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.fill("#question", "How long is the warranty?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    answer = page.locator(".message.assistant").last
+    assert answer.get_attribute("data-status") == "answered"
+    badge = page.locator("#citations .citation .badge.freshness-review_due").first
+    assert badge.is_visible() and badge.inner_text() == "review due"
+    assert str(overdue) in (badge.get_attribute("title") or "")
+    note = answer.locator(".claim.note")
+    assert note.is_visible() and f"due a review since {overdue}" in note.inner_text()
+    page.click("#sessions a:has-text('How long is the warranty?')")  # the saved conversation says it too
+    page.wait_for_selector(".message.assistant .claim.note")
+    assert "due a review since" in page.locator(".message.assistant .claim.note").last.inner_text()
