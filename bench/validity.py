@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import time
+import uuid
 
 import numpy as np
 from _corpus import QUERIES, load, pct, text_pool
@@ -31,7 +32,7 @@ ROUNDS = 8
 def line(name: str, values: list[float], base: list[float] | None = None) -> str:
     p50, p95 = pct(values, 0.5), pct(values, 0.95)
     ratio = f"   ({p50 / pct(base, 0.5):.2f}x p50, {p95 / pct(base, 0.95):.2f}x p95 of no rules)" if base else ""
-    return f"{name:<52} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{ratio}"
+    return f"{name:<62} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{ratio}"
 
 
 def main() -> None:
@@ -80,7 +81,7 @@ def main() -> None:
         Chunk.objects.filter(document_version=old).update(status=Status.SUPERSEDED)
         moved = list(Chunk.objects.filter(document_version=old))
         for chunk in moved:  # version 2's chunks: the same texts and vectors under new point ids
-            chunk.pk, chunk.document_version, chunk.status = None, new, Status.ACTIVE
+            chunk.pk, chunk.public_id, chunk.document_version, chunk.status = None, uuid.uuid4(), new, Status.ACTIVE
             chunk.point_id = chunk.point_id[:-1] + ("0" if chunk.point_id[-1] != "0" else "1")
         Chunk.objects.bulk_create(moved)
         Document.objects.filter(pk=document.pk).update(version=2, needs_sync=True)

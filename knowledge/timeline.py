@@ -24,6 +24,15 @@ def record(document: Document, kind: str, *, at: dt.datetime | None = None, acto
     )  # fmt: skip
 
 
+def predecessors_resync(document_pks: list[int], *also: int | None) -> None:
+    """The documents these supersede (and `also`) carry their successor's window in their payloads: re-sync them."""
+    targets = set(Document.objects.filter(pk__in=document_pks, supersedes__isnull=False).values_list(
+        "supersedes_id", flat=True))  # fmt: skip
+    targets |= {pk for pk in also if pk}
+    if targets:
+        Document.objects.filter(pk__in=targets).update(needs_sync=True)
+
+
 # --- a version lands ---------------------------------------------------------------------------------------------
 def stage_version(document: Document, version: DocumentVersion, now: dt.datetime) -> None:
     """Before a pending version's points are stored: the window it will be served with (what its file states, else
@@ -75,6 +84,7 @@ def version_served(document: Document, version: DocumentVersion, previous: list[
             problems.append(str(exc))
     fields["validity_problems"] = problems
     Document.objects.filter(pk=document.pk).update(**fields)
+    predecessors_resync([document.pk], document.supersedes_id)  # the new window, the new link, the old link
     old = (
         document.versions.filter(status__in=[Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED])
         .exclude(pk=version.pk).order_by("-version").values_list("version", flat=True).first()
@@ -94,6 +104,7 @@ def resolve_pending_links(*, source_pk: int) -> None:
             continue
         problems = [p for p in document.validity_problems if not p.startswith("supersedes:")]
         Document.objects.filter(pk=document.pk).update(supersedes=target, validity_problems=problems)
+        predecessors_resync([document.pk])
         record(target, Kind.SUPERSEDED, by=document.document_id)
 
 
@@ -103,10 +114,12 @@ def retired(document_pks: list[int], now: dt.datetime, *, actor: str = "") -> No
                                    ).update(served_until=now)  # fmt: skip
     for document in Document.objects.filter(pk__in=document_pks):
         record(document, Kind.RETIRED, at=now, actor=actor, old_version=document.version)
+    predecessors_resync(document_pks)  # a retired successor supersedes nothing now
 
 
 def restored(document: Document, version: DocumentVersion, now: dt.datetime, *, actor: str = "") -> None:
     DocumentVersion.objects.filter(pk=version.pk).update(served_until=None)
+    predecessors_resync([document.pk])
     record(document, Kind.RESTORED, at=now, actor=actor, new_version=version.version)
 
 
@@ -136,6 +149,7 @@ def document_set_validity(*, document: Document, changes: dict[str, Any], actor:
         if "supersedes" in changes:
             shown["supersedes"] = target.document_id if target else None
         record(fresh, Kind.VALIDITY, actor=actor, changed=shown)
+        predecessors_resync([fresh.pk], fresh.supersedes_id)  # the new window or link, and the old link
         if target is not None and target.pk != fresh.supersedes_id:
             record(target, Kind.SUPERSEDED, actor=actor, by=fresh.document_id)
     return Document.objects.get(pk=fresh.pk)

@@ -106,6 +106,21 @@ def version_payload(version: DocumentVersion, *, first: bool) -> dict[str, float
     }
 
 
+def supersession_payload(document: Document) -> dict[str, float | None]:
+    """When a live document superseding this one is in force (the start of its window: 0 when open; its end): the
+    points carry it, and a read now leaves them out while that window covers now."""
+    successor = (
+        Document.objects.filter(supersedes_id=document.pk, status=Status.ACTIVE)
+        .order_by("valid_from", "pk")
+        .only("valid_from", "valid_until")
+        .first()
+    )
+    if successor is None:
+        return {"superseded_from": None, "superseded_until": None}
+    start, end = window_bounds(successor.valid_from, successor.valid_until)
+    return {"superseded_from": 0.0 if start is None else start, "superseded_until": end}
+
+
 def first_served(document: Document) -> int | None:
     """The number of the document's first version that was ever served."""
     return (
@@ -218,6 +233,7 @@ def status_of(*, valid_from: dt.date | None, valid_until: dt.date | None, review
 class Clock:
     """The instant a read is about (now, or its as_of) and the documents superseded then (pk → successor)."""
 
+    tenant: Any
     at: dt.datetime
     as_of: bool
     superseded: dict[int, Document]
@@ -225,7 +241,8 @@ class Clock:
     @classmethod
     def for_read(cls, tenant: Any, as_of: dt.datetime | None = None) -> Clock:
         at = as_of or timezone.now()
-        return cls(at=at, as_of=as_of is not None, superseded=superseded_at(tenant, at, as_of=as_of is not None))
+        return cls(tenant=tenant, at=at, as_of=as_of is not None,
+                   superseded=superseded_at(tenant, at, as_of=as_of is not None))  # fmt: skip
 
     def in_force(self, *, path: str = "") -> Q:
         """Rows (documents, or through `path` chunks) of documents in force at the instant, for reads made in SQL."""
@@ -235,6 +252,13 @@ class Clock:
             & (Q(**{f"{path}valid_until__isnull": True}) | Q(**{f"{path}valid_until__gte": day}))
             & ~Q(**{f"{path}pk__in": list(self.superseded)})
         )
+
+    def unsynced_out_of_force_ids(self) -> list[str]:
+        """Documents out of force now whose points' payloads have not caught up yet (a change of seconds ago,
+        `needs_sync`): the vector query leaves them out by id until the indexer has written their windows."""
+        pending = list(Document.objects.for_tenant(self.tenant).filter(needs_sync=True, status=Status.ACTIVE)[:1000])
+        outside = [d for d in pending if not covers(d.valid_from, d.valid_until, self.at)]
+        return sorted({d.document_id for d in outside} | {d.document_id for d in pending if d.pk in self.superseded})
 
     def superseded_ids(self) -> list[str]:
         """The document ids of the documents superseded at the instant (the vector query leaves them out)."""

@@ -30,7 +30,7 @@ def _points_without_windows() -> None:
             payload = chunk_payload(chunk=chunk, document=version.document, status=chunk.status, doc_tags=[],
                                     chunk_tags=[], first=True)  # fmt: skip
             for name in WINDOW_FIELDS:
-                payload.pop(name)
+                payload.pop(name, None)
             points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
                                      (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
         store.upsert(version_identity(version), points)

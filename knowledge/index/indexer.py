@@ -101,6 +101,7 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
     for chunk in chunks:  # the window as staged just now, not as read before
         chunk.document_version = version
     first = validity.first_served(document) in (None, version.version)
+    superseded = validity.supersession_payload(document)
     doc_tags = _doc_tags(document)
     chunk_tags = _chunk_tags(chunks)
     for start in range(0, len(chunks), UPSERT_BATCH):
@@ -112,14 +113,17 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
                     id=chunk.point_id,
                     dense=np.frombuffer(bytes(chunk.dense or b""), dtype=np.float32).tolist(),
                     sparse=(chunk.sparse["i"], chunk.sparse["v"]) if chunk.sparse else ([], []),
-                    payload=chunk_payload(
-                        chunk=chunk,
-                        document=document,
-                        status=status or chunk.status,
-                        doc_tags=doc_tags,
-                        chunk_tags=chunk_tags.get(chunk.pk, []),
-                        first=first,
-                    ),
+                    payload={
+                        **chunk_payload(
+                            chunk=chunk,
+                            document=document,
+                            status=status or chunk.status,
+                            doc_tags=doc_tags,
+                            chunk_tags=chunk_tags.get(chunk.pk, []),
+                            first=first,
+                        ),
+                        **superseded,
+                    },
                 )  # fmt: skip
                 for chunk in batch
             ],
@@ -217,9 +221,10 @@ def sync_document(document: Document) -> None:
     doc_tags = _doc_tags(document)
     Document.objects.filter(pk=document.pk).update(needs_sync=False)  # before reading: a later change re-flags
     first = validity.first_served(document)
+    superseded = validity.supersession_payload(document)
     for version in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED]):
         identity = version_identity(version)
-        window = validity.version_payload(version, first=version.version == first)
+        window = {**validity.version_payload(version, first=version.version == first), **superseded}
         chunks = list(version.chunks.all())
         chunk_tags = _chunk_tags(chunks)
         groups: dict[tuple, list[str]] = defaultdict(list)

@@ -35,7 +35,7 @@ SPARSE = "bm25"
 RRF_K = 60
 KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access")
 # Validity and serving windows, epoch seconds (null: open); knowledge/validity.py writes them, `Scope.at` reads them.
-WINDOW_FIELDS = ("valid_from", "valid_until", "served_from", "served_until")
+WINDOW_FIELDS = ("valid_from", "valid_until", "served_from", "served_until", "superseded_from", "superseded_until")
 POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
 
 
@@ -73,6 +73,7 @@ class Scope:
     # In force at this instant (epoch seconds): the point's validity window covers it (knowledge/validity.py).
     valid_at: float | None = None
     served_at: float | None = None  # an as-of read: the version served at this instant
+    superseded_at: float | None = None  # a read now: not superseded by a document in force at this instant
     excluded_document_ids: list[str] | None = None  # superseded at that instant
 
 
@@ -148,6 +149,12 @@ def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
             range_type = m.RangeFloat if edge else m.Range
             must_not.append(m.FieldCondition(key=start, range=range_type(gt=at)))
             must_not.append(m.FieldCondition(key=end, range=range_type(lte=at)))
+    if scope.superseded_at is not None:  # a successor's window covers the instant: [from, until), until null: open
+        range_type = m.RangeFloat if edge else m.Range
+        must_not.append(m.Filter(
+            must=[m.FieldCondition(key="superseded_from", range=range_type(lte=scope.superseded_at))],
+            must_not=[m.FieldCondition(key="superseded_until", range=range_type(lte=scope.superseded_at))],
+        ))  # fmt: skip
     if scope.excluded_document_ids:
         must_not.append(m.FieldCondition(key="document_id", match=m.MatchAny(any=list(scope.excluded_document_ids))))
     return m.Filter(must=must, must_not=must_not or None)

@@ -231,9 +231,14 @@ def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
     if clock.as_of:
         scope.statuses = sorted({*(scope.statuses or []), Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED})
         scope.served_at = clock.at.timestamp()
-    if not filters.include_expired:
-        scope.valid_at = clock.at.timestamp()
+    if filters.include_expired:
+        return scope
+    scope.valid_at = clock.at.timestamp()
+    if clock.as_of:  # who superseded whom then: from SQL, as a (short) list of document ids
         scope.excluded_document_ids = clock.superseded_ids() or None
+    else:  # now: the points carry their successor's window; only a change not yet in the payloads goes by id
+        scope.superseded_at = clock.at.timestamp()
+        scope.excluded_document_ids = clock.unsynced_out_of_force_ids() or None
     return scope
 
 
