@@ -100,6 +100,13 @@ def load(*, source: Any, count: int, pool: Pool, rng: Any, per_doc: int = 100, o
         store.flush()
 
 
+def line(name: str, values: list[float], base: list[float] | None = None, *, against: str = "") -> str:
+    """One latency row: p50 and p95, and their ratios to `base` (what `against` names)."""
+    p50, p95 = pct(values, 0.5), pct(values, 0.95)
+    ratio = f"   ({p50 / pct(base, 0.5):.2f}x p50, {p95 / pct(base, 0.95):.2f}x p95 of {against})" if base else ""
+    return f"{name:<62} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{ratio}"
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]

@@ -22,16 +22,10 @@ import sys
 import time
 
 import numpy as np
-from _corpus import QUERIES, load, pct, text_pool
+from _corpus import QUERIES, line, load, text_pool
 from _django import setup
 
 ROUNDS = 8
-
-
-def line(name: str, values: list[float], base: list[float] | None = None) -> str:
-    p50, p95 = pct(values, 0.5), pct(values, 0.95)
-    ratio = f"   ({p50 / pct(base, 0.5):.2f}x p50, {p95 / pct(base, 0.95):.2f}x p95 of unrestricted)" if base else ""
-    return f"{name:<62} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{ratio}"
 
 
 def main() -> None:
@@ -154,9 +148,16 @@ def retrieval_costs(viewers: dict, title: str) -> None:  # type: ignore[type-arg
     for name, viewer in viewers.items():
         filtered = viewer_scope(viewer, RetrieveFilters()).principals
         label = f"{name}{'' if filtered is None or name == base else ' [filter]'}"
-        print(line(f"Qdrant hybrid query, {label}", engine[name], None if name == base else engine[base]))
+        print(
+            line(
+                f"Qdrant hybrid query, {label}",
+                engine[name],
+                None if name == base else engine[base],
+                against="unrestricted",
+            )
+        )
     for name in viewers:
-        print(line(f"retrieve(), {name}", full[name], None if name == base else full[base]))
+        print(line(f"retrieve(), {name}", full[name], None if name == base else full[base], against="unrestricted"))
 
 
 if __name__ == "__main__":

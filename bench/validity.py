@@ -23,16 +23,10 @@ import time
 import uuid
 
 import numpy as np
-from _corpus import QUERIES, load, pct, text_pool
+from _corpus import QUERIES, line, load, text_pool
 from _django import setup
 
 ROUNDS = 8
-
-
-def line(name: str, values: list[float], base: list[float] | None = None) -> str:
-    p50, p95 = pct(values, 0.5), pct(values, 0.95)
-    ratio = f"   ({p50 / pct(base, 0.5):.2f}x p50, {p95 / pct(base, 0.95):.2f}x p95 of no rules)" if base else ""
-    return f"{name:<62} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{ratio}"
 
 
 def main() -> None:
@@ -131,9 +125,13 @@ def costs(tenant, reads: dict, title: str) -> None:  # type: ignore[no-untyped-d
     base = "no rules"
     print(f"\nretrieval over {title}; {ROUNDS * len(QUERIES)} queries per read")
     for name in reads:
-        print(line(f"Qdrant hybrid query, {name}", engine[name], None if name == base else engine[base]))
+        print(
+            line(
+                f"Qdrant hybrid query, {name}", engine[name], None if name == base else engine[base], against="no rules"
+            )
+        )
     for name in reads:
-        print(line(f"retrieve(), {name}", full[name], None if name == base else full[base]))
+        print(line(f"retrieve(), {name}", full[name], None if name == base else full[base], against="no rules"))
     print("statuses served: " + "; ".join(f"{name}: {', '.join(sorted(s))}" for name, s in served.items()))
 
 

@@ -132,7 +132,7 @@ def change_shape(change: Change, *, viewer: Viewer) -> dict[str, Any]:
         by = (change.detail or {}).get("by")
         item["superseded_by"] = by
     if change.kind == "expired":
-        item["valid_until"] = validity._iso(document.valid_until)
+        item["valid_until"] = validity.iso_date(document.valid_until)
     if change.actor:
         item["actor"] = change.actor
     return item

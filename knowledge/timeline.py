@@ -145,7 +145,7 @@ def document_set_validity(*, document: Document, changes: dict[str, Any], actor:
         DocumentVersion.objects.filter(document=fresh, status=Status.ACTIVE).update(
             valid_from=window[0], valid_until=window[1]
         )
-        shown = {k: validity._iso(v) if isinstance(v, dt.date) else v for k, v in values.items()}
+        shown = {k: validity.iso_date(v) if isinstance(v, dt.date) else v for k, v in values.items()}
         if "supersedes" in changes:
             shown["supersedes"] = target.document_id if target else None
         record(fresh, Kind.VALIDITY, actor=actor, changed=shown)

@@ -210,7 +210,7 @@ class Freshness(TypedDict):
     superseded_by: str | None  # the successor's document id, when the reader may see it
 
 
-def _iso(value: dt.date | dt.datetime | None) -> str | None:
+def iso_date(value: dt.date | dt.datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
@@ -236,13 +236,18 @@ class Clock:
     tenant: Any
     at: dt.datetime
     as_of: bool
-    superseded: dict[int, Document]
+    _superseded: dict[int, Document] | None = None
 
     @classmethod
     def for_read(cls, tenant: Any, as_of: dt.datetime | None = None) -> Clock:
-        at = as_of or timezone.now()
-        return cls(tenant=tenant, at=at, as_of=as_of is not None,
-                   superseded=superseded_at(tenant, at, as_of=as_of is not None))  # fmt: skip
+        return cls(tenant=tenant, at=as_of or timezone.now(), as_of=as_of is not None)
+
+    @property
+    def superseded(self) -> dict[int, Document]:
+        """Read once, when first needed: a read now whose hits are in force by construction never needs it."""
+        if self._superseded is None:
+            self._superseded = superseded_at(self.tenant, self.at, as_of=self.as_of)
+        return self._superseded
 
     def in_force(self, *, path: str = "") -> Q:
         """Rows (documents, or through `path` chunks) of documents in force at the instant, for reads made in SQL."""
@@ -256,7 +261,12 @@ class Clock:
     def unsynced_out_of_force_ids(self) -> list[str]:
         """Documents out of force now whose points' payloads have not caught up yet (a change of seconds ago,
         `needs_sync`): the vector query leaves them out by id until the indexer has written their windows."""
-        pending = list(Document.objects.for_tenant(self.tenant).filter(needs_sync=True, status=Status.ACTIVE)[:1000])
+        pending = list(
+            Document.objects.for_tenant(self.tenant).filter(needs_sync=True, status=Status.ACTIVE)
+            .only("pk", "document_id", "valid_from", "valid_until")[:1000]
+        )  # fmt: skip
+        if not pending:
+            return []
         outside = [d for d in pending if not covers(d.valid_from, d.valid_until, self.at)]
         return sorted({d.document_id for d in outside} | {d.document_id for d in pending if d.pk in self.superseded})
 
@@ -265,10 +275,11 @@ class Clock:
         return sorted(s.supersedes.document_id for s in self.superseded.values() if s.supersedes)
 
     def freshness(self, document: Document, version: DocumentVersion | None = None, *,
-                  sees: Any = None) -> Freshness:  # fmt: skip
-        """The freshness of a document as served by `version` (its window; default: the document's own)."""
+                  sees: Any = None, in_force: bool = False) -> Freshness:  # fmt: skip
+        """The freshness of a document as served by `version` (its window; default: the document's own). `in_force`:
+        the read served only documents in force now, so none is superseded (no need to read who supersedes whom)."""
         window = version if version is not None and (version.valid_from or version.valid_until) else document
-        successor = self.superseded.get(document.pk)
+        successor = None if in_force else self.superseded.get(document.pk)
         changed = (version.served_from if version is not None else None) or document.content_changed_at
         visible = successor is not None and (sees is None or sees(successor.reader_list))
         return {
@@ -279,10 +290,10 @@ class Clock:
                 superseded=successor is not None,
                 at=self.at,
             ),  # fmt: skip
-            "valid_from": _iso(window.valid_from),
-            "valid_until": _iso(window.valid_until),
-            "review_by": _iso(document.review_by),
-            "changed_at": _iso(changed),
+            "valid_from": iso_date(window.valid_from),
+            "valid_until": iso_date(window.valid_until),
+            "review_by": iso_date(document.review_by),
+            "changed_at": iso_date(changed),
             "superseded_by": successor.document_id if visible and successor is not None else None,
         }
 
@@ -297,7 +308,7 @@ def stated_values(metadata: dict[str, Any]) -> dict[str, Any]:
     for name in FIELDS:
         if name in lowered and lowered[name] not in (None, ""):
             try:
-                stated[name] = _iso(parse_date(lowered[name], field=name))
+                stated[name] = iso_date(parse_date(lowered[name], field=name))
             except InvalidValidity as exc:
                 problems.append(str(exc))
     if "valid_from" in stated and "valid_until" in stated:

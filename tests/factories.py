@@ -135,3 +135,25 @@ def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", 
     )
     assert isinstance(record, AnswerRecord)
     return record
+
+
+def rewrite_points_without(fields: tuple[str, ...]) -> None:
+    """Rewrite every point of the store without these payload fields, as a store written before they existed
+    holds them (the upgrade tests)."""
+    import numpy as np
+
+    from knowledge.index.indexer import chunk_payload, version_identity
+    from knowledge.index.vectorstore import StorePoint, get_store
+    from knowledge.models import DocumentVersion
+
+    store = get_store()
+    for version in DocumentVersion.objects.select_related("document__tenant", "document__source"):
+        points = []
+        for chunk in version.chunks.select_related("document_version"):
+            payload = chunk_payload(chunk=chunk, document=version.document, status=chunk.status, doc_tags=[],
+                                    chunk_tags=[], first=True)  # fmt: skip
+            for name in fields:
+                payload.pop(name, None)
+            points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
+                                     (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
+        store.upsert(version_identity(version), points)

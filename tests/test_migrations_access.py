@@ -3,19 +3,18 @@ tenant, and retrieve and answer give what they gave (checked on real ingested do
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from rest_framework.test import APIClient
 
 from knowledge.index import indexer
-from knowledge.index.indexer import chunk_payload, version_identity
-from knowledge.index.vectorstore import Scope, StorePoint, get_store
+from knowledge.index.indexer import version_identity
+from knowledge.index.vectorstore import Scope, get_store
 from knowledge.models import Chunk, Document, DocumentVersion, Source
 from tenants.models import ApiKey
 from tenants.services import api_key_issue
-from tests.factories import make_folder_source, make_tenant
+from tests.factories import make_folder_source, make_tenant, rewrite_points_without
 
 FILES = {
     "returns.md": "# Returns\n\nReturns are accepted within thirty days with the receipt.\n",
@@ -39,22 +38,6 @@ def _answers(key: str) -> list[dict]:
     return found
 
 
-def _points_as_before_access_lists() -> None:
-    """Rewrite every point without `access`, as a store written before this feature holds them."""
-    store = get_store()
-    for version in DocumentVersion.objects.select_related("document__tenant", "document__source"):
-        document = version.document
-        points = []
-        for chunk in version.chunks.select_related("document_version"):
-            payload = chunk_payload(
-                chunk=chunk, document=document, status=chunk.status, doc_tags=[], chunk_tags=[], first=True
-            )
-            payload.pop("access")
-            points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
-                                     (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
-        store.upsert(version_identity(version), points)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_an_install_from_before_access_lists_upgrades_with_nothing_lost(tmp_path):
     tenant = make_tenant(slug="acme", name="Acme")
@@ -63,7 +46,7 @@ def test_an_install_from_before_access_lists_upgrades_with_nothing_lost(tmp_path
     before = _answers(raw_key)
     assert before[0]["hits"] and before[0]["hits"][0][0].endswith("returns.md:documental:0")
 
-    _points_as_before_access_lists()
+    rewrite_points_without(("access",))
     call_command("migrate", "knowledge", "0008", verbosity=0)
     call_command("migrate", "tenants", "0003", verbosity=0)
     with connection.cursor() as cursor:

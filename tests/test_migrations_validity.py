@@ -4,36 +4,19 @@ versions get the windows they were served in, and once the indexer has passed, a
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
 from knowledge.index import indexer
-from knowledge.index.indexer import chunk_payload, version_identity
-from knowledge.index.vectorstore import WINDOW_FIELDS, StorePoint, get_store
+from knowledge.index.vectorstore import WINDOW_FIELDS
 from knowledge.ingest import pipeline
 from knowledge.models import Document, DocumentVersion
 from knowledge.search.retrieval import RetrieveFilters, retrieve
 from tenants.principals import Viewer
-from tests.factories import make_folder_source, make_tenant
+from tests.factories import make_folder_source, make_tenant, rewrite_points_without
 
 QUESTION = "How much does express delivery cost?"
-
-
-def _points_without_windows() -> None:
-    """Every point rewritten without the window fields, as a store written before validity holds them."""
-    store = get_store()
-    for version in DocumentVersion.objects.select_related("document__tenant", "document__source"):
-        points = []
-        for chunk in version.chunks.select_related("document_version"):
-            payload = chunk_payload(chunk=chunk, document=version.document, status=chunk.status, doc_tags=[],
-                                    chunk_tags=[], first=True)  # fmt: skip
-            for name in WINDOW_FIELDS:
-                payload.pop(name, None)
-            points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
-                                     (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
-        store.upsert(version_identity(version), points)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -47,7 +30,7 @@ def test_an_install_from_before_validity_upgrades_with_nothing_lost(tmp_path):
     (root / "shipping.md").write_text("# Shipping\n\nExpress delivery costs 15 euros.\n")
     pipeline.sync_folder(source=source, root=root)
     indexer.drain()
-    _points_without_windows()
+    rewrite_points_without(WINDOW_FIELDS)
     call_command("migrate", "knowledge", "0009", verbosity=0)
     call_command("migrate", verbosity=0)  # the upgrade
 

@@ -225,6 +225,11 @@ def viewer_scope(viewer: Viewer, filters: RetrieveFilters, clock: Clock | None =
     return in_force(scope, filters, clock or Clock.for_read(viewer.tenant, filters.as_of))
 
 
+def served_in_force(filters: RetrieveFilters, clock: Clock) -> bool:
+    """A read now that asked for nothing else serves only documents in force: none of its hits is superseded."""
+    return not filters.include_expired and not clock.as_of
+
+
 def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
     """The validity rules as payload conditions: points whose window covers the instant, of documents not superseded
     then; as of an instant, each document's version served then (superseded and retired versions included)."""
@@ -287,7 +292,8 @@ def retrieve(
     results = results[:top_k]
     for result in results:
         result.page = page_of(result.chunk, query)
-        result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees)
+        result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
+                                           in_force=served_in_force(filters, clock))  # fmt: skip
     return results
 
 
@@ -328,6 +334,7 @@ def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, fil
     scores = {h.id: h.score for h in hits}
     return [
         RetrievedChunk(chunk=chunk, score=scores[chunk.point_id],
-                       freshness=clock.freshness(chunk.document, chunk.document_version, sees=viewer.sees))
+                       freshness=clock.freshness(chunk.document, chunk.document_version, sees=viewer.sees,
+                                                 in_force=served_in_force(filters, clock)))
         for chunk in found
     ]  # fmt: skip
