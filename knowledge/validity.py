@@ -262,13 +262,13 @@ class Clock:
         """Documents out of force now whose points' payloads have not caught up yet (a change of seconds ago,
         `needs_sync`): the vector query leaves them out by id until the indexer has written their windows."""
         pending = list(
-            Document.objects.for_tenant(self.tenant).filter(needs_sync=True, status=Status.ACTIVE)
-            .only("pk", "document_id", "valid_from", "valid_until")[:1000]
+            Document.objects.for_tenant(self.tenant).filter(needs_sync=True, status=Status.ACTIVE).order_by()
+            .values_list("pk", "document_id", "valid_from", "valid_until")[:1000]
         )  # fmt: skip
         if not pending:
             return []
-        outside = [d for d in pending if not covers(d.valid_from, d.valid_until, self.at)]
-        return sorted({d.document_id for d in outside} | {d.document_id for d in pending if d.pk in self.superseded})
+        outside = {key for _, key, start, end in pending if not covers(start, end, self.at)}
+        return sorted(outside | {key for pk, key, _, _ in pending if pk in self.superseded})
 
     def superseded_ids(self) -> list[str]:
         """The document ids of the documents superseded at the instant (the vector query leaves them out)."""
