@@ -20,6 +20,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from chat.verify import fold, number_value
 
@@ -157,7 +158,7 @@ def scan_pending(*, budget_s: float = SCAN_BUDGET_S) -> int:
     return queued
 
 
-def _scans():  # type: ignore[no-untyped-def]
+def _scans() -> list[Any]:
     from feedback.models import ConflictScan
     from knowledge.models import DocumentEvent
 
@@ -168,7 +169,7 @@ def _scans():  # type: ignore[no-untyped-def]
     return list(ConflictScan.objects.filter(tenant_id__in=tenants))
 
 
-def scan_document(document) -> int:  # type: ignore[no-untyped-def]
+def scan_document(document: Any) -> int:
     """Queue a Conflict for each current document that states a different value for a thing this one names."""
     from feedback.models import Conflict
     from knowledge.models import Status
@@ -213,7 +214,7 @@ class ConflictRefused(ValueError):
     pass
 
 
-def open_conflicts(*, viewer):  # type: ignore[no-untyped-def]
+def open_conflicts(*, viewer: Any) -> Any:
     """The open conflicts between two live documents the viewer sees (a retired or hidden side closes nothing, it
     only leaves the list)."""
     from feedback.models import Conflict
@@ -228,7 +229,7 @@ def open_conflicts(*, viewer):  # type: ignore[no-untyped-def]
     )
 
 
-def conflict_resolve(*, viewer, conflict, action: str, actor: str):  # type: ignore[no-untyped-def]
+def conflict_resolve(*, viewer: Any, conflict: Any, action: str, actor: str) -> None:
     """One click: dismiss it, retire one side, or say which side supersedes the other; recorded (who, when)."""
     from django.utils import timezone
 
