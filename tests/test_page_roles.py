@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from chat.models import Verdict
-from feedback.models import EvalRun
+from feedback.models import Conflict, EvalRun
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
 from tests.factories import make_answer, make_folder_source, make_member
@@ -45,7 +45,11 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     staff = make_member(tenant_a)
     answer = make_answer(tenant_a, user=staff)
     verdict = Verdict.objects.create(tenant=tenant_a, answer=answer, helpful=False, channel="chat", user=staff)
+    faq = Document.objects.get(source=source)
+    conflict = Conflict.objects.create(tenant=tenant_a, document=faq, other=faq, subject="page", value="1 MB",
+                                       other_value="2 MB", sentence="", other_sentence="")  # fmt: skip
     return {
+        "conflict_id": conflict.public_id,
         "tenant_slug": "acme",
         "source_id": source.public_id,
         "job_id": IngestJob.objects.filter(source=source).first().public_id,
