@@ -417,6 +417,27 @@ class DocumentRetireApi(TenantApiView):
         return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 
+class ChangeOutput(serializers.Serializer):
+    """One change of the feed (knowledge/changes.py), as the OpenAPI schema describes it."""
+
+    cursor = serializers.CharField(help_text="Pass as `since` to read what came after this change.")
+    at = serializers.DateTimeField()
+    kind = serializers.ChoiceField(choices=["added", "changed", "retired", "restored", "validity", "superseded",
+                                            "expired"])  # fmt: skip
+    document = serializers.DictField(help_text="id, document_id, document_key, title, source_id, status")
+    old_version = serializers.IntegerField(allow_null=True)
+    new_version = serializers.IntegerField(allow_null=True)
+    superseded_by = serializers.CharField(required=False, help_text="superseded: the successor's document_id")
+    valid_until = serializers.DateField(required=False, help_text="expired: the last day it was in force")
+    actor = serializers.CharField(required=False, help_text="Who changed it, where a person or a key did")
+
+
+class ChangesOutput(serializers.Serializer):
+    changes = ChangeOutput(many=True)
+    next_cursor = serializers.CharField()
+    has_more = serializers.BooleanField()
+
+
 class ChangesApi(TenantApiView):
     """What changed since an instant or a cursor: documents added, changed, retired, restored, expired, superseded."""
 
@@ -425,7 +446,7 @@ class ChangesApi(TenantApiView):
             OpenApiParameter("since", str, required=True, description="An ISO 8601 datetime, or a next_cursor."),
             OpenApiParameter("limit", int, description="At most this many changes (1-500, default 100)."),
         ],
-        responses={200: dict},
+        responses={200: ChangesOutput},
     )
     def get(self, request: Request, tenant_slug: str) -> Response:
         params = request.query_params
