@@ -70,7 +70,7 @@ def version_served(document: Document, version: DocumentVersion, previous: list[
     }  # fmt: skip
     if stated.get("review_by"):
         fields["review_by"], fields["review_by_origin"] = _date(stated["review_by"]), "stated"
-    elif document.source.review_every_days:
+    elif document.source.review_every_days and document.review_by_origin != "stated":  # a set date is kept
         due = timezone.localdate(now) + dt.timedelta(days=document.source.review_every_days)
         fields["review_by"], fields["review_by_origin"] = due, "source"
     if "supersedes" in stated:
