@@ -235,6 +235,17 @@ def test_a_source_review_interval_sets_review_dates(kb, tenant_a, tmp_path):  # 
     client = _write_key(tenant_a)
     assert client.patch(_url(tenant_a, f"sources/{source.public_id}/"), {"review_every_days": 0},
                         format="json").status_code == 400  # fmt: skip
+    stated = f"{NEXT_YEAR}-03-01"
+    assert client.patch(_url(tenant_a, f"documents/{warranty.public_id}/"), {"review_by": stated},
+                        format="json").status_code == 200  # fmt: skip
+    (root / "warranty.md").write_text("# Warranty\n\nEvery laptop has a warranty of three years.\n")
+    pipeline.sync_folder(source=source, root=root)
+    indexer.drain()
+    assert _doc("warranty.md").version == 2 and str(_doc("warranty.md").review_by) == stated  # a set date is kept
+    (root / "shipping.md").write_text("# Shipping\n\nOrders ship within two working days.\n")  # no frontmatter now
+    pipeline.sync_folder(source=source, root=root)
+    indexer.drain()
+    assert _doc("shipping.md").review_by == LAST_MONTH  # stated by an earlier version: kept
     cleared = client.patch(_url(tenant_a, f"sources/{source.public_id}/"), {"review_every_days": None}, format="json")
     assert cleared.status_code == 200 and cleared.json()["review_every_days"] is None
-    assert _doc("warranty.md").review_by is None
+    assert _doc("warranty.md").review_by == dt.date.fromisoformat(stated)  # a stated date is not the source's
