@@ -149,7 +149,11 @@ class Document(TenantOwned):
         constraints = [models.UniqueConstraint(fields=["source", "document_key"], name="document_unique_key")]
         indexes = [  # the documents with a list of their own: few, read by every restricted query (query_principals)
             models.Index(fields=["tenant"], condition=models.Q(access__isnull=False), name="document_own_access"),
-        ]
+            # the documents that use validity: few, asked by every read now (validity.Clock.rules_apply)
+            models.Index(fields=["tenant"], name="document_validity", condition=(
+                models.Q(valid_from__isnull=False) | models.Q(valid_until__isnull=False)
+                | models.Q(supersedes__isnull=False))),
+        ]  # fmt: skip
         ordering = ["source_id", "document_key"]
 
     def __str__(self) -> str:

@@ -258,6 +258,15 @@ class Clock:
             & ~Q(**{f"{path}pk__in": list(self.superseded)})
         )
 
+    def rules_apply(self) -> bool:
+        """Whether any document of the tenant has a window or supersedes another (the partial index
+        document_validity): if none does, a read now needs no validity condition at all, and runs as before."""
+        return (
+            Document.objects.for_tenant(self.tenant)
+            .filter(Q(valid_from__isnull=False) | Q(valid_until__isnull=False) | Q(supersedes__isnull=False))
+            .exists()
+        )
+
     def unsynced_out_of_force_ids(self) -> list[str]:
         """Documents out of force now whose points' payloads have not caught up yet (a change of seconds ago,
         `needs_sync`): the vector query leaves them out by id until the indexer has written their windows."""

@@ -241,6 +241,8 @@ def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
     scope.valid_at = clock.at.timestamp()
     if clock.as_of:  # who superseded whom then: from SQL, as a (short) list of document ids
         scope.excluded_document_ids = clock.superseded_ids() or None
+    elif not clock.rules_apply():  # no document has a window or a link: nothing to leave out, no condition sent
+        scope.valid_at = None
     else:  # now: the points carry their successor's window; only a change not yet in the payloads goes by id
         scope.superseded_at = clock.at.timestamp()
         scope.excluded_document_ids = clock.unsynced_out_of_force_ids() or None
