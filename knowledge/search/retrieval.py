@@ -156,7 +156,10 @@ def _hydrate(viewer: Viewer, ranked: list[Hit]) -> dict[str, Chunk]:
         Chunk.objects.filter(point_id__in=ids)
         .order_by()
         .select_related("document", "document__source", "document_version")
-    )
+        # what a hit never reads: the stored vectors, and the versions' extraction notes, enrichment and metadata
+        .defer("dense", "sparse", "document_version__warnings", "document_version__enrichment",
+               "document_version__stated", "document__validity_problems")
+    )  # fmt: skip
     return {c.point_id: c for c in unscoped_rows if c.tenant_id == tenant.pk and viewer.sees(c.document.reader_list)}
 
 
