@@ -200,10 +200,13 @@ def test_a_restricted_document_exists_only_for_keys_acting_for_its_readers(serve
         listed = [r.name for r in (await c.list_resources()).resources]
         document = await _tool(c, "get_document", document_id=SALARIES_ID)
         history = await _tool(c, "document_history", document_id=SALARIES_ID)
-        return hits, pack, sources, listed, document, history
+        changes = await _tool(c, "changes_since", since="2000-01-01")
+        return hits, pack, sources, listed, document, history, changes
 
     for key, sees in (("acme", False), ("acme-hr", True)):
-        hits, pack, sources, listed, document, history = over_http(server, server["keys"][key], calls)
+        hits, pack, sources, listed, document, history, changes = over_http(server, server["keys"][key], calls)
+        changed = {c["document"]["document_key"] for c in changes.structured_content["changes"]}
+        assert ("salaries.md" in changed) is sees and "returns.md" in changed
         keys = {h["document_key"] for h in hits.structured_content["hits"]}
         assert ("salaries.md" in keys) is sees and keys  # the open handbook answers the others
         assert ("salaries.md" in listed) is sees and ("source: hr-files" in listed) is sees
@@ -253,6 +256,12 @@ def test_a_key_of_one_tenant_never_sees_another_tenants_data(server):
         return found, await _tool(c, "get_document", document_id=RETURNS_ID), await _tool(c, "list_sources"), listed
 
     found, other, sources, listed = over_http(server, server["keys"]["globex"], calls)
+
+    async def feed(c: Client) -> Any:
+        return await _tool(c, "changes_since", since="2000-01-01")
+
+    fed = over_http(server, server["keys"]["globex"], feed).structured_content["changes"]
+    assert {c["document"]["document_key"] for c in fed} == {"secret.md"}  # nothing of acme's
     assert listed == {"source: handbook", "secret.md"}
     keys = {h["document_key"] for h in found.structured_content["hits"]}
     assert keys == {"secret.md"}

@@ -106,6 +106,11 @@ def _reads(company: dict[str, Any], client: APIClient, identity: str) -> dict[st
         "sources": client.get(f"{base}/sources/"),
         "source": client.get(f"{base}/sources/{hr_source.public_id}/"),
         "jobs": client.get(f"{base}/jobs/"),
+        "retrieve-every-version": client.post(
+            f"{base}/retrieve/", {"query": QUESTION, "include_expired": True, "as_of": "2999-01-01"}, format="json"
+        ),  # fmt: skip
+        "changes": client.get(f"{base}/changes/?since=2000-01-01"),
+        "review": client.get(f"{base}/review/"),
     }
     if identity not in SESSION_USERS:  # Dify speaks with keys only
         key, setting = company["keys"][identity], {"top_k": 5}
@@ -136,6 +141,8 @@ def test_every_rest_door_shows_the_restricted_document_exactly_to_those_who_may_
     assert got["source"][0] == (200 if sees else 404)
     assert ("hr-files" in got["sources"][1]) is sees
     assert (CANARY in got["jobs"][1]) is sees  # the skipped file's name is in the hr job's report
+    assert ("salaries.md" in got["changes"][1]) is sees  # its "added" change
+    assert ("salaries.md" in got["retrieve-every-version"][1]) is sees
     if "dify" in got:
         assert got["dify"][0] == (200 if sees else 404)
     # The open document is there for everyone, and a restricted corpus costs the others no recall: five hits
