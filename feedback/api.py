@@ -14,13 +14,6 @@ from feedback import review
 from knowledge import selectors
 from knowledge.shapes import DocumentOutput
 from tenants.access import TenantApiView, found_or_404
-from tenants.models import ApiKey
-
-
-def actor_of(request: Request) -> str:
-    if isinstance(request.auth, ApiKey):
-        return f"API key {request.auth.prefix}"
-    return request.user.get_username()
 
 
 class ReviewListApi(TenantApiView):
@@ -52,7 +45,7 @@ class ReviewActionApi(TenantApiView):
         data: dict[str, Any] = incoming.validated_data
         try:
             changed = review.review_act(viewer=self.viewer, document=document, action=data["action"],
-                                        actor=actor_of(request), days=data.get("days"),
+                                        actor=self.actor(request), days=data.get("days"),
                                         successor=data.get("successor", ""))  # fmt: skip
         except review.ReviewRefused as exc:
             raise serializers.ValidationError({"detail": [str(exc)]}) from exc

@@ -47,7 +47,7 @@ def queue_page(request: TenantRequest) -> HttpResponse:
 @tenant_member_required(admin=True)
 @require_POST
 def conflict_resolve(request: TenantRequest, conflict_id: str) -> HttpResponse:
-    found = conflicts.open_conflicts(viewer=request.viewer).filter(public_id=_uuid_or_none(conflict_id)).first()
+    found = conflicts.open_conflicts(viewer=request.viewer).filter(public_id=conflict_id).first()
     if found is None:
         raise Http404("No such item.")
     try:
@@ -58,15 +58,6 @@ def conflict_resolve(request: TenantRequest, conflict_id: str) -> HttpResponse:
         return redirect("feedback:queue", request.tenant.slug)
     messages.success(request, f"Contradiction closed: {found.document.display_key} and {found.other.display_key}.")
     return redirect("feedback:queue", request.tenant.slug)
-
-
-def _uuid_or_none(value: str) -> Any:
-    import uuid
-
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
 
 
 @tenant_member_required(admin=True)

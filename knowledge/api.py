@@ -331,13 +331,6 @@ class JobRetryApi(TenantApiView):
 # --- documents -----------------------------------------------------------------------------
 
 
-def actor_name(request: Request) -> str:
-    """Who acts, as the history records it: the signed-in person, or the API key."""
-    if isinstance(request.auth, ApiKey):
-        return f"API key {request.auth.prefix}"
-    return request.user.get_username() if request.user.is_authenticated else ""
-
-
 def _document(view: TenantApiView, document_id: str) -> Document:
     return found_or_404(selectors.document_get(viewer=view.viewer, document_id=document_id))
 
@@ -400,7 +393,7 @@ class DocumentDetailApi(TenantApiView):
         if when:
             try:
                 services.document_set_validity(
-                    tenant=self.tenant, document=document, changes=when, actor=actor_name(request)
+                    tenant=self.tenant, document=document, changes=when, actor=self.actor(request)
                 )
             except validity.InvalidValidity as exc:
                 field = str(exc).split(":", 1)[0] if ":" in str(exc)[:20] else "valid_until"
@@ -413,7 +406,7 @@ class DocumentRetireApi(TenantApiView):
     def post(self, request: Request, tenant_slug: str, document_id: str) -> Response:
         document = _document(self, document_id)
         rows = selectors.document_rows(viewer=self.viewer, document=document)
-        services.documents_retire(tenant=self.tenant, documents=rows, actor=actor_name(request))
+        services.documents_retire(tenant=self.tenant, documents=rows, actor=self.actor(request))
         return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
 
 

@@ -106,6 +106,13 @@ class TenantApiView(APIView):
     access_admin = False  # groups and access lists: an admin's session or a write key acting for all (even to read)
     reads_with_post = False  # retrieve, bootstrap, answer: a POST body, but nothing is written
 
+    @staticmethod
+    def actor(request: Request) -> str:
+        """Who acts, as histories record it: the signed-in person, or the API key."""
+        if isinstance(request.auth, ApiKey):
+            return f"API key {request.auth.prefix}"
+        return request.user.get_username() if request.user.is_authenticated else ""
+
     def writes(self, request: Request) -> bool:
         return request.method not in permissions.SAFE_METHODS and not self.reads_with_post
 
