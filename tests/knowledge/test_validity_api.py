@@ -249,3 +249,16 @@ def test_a_source_review_interval_sets_review_dates(kb, tenant_a, tmp_path):  # 
     cleared = client.patch(_url(tenant_a, f"sources/{source.public_id}/"), {"review_every_days": None}, format="json")
     assert cleared.status_code == 200 and cleared.json()["review_every_days"] is None
     assert _doc("warranty.md").review_by == dt.date.fromisoformat(stated)  # a stated date is not the source's
+
+
+def test_a_broken_header_is_a_recorded_reason_and_the_batch_goes_on(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    files = {
+        "broken-yaml.md": "---\nvalid_until: [2026-01-01\nreview_by: {\n---\n# Lobby\n\nThe lobby opens at 8.\n",
+        "after.md": f"---\nvalid_until: {NEXT_YEAR}-12-31\n---\n# Desk\n\nThe desk closes at 6.\n",
+    }
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=files, name="kb")
+    indexer.drain()
+    broken = _doc("broken-yaml.md")
+    assert broken.status == "active" and broken.valid_until is None
+    assert any("metadata could not be read" in p for p in broken.validity_problems)
+    assert _doc("after.md").valid_until == dt.date(NEXT_YEAR, 12, 31)  # the next file of the batch was read as usual
