@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from knowledge.claims import RECORD_LINE_RE, TABLE_ROW_RE, TABLE_RULE_RE
 from knowledge.index.lexical import document_vector, query_vector
 
 SENTENCE_END_RE = re.compile(
@@ -46,6 +47,7 @@ RRF_K = 10  # small: the first few places of either order matter most
 class FocusUnit:
     text: str
     index: int  # position in its chunk
+    header: int | None = None  # a table row: the position of its table's header row
 
 
 @dataclass
@@ -60,20 +62,50 @@ class FocusedExcerpt:
 CrossScore = Callable[[str, list[str]], np.ndarray]  # (question, passages) -> one logit per passage
 
 
+def _prose_pieces(text: str) -> list[tuple[str, bool]]:
+    """Sentences, except that a record line (a table row, a spreadsheet row, `a: 1; b: 2`) is one piece whole, never
+    cut at its colons: its values stay beside their column names. (piece, is a record)"""
+    pieces: list[tuple[str, bool]] = []
+    prose: list[str] = []
+    for line in text.split("\n"):
+        if RECORD_LINE_RE.match(line):
+            pieces += [(p, False) for p in SENTENCE_END_RE.split("\n".join(prose))] if prose else []
+            prose = []
+            pieces.append((line, True))
+        else:
+            prose.append(line)
+    pieces += [(p, False) for p in SENTENCE_END_RE.split("\n".join(prose))] if prose else []
+    return pieces
+
+
 def split_units(text: str, *, code: bool) -> list[FocusUnit]:
-    """Sentences (prose) or lines (code), each at most MAX_UNIT_CHARS (longer ones are cut at spaces)."""
-    raw = text.splitlines() if code else SENTENCE_END_RE.split(text)
+    """Sentences (prose) or lines (code), each at most MAX_UNIT_CHARS (longer ones are cut at spaces; a record line
+    at twice that). A Markdown table row names its table's header row (`header`): the model reads them together."""
+    raw = [(line, False) for line in text.splitlines()] if code else _prose_pieces(text)
     units: list[str] = []
-    for piece in raw:
+    headers: list[int | None] = []
+    header: int | None = None
+    for piece, record in raw:
         piece = piece.rstrip() if code else " ".join(piece.split())
-        while len(piece) > MAX_UNIT_CHARS:
-            cut = piece.rfind(" ", 0, MAX_UNIT_CHARS)
-            cut = cut if cut > MAX_UNIT_CHARS // 2 else MAX_UNIT_CHARS
+        limit = MAX_UNIT_CHARS * (2 if record else 1)
+        if record and TABLE_ROW_RE.match(piece):
+            if header is None or TABLE_RULE_RE.match(piece):
+                header = len(units) if header is None else header
+                headers.append(None)
+                units.append(piece)
+                continue
+        elif not code:
+            header = None
+        while len(piece) > limit:
+            cut = piece.rfind(" ", 0, limit)
+            cut = cut if cut > limit // 2 else limit
             units.append(piece[:cut])
+            headers.append(header)
             piece = piece[cut:] if code else piece[cut:].lstrip()
         if piece.strip():
             units.append(piece)
-    return [FocusUnit(text=u, index=i) for i, u in enumerate(units)]
+            headers.append(header)
+    return [FocusUnit(text=u, index=i, header=h) for i, (u, h) in enumerate(zip(units, headers, strict=True))]
 
 
 def relevance(question: str, units: Sequence[str], embed: Callable[[list[str]], np.ndarray] | None) -> np.ndarray:
@@ -115,7 +147,8 @@ def focus_excerpts(
     for position in np.argsort(-scores, kind="stable"):
         c, unit = flat[position]
         following = [unit.index + 1] if unit.index + 1 < len(per_chunk[c]) else []
-        for index in [unit.index, *following]:  # the unit, then what follows it for context
+        header = [] if unit.header is None else [unit.header]
+        for index in [*header, unit.index, *following]:  # a table row's header, the unit, what follows it
             size = len(per_chunk[c][index].text) + 1
             if index in keep[c] or (used and used + size > budget_chars):
                 continue
@@ -135,7 +168,8 @@ def focus_excerpts(
         pieces = ["… "] if kept[0] > 0 else []
         for previous, index in zip([None, *kept], kept, strict=False):
             if previous is not None:
-                pieces.append(joiner if index == previous + 1 else GAP)
+                lines = joiner == "\n" or any(RECORD_LINE_RE.match(units[i].text) for i in (previous, index))
+                pieces.append(("\n" if lines else joiner) if index == previous + 1 else ("\n…\n" if lines else GAP))
             pieces.append(units[index].text)
         if kept[-1] < len(units) - 1:
             pieces.append(" …")

@@ -2,7 +2,7 @@
 ("handbook.md says 10 MB, upload-limits.md says 25 MB") become items of the curation queue.
 
 A value statement is a sentence with a number and its unit ("10 MB", "30 days", "49 euros", "20%"), read with the
-answer verifier's number reading (chat/verify.py). The thing it names is the sentence's other content words, once
+answer verifier's number reading (knowledge/claims.py). The thing it names is the sentence's other content words, once
 the words any such statement uses (limit, lasts, within, costs…) are set aside. Two statements conflict when they
 name the same thing (the same words, or one's a subset of the other's with at most one extra word on the longer
 side), in the same unit, with different values. Measured on a written set (bench/conflicts.py, bench/data/
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chat.verify import fold, number_value
+from knowledge.claims import fold, number_value
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Score the tenant's own evaluation set, in process, with the definitions of the public harness
 (shared/eval/run_eval.py and answer_eval.py): recall@5 and MRR@10 over document keys for retrieval; cite_rel,
 ans_phrase, false_abst, answered_wrong and abstain for answers. A refusal is an answer whose status says the
-excerpts lack it (not_found, no_evidence) or whose words say so (chat.verify.says_not_found)."""
+excerpts lack it (not_verified, not_found, no_evidence) or whose words say so (knowledge.claims.says_not_found)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from chat import services as chat_services
-from chat.verify import fold, says_not_found
 from core.errors import error_reference
 from feedback.models import EvalQuestion, EvalRun, Fix
 from inference.embedders import get_embedder
 from knowledge import selectors
+from knowledge.claims import fold, says_not_found
 from knowledge.search.retrieval import retrieve
 from knowledge.shapes import StoreBusy
 from tenants.models import Tenant
@@ -27,7 +27,7 @@ from tenants.principals import Viewer
 logger = logging.getLogger(__name__)
 
 RETRIEVE_TOP_K = 10
-REFUSED = {"not_found", "no_evidence"}
+REFUSED = {"not_found", "not_verified", "no_evidence"}
 METRICS = ("recall@5", "mrr@10", "cite_rel", "ans_phrase", "false_abst", "answered_wrong", "abstain")
 
 

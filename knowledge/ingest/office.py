@@ -82,19 +82,21 @@ def markdown_table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def sheet_records(name: str, rows: list[list[str]], notes: dict[int, list[str]] | None = None) -> str:
-    """A sheet as a heading and one line a row, each value with its column header; notes: per row index."""
-    rows = [[_cell(c) for c in row] for row in rows]
-    rows = [row for row in rows if any(row)]
+def sheet_records(name: str, rows: list[list[str]], notes: dict[int, list[str]] | None = None,
+                  numbers: list[int] | None = None) -> str:  # fmt: skip
+    """A sheet as a heading and one line a row: its row number as the spreadsheet shows it (`numbers`, else the
+    position, the header being row 1) and each value with its column header; notes: per row index."""
+    numbered = list(zip(numbers or range(1, len(rows) + 1), ([_cell(c) for c in row] for row in rows), strict=False))
+    kept = [(number, row) for number, row in numbered if any(row)]
     out = [f"# {name}"]
-    if not rows:
+    if not kept:
         return out[0]
-    header = [h or f"Column {i + 1}" for i, h in enumerate(rows[0])]
+    header = [h or f"Column {i + 1}" for i, h in enumerate(kept[0][1])]
     out.append("Columns: " + "; ".join(header))
-    for index, row in enumerate(rows[1:], 1):
+    for index, (number, row) in enumerate(kept[1:], 1):
         pairs = [f"{header[i] if i < len(header) else f'Column {i + 1}'}: {value}" for i, value in enumerate(row)
                  if value]  # fmt: skip
-        line = "- " + "; ".join(pairs)
+        line = f"- Row {number}: " + "; ".join(pairs)
         for note in (notes or {}).get(index, []):
             line += f" (comment: {note})"
         out.append(line)
@@ -145,15 +147,16 @@ def _xlsx(data: bytes) -> OfficeText:
     book = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=streamed)
     sheets = []
     for sheet in book.worksheets:
-        rows, notes = [], {}
-        for row in sheet.iter_rows():
+        rows, notes, numbers = [], {}, []
+        for number, row in enumerate(sheet.iter_rows(), sheet.min_row or 1):
             if not any(cell.value is not None for cell in row):
                 continue
             rows.append(["" if cell.value is None else str(cell.value) for cell in row])
+            numbers.append(number)
             found = [cell.comment.text.strip() for cell in row if getattr(cell, "comment", None) is not None]
             if found:
                 notes[len(rows) - 1] = found
-        sheets.append(sheet_records(f"Sheet {sheet.title}", rows, notes))
+        sheets.append(sheet_records(f"Sheet {sheet.title}", rows, notes, numbers))
     title = (book.properties.title or "").strip()
     book.close()
     return OfficeText(_join(sheets), title=title)

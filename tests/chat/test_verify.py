@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from chat.focus import focus_excerpts, split_units
-from chat.verify import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
 from inference.embedders import get_embedder
+from knowledge.claims import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
 from tenants.principals import Viewer
 
 RETURNS = "Returns are accepted within thirty days of purchase. Refunds go back to the original card."

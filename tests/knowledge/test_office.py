@@ -176,5 +176,5 @@ def test_a_large_workbook_is_streamed_with_its_rows_under_their_headers(tmp_path
     write_xlsx(tmp_path / "network.xlsx")
     monkeypatch.setattr(office, "XLSX_FULL_LOAD_BYTES", 0)  # every workbook counts as large
     text = office.extract_office((tmp_path / "network.xlsx").read_bytes(), "xlsx").text
-    assert "- Server: R-117; Switch port: Gi1/0/18; VLAN: 20" in text and "# Sheet Prices" in text
+    assert "- Row 19: Server: R-117; Switch port: Gi1/0/18; VLAN: 20" in text and "# Sheet Prices" in text
     assert "comment" not in text  # read-only mode has no comments: the price of flat memory

@@ -1,4 +1,5 @@
-"""Verified citations: every sentence of a generated answer is checked against the excerpts.
+"""Verified claims: every sentence of a generated text (an answer, an enrichment summary) is checked against its
+source text.
 
 A model's `[n]` markers are not trusted (small models rarely write them, and sometimes write
 wrong ones), and neither is its confidence (they answer unanswerable questions with invented
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class Claim:
     # Per citation, the excerpt's sentence that supports the claim best, verbatim: {"n": 1, "text": "…"}.
     quotes: list[dict[str, object]] = field(default_factory=list)
     relevant: bool | None = None  # the cross-encoder reads it as an answer to the question (None: not judged)
-    problem: str = ""  # why an excerpt that shares its words does not support it: "value", "polarity"
+    problem: str = ""  # why an excerpt that shares its words does not support it: "value", "field", "polarity"
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -323,6 +324,65 @@ def agrees(claim: str, quote: str) -> bool:
     return False
 
 
+# --- values in their field: table rows, spreadsheet records, `key: value` lines -----------------
+TABLE_ROW_RE = re.compile(r"^\s*\|.*\|\s*$")  # | a | b |
+TABLE_RULE_RE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")  # |---|:---:|
+SHEET_ROW_RE = re.compile(r"^Row (\d+): ")  # a spreadsheet row as the extractor writes it (knowledge/ingest/office.py)
+FIELD_RE = re.compile(r"^([^\W\d][\w ()/.%#-]{0,40}?):\s+(\S.*)$")  # a `key: value` pair, the key a short label
+RECORD_LINE_RE = re.compile(  # a line that is one record: a Markdown table row, or two `key: value` pairs or more
+    r"^\s*\|.*\|\s*$|^\s*(?:[-*•]\s+)?(?:Row \d+: )?[^:;\n|]{1,60}: [^;\n]*(?:; [^:;\n|]{1,60}: [^;\n]*)+\s*$"
+)
+ROW_NAMED_RE = re.compile(r"\b(?:row|fila|line|línea|linea)\s+(?:no\.?\s*|number\s+|n\.?º\s*)?(\d+)\b", re.IGNORECASE)
+
+
+@dataclass
+class Record:
+    """One row of a table or one `key: value` line: each value under the field (column, key) it belongs to."""
+
+    line: str  # folded, as it stands in the text
+    fields: dict[str, str]  # field name as written → its value (folded)
+    row: str = ""  # the row number a spreadsheet shows, when the line says it
+
+
+def _field_pairs(text: str) -> dict[str, str]:
+    pairs = {}
+    for part in text.split("; "):
+        match = FIELD_RE.match(part.strip())
+        if match:
+            pairs[match.group(1).strip()] = fold(match.group(2))
+    return pairs
+
+
+def records_of(text: str) -> list[Record]:
+    """The records a text holds: Markdown table rows under their header, spreadsheet rows ("Row 47: SKU: A-1047;
+    Product: Gadget; Stock: 239") and `key: value` lines."""
+    out: list[Record] = []
+    lines = text.splitlines()
+    header: list[str] | None = None
+    for i, raw in enumerate(lines):
+        line = " ".join(raw.split())
+        if TABLE_ROW_RE.match(line):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if TABLE_RULE_RE.match(line):
+                continue
+            if header is None:
+                header = cells if i + 1 < len(lines) and TABLE_RULE_RE.match(lines[i + 1]) else None
+                continue
+            out.append(Record(fold(line), {h: fold(c) for h, c in zip(header, cells, strict=False) if h and c}))
+            continue
+        header = None
+        body = LIST_MARKER_RE.sub("", line)
+        row = SHEET_ROW_RE.match(body)
+        pairs = _field_pairs(body[row.end() :] if row else body)
+        if pairs and (row or len(pairs) >= 2 or len(body) <= 120):
+            out.append(Record(fold(line), pairs, row=row.group(1) if row else ""))
+    return out
+
+
+def _field_terms(name: str) -> set[int]:
+    return set(query_vector(name)[0])
+
+
 # The cross-encoder's logit for (question, claim) below which a claim does not answer the question: an
 # off-topic sentence, however true (docs/evaluation.md: how it was chosen on the tuning half only).
 CLAIM_RELEVANCE_MIN = -4.0
@@ -338,11 +398,17 @@ class Verifier:
         self.question_terms = set(query_vector(question)[0])
         self.embed = embed
         self.cross = cross
+        self.field_problems: set[str] = set()  # claims whose value sits in a record under another field or row
+        self._checked: dict[tuple[str, tuple[int, ...], bool], Claim] = {}
+        self._relevance: dict[str, bool] = {}
         # The sentences the model read (the whole chunk when none were given) are what a claim may stand on.
         self._terms = [set(document_vector(" ".join(e.units) if e.units else e.text)[0]) for e in evidence]
         self._bodies = [fold(" ".join(e.units) if e.units else e.text) for e in evidence]
         self.question_folded = fold(question)
         self._unit_vectors: list[np.ndarray | None] = [None] * len(evidence)
+        # The records among the sentences the model read (a table row's header comes from the whole chunk).
+        self._records = [[r for r in records_of(e.text) if r.line in self._bodies[n]] for n, e in enumerate(evidence)]
+        self._plain = [self._outside_records(n) for n in range(len(evidence))]
 
     def _dense(self, sentence_vector: np.ndarray, n: int) -> float:
         if self.embed is None or not self.evidence[n].units:
@@ -363,6 +429,7 @@ class Verifier:
                 not _states_specifics(sentence, evidence, self.given)
                 or not anchors <= self._terms[n]
                 or not all(_contains(self._bodies[n], name) for name in names)
+                or not self.in_their_fields(sentence, n)
             ):
                 scores.append(0.0)
                 continue
@@ -370,6 +437,61 @@ class Verifier:
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
+
+    def _outside_records(self, n: int) -> str:
+        body = self._bodies[n]
+        for record in self._records[n]:
+            body = body.replace(record.line, " ")
+        return body
+
+    def in_their_fields(self, sentence: str, n: int) -> bool:
+        """Each value the claim states that sits in a record of excerpt n sits there under a field the claim or the
+        question names (a column, a key), in a row they mean (its row number, or a value of the question's in the
+        row): "the product in row 47 is 239" is not supported by "Row 47: …; Product: Gadget; Stock: 239". Claims
+        that name no field of the excerpt's records, and values also stated outside them, are left to the other
+        checks."""
+        records = self._records[n]
+        if not records:
+            return True
+        named_terms = set(query_vector(sentence)[0]) | self.question_terms
+        named = {f for r in records for f in r.fields if _field_terms(f) and _field_terms(f) <= named_terms}
+        if not named:
+            return True
+        meant = self._rows_meant(sentence, records)
+        values = [t for t in specifics(sentence) if fold(t) not in self.given] + self._added_names(sentence)
+        for value in values:
+            holders = [(r, f) for r in records for f, cell in r.fields.items() if _contains(cell, value)]
+            if not holders or _contains(self._plain[n], value):
+                continue
+            if not any(f in named and (meant is None or r in meant) for r, f in holders):
+                self.field_problems.add(sentence)
+                return False
+        if meant is not None and self._words_of_other_rows(sentence, named, meant, records):
+            self.field_problems.add(sentence)
+            return False
+        return True
+
+    def _words_of_other_rows(self, sentence: str, named: set[str], meant: list[Record], records: list[Record]) -> bool:
+        """The claim states, for a field it names, words another row holds there and the meant row does not ("the
+        product in row 47 is Slate rack" when row 47 holds Slate clock and row 48 Slate rack)."""
+        field_words = {t for f in named for t in _field_terms(f)}
+        stated = set(query_vector(sentence)[0]) - self.question_terms - field_words
+        for name in named:
+            own = {t for r in meant for t in query_vector(r.fields.get(name, ""))[0]}
+            others = {t for r in records if r not in meant for t in query_vector(r.fields.get(name, ""))[0]}
+            if (stated & others) - own:
+                return True
+        return False
+
+    def _rows_meant(self, sentence: str, records: list[Record]) -> list[Record] | None:
+        """The rows the claim or the question points at: by row number, else by a value of the question's that a row
+        holds (a SKU, a name); None: no row in particular."""
+        numbers = {m.group(1) for m in ROW_NAMED_RE.finditer(f"{sentence} {self.question}")}
+        if numbers:
+            return [r for r in records if r.row in numbers]
+        keys = [t for t in specifics(self.question) if not _is_number(t)] + NAME_RE.findall(self.question)
+        rows = [r for r in records if any(_contains(cell, key) for key in keys for cell in r.fields.values())]
+        return rows or None
 
     def _added_names(self, sentence: str) -> list[str]:
         """The names a claim states that the question did not: capitalised words past the first (Eimskip,
@@ -423,37 +545,49 @@ class Verifier:
         return kept
 
     def check(self, answer: str) -> list[Claim]:
+        """Every sentence of the answer, checked (a sentence checked before, as it streamed, is not checked again)."""
         parts = split_claims(answer)
-        checkable = [i for i, (text, _) in enumerate(parts) if self._checkable(text, alone=len(parts) == 1)]
-        vectors = self.embed([parts[i][0] for i in checkable]) if (self.embed and checkable) else None
-        claims = []
-        for i, (text, numbers) in enumerate(parts):
-            if i not in checkable or NOT_FOUND_RE.search(text):  # a statement about the excerpts, not a claim
-                claims.append(Claim(text=text))
-                continue
-            vector = vectors[checkable.index(i)] if vectors is not None else None
-            scores = self.support(text, vector)
-            kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
-            if not kept:
-                kept = self._best_supporting(scores)
-            quotes: list[dict[str, object]] = [{"n": n, "text": self.quote(text, vector, n - 1)} for n in kept]
-            agreeing = [q for q in quotes if agrees(text, str(q["text"]))]
-            problem = "polarity" if len(agreeing) < len(quotes) and not agreeing else ""
-            if not quotes and max(self.support(text, vector, values=False), default=0.0) >= 1.0:
-                problem = "value"  # its words are in an excerpt, a number or name it states is not
-            kept = [int(q["n"]) for q in agreeing]  # type: ignore[call-overload]
-            claims.append(Claim(text=text, citations=kept, supported=bool(kept), quotes=agreeing, problem=problem))
-        self._judge_relevance(claims)
+        claims = [self.check_claim(text, numbers, alone=len(parts) == 1) for text, numbers in parts]
+        self.judge(claims)
         return claims
 
-    def _judge_relevance(self, claims: list[Claim]) -> None:
-        """With the cross-encoder: does each checked claim answer the question? One batch for the answer."""
+    def check_claim(self, text: str, numbers: Sequence[int] = (), *, alone: bool = False) -> Claim:
+        """One sentence of the answer (its markers given apart), checked against the excerpts; the cross-encoder's
+        relevance is judged apart (`judge`). A copy of the result is kept: a sentence is checked once."""
+        key = (text, tuple(numbers), alone)
+        if key not in self._checked:
+            self._checked[key] = self._check_claim(text, list(numbers), alone)
+        return replace(self._checked[key])
+
+    def _check_claim(self, text: str, numbers: list[int], alone: bool) -> Claim:
+        if not self._checkable(text, alone=alone) or NOT_FOUND_RE.search(text):  # about the excerpts: not a claim
+            return Claim(text=text)
+        vector = self.embed([text])[0] if self.embed else None
+        scores = self.support(text, vector)
+        kept = [n for n in numbers if 1 <= n <= len(scores) and scores[n - 1] >= 1.0]
+        if not kept:
+            kept = self._best_supporting(scores)
+        quotes: list[dict[str, object]] = [{"n": n, "text": self.quote(text, vector, n - 1)} for n in kept]
+        agreeing = [q for q in quotes if agrees(text, str(q["text"]))]
+        problem = "polarity" if len(agreeing) < len(quotes) and not agreeing else ""
+        if not quotes and text in self.field_problems:
+            problem = "field"  # its value is in a table row, under another column or in another row
+        elif not quotes and max(self.support(text, vector, values=False), default=0.0) >= 1.0:
+            problem = "value"  # its words are in an excerpt, a number or name it states is not
+        kept = [int(q["n"]) for q in agreeing]  # type: ignore[call-overload]
+        return Claim(text=text, citations=kept, supported=bool(kept), quotes=agreeing, problem=problem)
+
+    def judge(self, claims: Sequence[Claim]) -> None:
+        """With the cross-encoder: does each checked claim answer the question? One batch; each claim text once."""
         judged = [c for c in claims if c.supported is not None]
         if self.cross is None or not self.question or not judged:
             return
-        logits = self.cross(self.question, [c.text for c in judged])
-        for claim, logit in zip(judged, logits, strict=True):
-            claim.relevant = bool(logit >= CLAIM_RELEVANCE_MIN)
+        new = list(dict.fromkeys(c.text for c in judged if c.text not in self._relevance))
+        if new:
+            logits = self.cross(self.question, new)
+            self._relevance.update({t: bool(v >= CLAIM_RELEVANCE_MIN) for t, v in zip(new, logits, strict=True)})
+        for claim in judged:
+            claim.relevant = self._relevance[claim.text]
 
     def quote(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> str:
         """The sentence of excerpt n (among those the model read) that the claim stands on, verbatim: what a
@@ -562,3 +696,40 @@ NOTHING_RETRIEVED = {
     "en": "The knowledge base does not contain anything that matches this question.",
     "es": "La base de conocimiento no contiene nada que coincida con esta pregunta.",
 }
+
+
+# --- model-written text checked against its document ---------------------------------------
+PASSAGE_CHARS = 1200  # the document is cut into passages of about this size, at blank lines, to check against
+PROBLEM_REASONS = {  # why a model-written sentence is not supported by its source text (excerpts, a document)
+    "value": "a number or name it states is not in the source text",
+    "field": "its value belongs to another column or row of a table",
+    "polarity": "the source text says the opposite",
+    "": "nothing in the source text says it",
+}
+
+
+def passages(text: str, size: int = PASSAGE_CHARS) -> list[EvidenceText]:
+    """The text as evidence: paragraphs joined up to `size` characters, each cut into its sentences."""
+    out, current = [], ""
+    for paragraph in re.split(r"\n\s*\n", text):
+        if current and len(current) + len(paragraph) > size:
+            out.append(current)
+            current = ""
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+    if current.strip():
+        out.append(current)
+    return [EvidenceText(p, [" ".join(u.split()) for u in SENTENCE_RE.split(p) if u.strip()]) for p in out]
+
+
+def unsupported(sentences: Sequence[str], text: str,
+                embed: Callable[[list[str]], np.ndarray] | None = None) -> dict[str, str]:  # fmt: skip
+    """Of model-written sentences about a text (an enrichment summary, its key points), those no passage of the text
+    supports, with the reason; the same checks an answer's claims get (values, names, polarity)."""
+    verifier = Verifier(passages(text), embed=embed)
+    out = {}
+    for sentence in sentences:
+        for claim in verifier.check(sentence):
+            if claim.supported is False:
+                out[sentence] = PROBLEM_REASONS.get(claim.problem, PROBLEM_REASONS[""])
+                break
+    return out
