@@ -221,6 +221,16 @@ class SourceDetailApi(TenantApiView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+ENRICH_MODEL_HELP = (
+    "an enrichment model of the catalog, by name (the upload page lists them): it writes each document's title, "
+    "summary, topics and key points, which rank documents and are never cited"
+)
+
+
+def _flag(value: object) -> bool:
+    return str(value or "").strip().lower() in ("1", "true", "on", "yes")
+
+
 class SourceUploadApi(TenantApiView):
     parser_classes = [MultiPartParser, FormParser]
 
@@ -228,7 +238,14 @@ class SourceUploadApi(TenantApiView):
         request={
             "multipart/form-data": {
                 "type": "object",
-                "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+                "properties": {
+                    "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+                    "mode": {"type": "string", "enum": list(MODES)},
+                    "tags": {"type": "string", "description": "comma-separated tags for every document"},
+                    "enrich_model": {"type": "string", "description": ENRICH_MODEL_HELP},
+                    "directives": {"type": "string", "description": "the administrator's directives to that model"},
+                    "critical": {"type": "boolean"},
+                },
             }
         },
         responses={202: JobOutput},
@@ -256,9 +273,15 @@ class SourceUploadApi(TenantApiView):
         if mode not in MODES:
             raise serializers.ValidationError({"mode": [f"Use one of {', '.join(MODES)}."]})
         tags = [t.strip() for t in str(form.get("tags", "")).split(",") if t.strip()]
+        try:  # the upload page's options: a model reads each document (title, summary, topics), critical marks
+            options = services.ingest_options(
+                mode=mode, tags=tags, enrich_model=str(form.get("enrich_model", "")),
+                directives=str(form.get("directives", "")), critical=_flag(form.get("critical")),
+            )  # fmt: skip
+        except ValueError as exc:
+            raise serializers.ValidationError({"enrich_model": [str(exc)]}) from exc
         uploads = [(f.name, f.read()) for f in files]
         try:
-            options = IngestOptions(mode=mode, tags=tuple(tags))
             job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options)
         except services.UploadQuotaExceeded as exc:
             raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc

@@ -217,7 +217,8 @@ def recent_documents(*, viewer: Viewer, limit: int) -> list[Document]:
 
 
 def version_chunks(*, viewer: Viewer, version: DocumentVersion) -> TenantQuerySet[Chunk]:
-    return visible_chunks(viewer).filter(document_version=version).order_by("index")
+    """A version's source chunks in order: a model-written summary chunk ranks documents, it is never an excerpt."""
+    return visible_chunks(viewer).filter(document_version=version).exclude(mode="summary").order_by("index")
 
 
 def document_history(*, viewer: Viewer, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:

@@ -515,6 +515,8 @@ def ingest_options(
     if enrich_model:
         entry = ModelEntry.objects.filter(name=enrich_model, kind=ModelEntry.Kind.ENRICHMENT).first()
         if entry is None:
-            raise ValueError(f"No enrichment model named {enrich_model!r}.")
+            known = ModelEntry.objects.filter(kind=ModelEntry.Kind.ENRICHMENT).values_list("name", flat=True)
+            raise ValueError(f"No enrichment model named {enrich_model!r}; the catalog has: "
+                             f"{', '.join(sorted(known)) or 'none'}.")  # fmt: skip
         enrichment = EnrichmentRequest(model_path=entry.path, model_name=entry.name, directives=directives.strip())
     return IngestOptions(mode=mode, tags=tuple(tags), critical=critical, enrichment=enrichment)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,26 @@ def rewrite_points_without(fields: tuple[str, ...]) -> None:
             points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
                                      (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
         store.upsert(version_identity(version), points)
+
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def page_image(lines: list[str]):  # type: ignore[no-untyped-def]
+    """A scanned page: the lines drawn on an A4-ish image at 200 dpi, no text layer."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.truetype(FONT, 40)
+    for n, line in enumerate(lines):
+        draw.text((150, 200 + n * 70), line, fill=0, font=font)
+    return image
+
+
+def scanned_pdf(pages: list[list[str]]) -> bytes:
+    """A PDF of page images only: what a scanner writes (OCR must read it)."""
+    images = [page_image(lines) for lines in pages]
+    buffer = io.BytesIO()
+    images[0].save(buffer, format="PDF", save_all=True, append_images=images[1:], resolution=200)
+    return buffer.getvalue()

@@ -22,14 +22,14 @@ from django.utils import timezone
 
 from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
-from knowledge import ids, jobs, timeline, validity
+from knowledge import claims, ids, jobs, timeline, validity
 from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.index.vectorstore import point_id
 from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.ingest.classify import classify
-from knowledge.ingest.enrichment import enrich
+from knowledge.ingest.enrichment import READ_CHARS, enrich
 from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
 from knowledge.ingest.metadata import file_metadata
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
@@ -300,7 +300,9 @@ def ingest_bytes(
     if enrichment is not None:
         report_activity(job, f"The model {enrichment.model_name} is reading {display_key} (title, summary, topics)…")
         enriched = enrich(request=enrichment, title=title, text=extracted.text)
-        if enriched.get("status") == "ok" and enriched.get("summary"):
+        if enriched.get("status") == "ok":
+            enriched = _checked(enriched, extracted.text, embedder)
+        if enriched.get("status") == "ok" and (enriched.get("summary") or enriched.get("key_points")):
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
     inputs = [embedding_text(display_key, title, doc_mode, d.heading, d.text) for d in drafts]
     vectors = embed_reusing(tenant, embedder, inputs, [d.text for d in drafts])
@@ -413,8 +415,25 @@ def _embed_missing(embedder: Embedder, inputs: list[str], known: dict[str, Any])
     return vectors
 
 
+def _checked(enriched: dict, text: str, embedder: Embedder) -> dict:
+    """The enrichment with only the summary sentences and key points the document's text supports (the checks the
+    answers use); the rest are dropped and kept, with why, for the document page."""
+    sentences = [s for s in claims.SENTENCE_RE.split(str(enriched.get("summary") or "")) if s.strip()]
+    points = [str(p) for p in enriched.get("key_points") or []]
+    rejected = claims.unsupported([*sentences, *points], text[:READ_CHARS], embed=embedder.embed)
+    return {
+        **enriched,
+        "summary": " ".join(s for s in sentences if s not in rejected),
+        "key_points": [p for p in points if p not in rejected],
+        "checked": len(sentences) + len(points),
+        "dropped": [{"text": sentence, "reason": reason} for sentence, reason in rejected.items()],
+    }
+
+
 def _summary_text(title: str, enriched: dict) -> str:
-    lines = [enriched.get("title") or title, "", f"Summary: {enriched['summary']}"]
+    lines = [enriched.get("title") or title]
+    if enriched.get("summary"):
+        lines += ["", f"Summary: {enriched['summary']}"]
     if enriched.get("topics"):
         lines.append("Topics: " + ", ".join(enriched["topics"]))
     if enriched.get("key_points"):

@@ -37,7 +37,7 @@ def _excerpt(text: str) -> str:
 
 def _scoped_chunks(viewer: Viewer, filters: RetrieveFilters):
     """The live chunks in scope, of documents in force (unless the caller asked for the others too)."""
-    chunks = live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
+    chunks = live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags).exclude(mode="summary")
     if filters.include_expired:
         return chunks
     return chunks.filter(Clock.for_read(viewer.tenant, filters.as_of).in_force(path="document__"))

@@ -294,12 +294,55 @@ def retrieve(
     results.sort(key=lambda r: r.score, reverse=True)
     if rerank:
         results = cross_encoder_fused(query, results[: max(top_k, RERANK_CANDIDATES)])
-    results = results[:top_k]
+    results = source_text_only(viewer, query, results[: top_k + SUMMARY_EXPANSION * 2], base_scope)[:top_k]
     for result in results:
         result.page = page_of(result.chunk, query)
         result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
                                            in_force=served_in_force(filters, clock))  # fmt: skip
     return results
+
+
+SUMMARY_MODE = "summary"  # a chunk a model wrote (knowledge/ingest/enrichment.py): it may rank, never be returned
+SUMMARY_EXPANSION = 2  # source chunks of its document that take a summary hit's place
+
+
+def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], scope: Scope) -> list[RetrievedChunk]:
+    """Only source text is evidence: a hit on a model-written summary is replaced, at its rank, by its document's
+    best source chunks for the query (those already ranked lower move up; the rest come from a search within that
+    document, the viewer's principals still in the query). A summary may rank a document; it is never returned."""
+    summaries = [hit for hit in results if hit.chunk.mode == SUMMARY_MODE]
+    if not summaries:
+        return results
+    documents = list(dict.fromkeys(hit.chunk.document.document_id for hit in summaries))
+    found = _one_round(query, replace(scope, document_ids=documents), (SUMMARY_EXPANSION + 1) * len(documents))
+    chunks = _hydrate(viewer, found.ranked)
+    extra: dict[str, list[RetrievedChunk]] = {}
+    for point in found.ranked:
+        chunk = chunks.get(point.id)
+        if chunk is not None and chunk.mode != SUMMARY_MODE:
+            extra.setdefault(chunk.document.document_id, []).append(
+                RetrievedChunk(chunk=chunk, score=point.score, dense_rank=found.dense_rank.get(point.id),
+                               lexical_rank=found.lexical_rank.get(point.id),
+                               tags=list(point.payload.get("tags") or []), similarity=found.similarity.get(point.id))
+            )  # fmt: skip
+    out: list[RetrievedChunk] = []
+    taken: set[str] = set()
+    for hit in results:
+        if hit.chunk.mode != SUMMARY_MODE:
+            if hit.chunk.chunk_id not in taken:
+                out.append(hit)
+                taken.add(hit.chunk.chunk_id)
+            continue
+        document = hit.chunk.document.document_id
+        ranked_lower = [h for h in results if h.chunk.document.document_id == document and h.chunk.mode != SUMMARY_MODE]
+        for source in [*ranked_lower, *extra.get(document, [])]:
+            if len([h for h in out if h.chunk.document.document_id == document]) >= SUMMARY_EXPANSION:
+                break
+            if source.chunk.chunk_id not in taken:
+                source.score = max(source.score, hit.score)  # it takes the summary's rank
+                out.append(source)
+                taken.add(source.chunk.chunk_id)
+    return out
 
 
 RERANK_CANDIDATES = 20  # the hybrid's first hits the cross-encoder reads (the issue's measurements: top 20)
@@ -335,7 +378,7 @@ def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, fil
     else:
         hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
     chunks = _hydrate(viewer, hits)
-    found = [chunks[h.id] for h in hits if h.id in chunks]
+    found = [chunks[h.id] for h in hits if h.id in chunks and chunks[h.id].mode != SUMMARY_MODE]
     scores = {h.id: h.score for h in hits}
     return [
         RetrievedChunk(chunk=chunk, score=scores[chunk.point_id],

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import signal
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
 
 from knowledge.ingest import pipeline
 from knowledge.ingest.extraction import NeedsOCR, extract
@@ -17,27 +15,11 @@ from knowledge.ingest.ocr import installed_languages, ocr_pdf_pages
 from knowledge.models import Document, IngestJob
 from knowledge.search.retrieval import retrieve
 from tenants.principals import Viewer
+from tests.factories import scanned_pdf
 
-FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 pytestmark = pytest.mark.skipif(
     not {"eng", "spa"} <= installed_languages(), reason="needs Tesseract with eng and spa (scripts/_ocr.sh)"
 )
-
-
-def page_image(lines: list[str]) -> Image.Image:
-    image = Image.new("L", (1700, 2200), 255)  # A4-ish at 200 dpi
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.truetype(FONT, 40)
-    for n, line in enumerate(lines):
-        draw.text((150, 200 + n * 70), line, fill=0, font=font)
-    return image
-
-
-def scanned_pdf(pages: list[list[str]]) -> bytes:
-    images = [page_image(lines) for lines in pages]
-    buffer = io.BytesIO()
-    images[0].save(buffer, format="PDF", save_all=True, append_images=images[1:], resolution=200)
-    return buffer.getvalue()
 
 
 SPANISH = ["Política de garantía", "La garantía del lavavajillas cubre", "tres años de piezas y mano de obra."]

@@ -14,8 +14,7 @@ from knowledge.index.storage import StorageFull, is_storage_full, storage_full_r
 from knowledge.ingest import pipeline
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
-from knowledge.options import IngestOptions
-from knowledge.services import folder_sync_enqueue, source_set_access, source_set_review_every
+from knowledge.services import folder_sync_enqueue, ingest_options, source_set_access, source_set_review_every
 from tenants.models import Tenant
 from tenants.principals import UnknownPrincipal, parse_principal_list, principals_check
 
@@ -35,6 +34,14 @@ class Command(BaseCommand):
                             help="who sees the source's documents: tenant (a new source's default), or "
                                  "principals such as group:hr,user:bob; an existing source keeps its list unless "
                                  "given")  # fmt: skip
+        parser.add_argument(
+            "--enrich",
+            default="",
+            metavar="MODEL",
+            help="an enrichment model of the catalog by name: it writes each document's title, "
+            "summary, topics and key points (checked against the text; never cited)",
+        )
+        parser.add_argument("--directives", default="", help="the administrator's directives to the --enrich model")
         parser.add_argument("--review-every", dest="review_every", type=int, default=None, metavar="DAYS",
                             help="documents whose review date is not stated are due a review DAYS after their "
                                  "content last changed (0: never); kept by the source for later syncs")  # fmt: skip
@@ -71,7 +78,15 @@ class Command(BaseCommand):
             folder.save(update_fields=["ocr_languages"])
         if review_every is not None:
             source_set_review_every(tenant=owner, source=folder, days=review_every or None)
-        how = IngestOptions(mode=mode, tags=tuple(t.strip() for t in tags.split(",") if t.strip()))
+        try:
+            how = ingest_options(
+                mode=mode,
+                tags=[t.strip() for t in tags.split(",") if t.strip()],
+                enrich_model=options.get("enrich") or "",
+                directives=options.get("directives") or "",
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         if run_async:
             job = folder_sync_enqueue(tenant=owner, source=folder, options=how, operator=True)
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
