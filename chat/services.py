@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,18 +15,23 @@ from django.conf import settings
 from chat.focus import FocusedExcerpt, focus_excerpts
 from chat.models import Assistant, ChatMessage, ChatSession
 from chat.prompting import GroundedPrompt, PromptExcerpt, build_grounded_history
-from chat.verify import (
+from inference.embedders import get_embedder
+from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
+from knowledge.claims import (
+    CLAIM_SPLIT_RE,
+    NOT_FOUND_RE,
     NOTHING_RETRIEVED,
+    PROBLEM_REASONS,
     REFUSALS,
+    Claim,
     EvidenceText,
     Verifier,
     language_of,
     missing_identifiers,
     render,
     says_not_found,
+    split_claims,
 )
-from inference.embedders import get_embedder
-from inference.llm import LLMGateway, ModelUnavailable, configured_paths, get_gateway, model_path_allowed
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
 from tenants.models import Tenant
 from tenants.principals import Viewer
@@ -93,14 +98,27 @@ class Answer:
     answer: str
     generated: bool
     model: str
-    status: str  # answered | partial | not_found | no_evidence | extractive
+    status: str  # answered | partial | not_verified | not_found | no_evidence | extractive
     citations: list[dict[str, Any]]
     hits: list[RetrievedChunk]
     reason: str = ""
     ttft_ms: float | None = None
     total_ms: float = 0.0
     claims: list[dict[str, Any]] = field(default_factory=list)
+    # not_verified: the source sentences most likely to hold the answer, verbatim ({"n", "text", "score"})
+    evidence: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # where the time to first token went
+
+
+@dataclass(kw_only=True)
+class Sentence:
+    """A sentence of the model's answer, checked as soon as the model finished it: shown (with its verified markers
+    and the excerpt sentences it stands on) or not, and then why."""
+
+    claim: dict[str, Any]
+    shown: bool
+    text: str = ""  # as shown: the sentence with its verified markers
+    reason: str = ""  # why it is not shown
 
 
 def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, Any]:
@@ -262,23 +280,29 @@ def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
 class Verdict:
     """What the checks made of a generated draft."""
 
-    status: str  # answered | partial | not_found
+    status: str  # answered | partial | not_verified | not_found
     text: str  # the answer shown: supported sentences with their evidence, or the refusal
     citations: list[dict[str, Any]]
     claims: list[dict[str, Any]]  # every sentence of the draft, checked
     reason: str = ""  # why it was refused
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # not_verified: where the answer may be
 
 
-def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText]) -> Verdict:
-    """The verdict on a generated draft.
+def answer_verifier(question: str, evidence: list[EvidenceText]) -> Verifier:
+    cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
+    return Verifier(evidence, question=question, embed=_embed, cross=cross)
+
+
+def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText],
+             verifier: Verifier | None = None) -> Verdict:  # fmt: skip
+    """The verdict on a generated draft (`verifier`: the one that checked its sentences as they streamed).
 
     The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
     its first claim or one sharing a content term with the question) and is supported by an excerpt, values
-    and polarity included. Otherwise it is a refusal. (Quoting the excerpt sentence the cross-encoder ranks best
-    instead was measured against refusing: none of 30 such quotes held the answer; docs/evaluation.md.)"""
+    and polarity included. Otherwise it is a refusal: `not_verified` with the source sentences most likely to hold
+    the answer when the model read some that bear on the question, `not_found` when it read none."""
     language = language_of(question)
-    cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
-    verifier = Verifier(evidence, question=question, embed=_embed, cross=cross)
+    verifier = verifier or answer_verifier(question, evidence)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
     if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
@@ -286,8 +310,7 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
             "The model said the excerpts do not contain the answer." if says_not_found(draft)
             else "No sentence of the model's draft that answers the question is supported by the excerpts."
         )  # fmt: skip
-        return Verdict(status="not_found", text=REFUSALS[language], citations=[], claims=[c.as_dict() for c in claims],
-                       reason=reason)  # fmt: skip
+        return refusal(question, sources, reason, claims=[c.as_dict() for c in claims])
     used = sorted({n for c in claims for n in c.citations})
     cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
@@ -300,6 +323,118 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
         shown_claims.append({"text": note, "citations": [], "supported": None, "quotes": [], "relevant": None,
                              "problem": "", "note": "freshness"})  # fmt: skip
     return Verdict(status=status, text=text, citations=citations, claims=shown_claims)
+
+
+# --- a refusal that shows where to look -------------------------------------------------------
+# A source sentence the cross-encoder scores below this for the question is not shown under a refusal: it bears
+# on something else. Chosen on the tuning half of the public set only (docs/evaluation.md).
+WHERE_TO_LOOK_LOGIT = 0.0
+WHERE_TO_LOOK_MAX = 3
+WHERE_TO_LOOK = {
+    "en": "I could not find a verifiable answer in the documents; these passages may hold it:",
+    "es": "No se encuentra una respuesta verificable en los documentos; estos pasajes pueden contenerla:",
+}
+
+
+def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:
+    """The 1-3 sentences the model read that the packaged cross-encoder ranks best for the question, verbatim, each
+    with the number of its excerpt; none that scores below WHERE_TO_LOOK_LOGIT, none without the cross-encoder."""
+    cross = cross_encoder()
+    read = [(n, unit) for n, f in enumerate(sources.focused, 1) for unit in dict.fromkeys(f.units) if unit.strip()]
+    if cross is None or not read:
+        return []
+    logits = cross(question, [unit for _, unit in read])
+    ranked = sorted(zip(read, map(float, logits), strict=True), key=lambda item: -item[1])
+    chosen: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for (n, unit), logit in ranked:
+        text = " ".join(unit.split())
+        if logit < WHERE_TO_LOOK_LOGIT or len(chosen) == WHERE_TO_LOOK_MAX:
+            break
+        if text.casefold() not in seen:
+            seen.add(text.casefold())
+            chosen.append({"n": n, "text": text, "score": round(logit, 2)})
+    return chosen
+
+
+def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[str, Any]] | None = None) -> Verdict:
+    """No sentence could be verified: the passages that may hold the answer (not_verified), or a plain refusal
+    when the model read nothing that bears on the question (not_found)."""
+    language = language_of(question)
+    passages = where_to_look(question, sources)
+    if not passages:
+        return Verdict(status="not_found", text=REFUSALS[language], citations=[], claims=claims or [], reason=reason)
+    lines = [WHERE_TO_LOOK[language], *(f"> [{p['n']}] “{p['text']}”" for p in passages)]
+    numbers = sorted({p["n"] for p in passages})
+    citations = [
+        citation_of(n, sources.excerpts[n - 1], " ".join(p["text"] for p in passages if p["n"] == n)) for n in numbers
+    ]
+    return Verdict(status="not_verified", text="\n".join(lines), citations=citations, claims=claims or [],
+                   reason=reason, evidence=passages)  # fmt: skip
+
+
+SENTENCE_LEFT_OUT = "A sentence of the model's was left out: {reason}."
+HELD_BACK = "A supported sentence was held back: it does not seem to answer the question."
+
+
+class SentenceChecker:
+    """The model's tokens in, checked sentences out: a sentence is checked as soon as the next one begins (or the
+    model stops), and shown only when an excerpt supports it and it answers the question. A sentence with nothing
+    to check ("Here is how:") waits for a shown one to follow it; the model's "the excerpts do not say" is never
+    shown (the verdict says it)."""
+
+    def __init__(self, verifier: Verifier, clock: Callable[[], float]) -> None:
+        self.verifier, self.clock = verifier, clock
+        self.buffer = ""
+        self.complete = 0  # pieces of the buffer already checked
+        self.arrivals: list[tuple[int, float]] = []  # (buffer length after a delta, when it came)
+        self.waiting: list[Claim] = []
+        self.first_checked: Claim | None = None
+        self.times: dict[str, float] = {}
+
+    def feed(self, delta: str) -> list[Sentence]:
+        self.buffer += delta
+        self.arrivals.append((len(self.buffer), self.clock()))
+        pieces = CLAIM_SPLIT_RE.split(self.buffer)
+        return self._check(pieces[self.complete : len(pieces) - 1], final=False)
+
+    def finish(self) -> list[Sentence]:
+        return self._check(CLAIM_SPLIT_RE.split(self.buffer)[self.complete :], final=True)
+
+    def _check(self, pieces: list[str], *, final: bool) -> list[Sentence]:
+        out: list[Sentence] = []
+        for piece in pieces:
+            self.complete += 1
+            if not piece or not piece.strip():
+                continue
+            self.times.setdefault("model_first_sentence_ms", self._finished_at(piece))
+            for text, numbers in split_claims(piece):
+                out += self._one(self.verifier.check_claim(text, numbers))
+        if final:
+            self.waiting = []
+        return out
+
+    def _finished_at(self, piece: str) -> float:
+        """When the model wrote the end of this piece: the arrival of the delta that carried its last character."""
+        end = self.buffer.find(piece) + len(piece.rstrip())
+        return next((at for length, at in self.arrivals if length >= end), self.clock())
+
+    def _one(self, claim: Claim) -> list[Sentence]:
+        if claim.supported is None:
+            if not NOT_FOUND_RE.search(claim.text):
+                self.waiting.append(claim)
+            return []
+        self.verifier.judge([claim])
+        self.first_checked = self.first_checked or claim
+        if claim.supported and self.verifier.addresses_question(claim, first=claim is self.first_checked):
+            shown = [*self.waiting, claim]
+            self.waiting = []
+            self.times.setdefault("first_verified_ms", self.clock())
+            return [Sentence(claim=c.as_dict(), shown=True, text=render([c])) for c in shown]
+        if claim.supported:
+            return [Sentence(claim=claim.as_dict(), shown=False, reason=HELD_BACK)]
+        why = PROBLEM_REASONS.get(claim.problem, PROBLEM_REASONS[""])
+        return [Sentence(claim=claim.as_dict(), shown=False, reason=SENTENCE_LEFT_OUT.format(reason=why))]
 
 
 # Below this cross-encoder logit the best sentence the model would read is unrelated to the question (an
@@ -346,8 +481,9 @@ class AnswerAdmission:
 ADMISSION = AnswerAdmission()
 
 
-def stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
-    """Yield the Sources as soon as retrieval is done, then token deltas as they come, then the final Answer.
+def stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | Sentence | Answer]:
+    """Yield the Sources as soon as retrieval is done, then each sentence of the model's as soon as it is checked,
+    then the final Answer. The model's unchecked draft is never yielded.
 
     Raises AnswersBusy at the first step when this process already has its limit of pending answers."""
     ADMISSION.enter()
@@ -358,7 +494,7 @@ def stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> 
         ADMISSION.leave(time.perf_counter() - entered)
 
 
-def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | str | Answer]:
+def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | Sentence | Answer]:
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
@@ -369,25 +505,21 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
     yield sources
     if not sources.excerpts:
         text = NOTHING_RETRIEVED[language_of(question)]
-        yield text
         yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed())
         return
     if sources.missing:
         text = unknown_identifiers_refusal(question, sources.missing)
-        yield text
         yield _unanswered(text, "not_found", f"No document mentions {', '.join(sources.missing)}.", sources,
                           elapsed())  # fmt: skip
         return
     if weak_evidence(sources):
         text = REFUSALS[language_of(question)]
-        yield text
         reason = (f"The best excerpt sentence does not answer the question (cross-encoder logit "
                   f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).")  # fmt: skip
         yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings)
         return
     if model is None:
         text, citations = extractive_answer(sources.excerpts)
-        yield text
         yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations)
         return
     budget = model.n_ctx - options.max_tokens - 64
@@ -396,7 +528,7 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
     model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
-    pieces: list[str] = []
+    checker = SentenceChecker(answer_verifier(question, evidence), elapsed)
     ttft: float | None = None
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
                           top_p=options.top_p)  # fmt: skip
@@ -407,17 +539,20 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
                 model.record_prefill(int(timings["prompt_tokens"]), (ttft - timings["warm_ms"]) / 1000)
                 logger.info("answer: first token after %.0f ms (model %s, about %d prompt tokens)", ttft,
                             model.name, timings["prompt_tokens"])  # fmt: skip
-            pieces.append(delta)
-            yield delta
+            yield from checker.feed(delta)
+        yield from checker.finish()
     finally:
         tokens.close()  # the client went away: stop generating now
+    timings.update(checker.times)
+    timings["generated_ms"] = checker.arrivals[-1][1] if checker.arrivals else elapsed()  # the model's last token
     checked_at = elapsed()
-    verdict = verified(question, "".join(pieces), sources, evidence)
+    verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier)
     timings["verify_ms"] = elapsed() - checked_at
     yield Answer(
         answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
         hits=sources.hits, reason=" ".join(part for part in (gateway.fallback_note(), verdict.reason) if part),
-        ttft_ms=ttft, total_ms=elapsed(), claims=verdict.claims, timings={k: round(v, 1) for k, v in timings.items()},
+        ttft_ms=ttft, total_ms=elapsed(), claims=verdict.claims, evidence=verdict.evidence,
+        timings={k: round(v, 1) for k, v in timings.items()},
     )  # fmt: skip
 
 

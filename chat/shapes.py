@@ -41,6 +41,12 @@ def sources_payload(sources: services.Sources) -> dict[str, Any]:
     }
 
 
+def sentence_payload(sentence: services.Sentence) -> dict[str, Any]:
+    """A checked sentence: shown (its text with verified markers, its claim with quotes) or left out, and why."""
+    return {"shown": sentence.shown, "text": sentence.text if sentence.shown else "", "claim": sentence.claim,
+            "reason": sentence.reason}  # fmt: skip
+
+
 def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[str, Any]:
     """`answer_id` names the recorded answer (chat.records), for a verdict on it."""
     return {
@@ -52,6 +58,7 @@ def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[st
         "reason": result.reason,
         "citations": result.citations,
         "claims": result.claims,
+        "evidence": result.evidence,
         "hits": HitSerializer(result.hits, many=True).data,
         "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
         "total_ms": round(result.total_ms, 1),

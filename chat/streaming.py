@@ -1,5 +1,6 @@
-"""An answer as Server-Sent Events: sources (as soon as retrieval is done) → token… → done, or `error` in-band.
-The REST API and the chat page both stream through here."""
+"""An answer as Server-Sent Events: sources (as soon as retrieval is done) → sentence… (each as soon as it is
+checked) → done, or `error` in-band. The REST API and the chat page both stream through here; the model's unchecked
+draft is never sent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 
 from chat import services
-from chat.shapes import answer_payload, sources_payload
+from chat.shapes import answer_payload, sentence_payload, sources_payload
 from core.errors import error_reference
 from inference.llm import ModelUnavailable
 from knowledge.search.retrieval import IndexMismatch
@@ -32,7 +33,7 @@ def sse_response(events: Iterator[str]) -> StreamingHttpResponse:
 
 
 def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:
-    """sources (as soon as retrieval is done) → token… → done; `error` in-band if it fails midway.
+    """sources (as soon as retrieval is done) → sentence… → done; `error` in-band if it fails midway.
 
     When the client disconnects, the server closes this generator; closing `stream` stops generation."""
     try:
@@ -44,8 +45,8 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:
                 yield sse("done", payload)
             elif isinstance(item, services.Sources):
                 yield sse("sources", sources_payload(item))
-            else:
-                yield sse("token", {"delta": item})
+            elif isinstance(item, services.Sentence):
+                yield sse("sentence", sentence_payload(item))
     except IndexMismatch as exc:  # the operator's remedy ("manage.py reindex …"), not internals
         yield sse("error", {"detail": str(exc)})
     except ModelUnavailable as exc:  # the model process died mid-answer: say so plainly, and when to retry

@@ -134,9 +134,11 @@ def build_server() -> MCPServer:
     ) -> dict[str, Any]:
         """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
         against them: `citations` (document, location), per-sentence `claims` with `supported` and the excerpt
-        sentence each citation stands on (`quotes`), and `status` (answered, partial, not_found, no_evidence,
-        extractive). It reads only documents in force today (or `as_of`); an answer resting on evidence due a review
-        says so. Slower than retrieve (seconds)."""
+        sentence each citation stands on (`quotes`), and `status` (answered, partial, not_verified, not_found,
+        no_evidence, extractive). `not_verified`: no sentence could be verified, and `evidence` holds the 1-3 source
+        sentences most likely to hold the answer, verbatim, each with the citation number `n`. It reads only
+        documents in force today (or `as_of`); an answer resting on evidence due a review says so. Slower than
+        retrieve (seconds)."""
         return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant,
                           as_of=as_of, include_expired=include_expired)  # fmt: skip
 

@@ -8,6 +8,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from knowledge.claims import PROBLEM_REASONS
+
 register = template.Library()
 
 CODE_SPAN_RE = re.compile(r"`([^`\n]+)`")
@@ -22,3 +24,9 @@ def code_spans(text: str) -> SafeString:
 @register.filter
 def status_words(status: str) -> str:
     return (status or "answered").replace("_", " ")
+
+
+@register.filter
+def left_out_reason(problem: str) -> str:
+    """Why a sentence of the model's is not shown (the chat page says it where the sentence would be)."""
+    return PROBLEM_REASONS.get(problem or "", PROBLEM_REASONS[""])

@@ -106,6 +106,7 @@
   function showCitations(done) {
     let status = {
       partial: "Cited excerpts (some sentences are not supported by them, or do not answer the question):",
+      not_verified: "Excerpts that may hold the answer (nothing in them was verified as one):",
     }[done.status] || "Cited excerpts:";
     if (!done.citations.length) {
       status = {
@@ -127,76 +128,94 @@
     }
   }
 
-  // The verified answer: one span a sentence; sentences no excerpt supports, or that do not answer the question,
-  // are marked as such; under each claim, the excerpt sentence it stands on, verbatim, to check it at a glance.
+  const LEFT_OUT = {  // knowledge/claims.py PROBLEM_REASONS
+    value: "a number or name it states is not in the source text",
+    field: "its value belongs to another column or row of a table",
+    polarity: "the source text says the opposite",
+  };
+
+  // Why a sentence of the model's is not shown: said in its place, the sentence itself never shown.
+  function leftOut(reason) {
+    const note = document.createElement("span");
+    note.className = "left-out";
+    note.textContent = "(" + reason + ")";
+    return note;
+  }
+
+  // One verified sentence: its text with its markers, then the excerpt sentences it stands on, verbatim.
+  function claimNodes(claim) {
+    const nodes = [];
+    const span = document.createElement("span");
+    const offTopic = claim.relevant === false && claim.supported !== false;
+    span.className = "claim" + (offTopic ? " off-topic" : "") + (claim.note ? " note" : "");
+    if (offTopic) span.title = "Supported, but it does not answer the question.";
+    const markers = claim.citations.map((n) => "[" + n + "]").join("");
+    let sentence = claim.text;
+    const item = sentence.match(/^\s*(?:[-*•]|\d+[.)])\s+/);
+    if (item) {  // a list item of the answer: shown as one, without its Markdown marker
+      span.classList.add("list-item");
+      sentence = sentence.slice(item[0].length);
+    }
+    const end = markers && /[.!?:;]$/.test(sentence) ? sentence.slice(-1) : "";
+    appendInline(span, markers ? sentence.slice(0, sentence.length - end.length) + " " + markers + end : sentence);
+    nodes.push(span);
+    for (const quote of claim.quotes || []) {
+      const evidence = document.createElement("span");
+      evidence.className = "evidence";
+      evidence.textContent = "[" + quote.n + "] “" + quote.text + "”";
+      nodes.push(evidence);
+    }
+    return nodes;
+  }
+
+  function appendClaim(text, claim) {
+    if (text.childNodes.length) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
+    text.append(...claimNodes(claim));
+  }
+
+  // The verified answer: one span a sentence, the excerpt sentences it stands on under it. A sentence no excerpt
+  // supports is not shown: its place says why.
   function showClaims(text, done) {
     if (!done.claims || !done.claims.length) {
       text.textContent = done.answer;
       return;
     }
     text.replaceChildren();
-    done.claims.forEach((claim, i) => {
-      const span = document.createElement("span");
-      const offTopic = claim.relevant === false && claim.supported !== false;
-      span.className = "claim" + (claim.supported === false ? " unsupported" : "") + (offTopic ? " off-topic" : "") + (claim.note ? " note" : "");
+    for (const claim of done.claims) {
       if (claim.supported === false) {
-        span.title = { value: "An excerpt says something close, but not this value.", polarity: "The excerpt it resembles says the opposite." }[claim.problem] || "No retrieved excerpt supports this sentence.";
-      } else if (offTopic) {
-        span.title = "Supported, but it does not answer the question.";
+        text.appendChild(leftOut("A sentence was left out: " + (LEFT_OUT[claim.problem] || "nothing in the source text says it")));
+      } else {
+        appendClaim(text, claim);
       }
-      const markers = claim.citations.map((n) => "[" + n + "]").join("");
-      let sentence = claim.text;
-      const item = sentence.match(/^\s*(?:[-*•]|\d+[.)])\s+/);
-      if (item) {  // a list item of the answer: shown as one, without its Markdown marker
-        span.classList.add("list-item");
-        sentence = sentence.slice(item[0].length);
-      }
-      const end = markers && /[.!?:;]$/.test(sentence) ? sentence.slice(-1) : "";
-      appendInline(span, markers ? sentence.slice(0, sentence.length - end.length) + " " + markers + end : sentence);
-      if (i) text.appendChild(document.createTextNode(claim.text.match(/^[-*•]/) ? "\n" : " "));
-      text.appendChild(span);
-      for (const quote of claim.quotes || []) {
-        const evidence = document.createElement("span");
-        evidence.className = "evidence";
-        evidence.textContent = "[" + quote.n + "] “" + quote.text + "”";
-        text.appendChild(evidence);
-      }
-    });
+    }
+  }
+
+  // A refusal that shows where the answer may be: the heading, then each passage verbatim with its excerpt number.
+  function showPassages(text, done) {
+    text.replaceChildren();
+    const lines = done.answer.split("\n");
+    appendInline(text, lines[0]);
+    for (const passage of done.evidence || []) {
+      const quote = document.createElement("span");
+      quote.className = "evidence passage";
+      quote.textContent = "[" + passage.n + "] “" + passage.text + "”";
+      text.appendChild(quote);
+    }
   }
 
   function isRefusal(payload) {
-    return ["not_found", "no_evidence", "extractive"].includes(payload.status);
+    return ["not_found", "not_verified", "no_evidence", "extractive"].includes(payload.status);
   }
 
-  // While the model writes, its draft is shown as a draft: greyed, labelled "checking", never as the answer.
-  // Only once the excerpts have been checked does the answer appear; a refused draft stays struck out, closed.
-  function draftArea(answer) {
-    const draft = document.createElement("div");
-    draft.className = "draft checking";
-    draft.setAttribute("aria-busy", "true");
-    const label = document.createElement("p");
-    label.className = "draft-label";
-    label.textContent = "Looking for excerpts and starting the model…";
-    const body = document.createElement("div");
-    body.className = "draft-text";
-    draft.append(label, body);
-    answer.insertBefore(draft, answer.querySelector(".text"));
-    return draft;
-  }
-
-  function settleDraft(draft, refused) {
-    if (!refused || !draft.querySelector(".draft-text").textContent.trim()) {
-      draft.remove();
-      return;
-    }
-    const kept = document.createElement("details");
-    kept.className = "draft retracted";
-    const summary = document.createElement("summary");
-    summary.textContent = "The model's draft, not given as an answer: the excerpts do not support it";
-    const struck = document.createElement("s");
-    struck.textContent = draft.querySelector(".draft-text").textContent;
-    kept.append(summary, struck);
-    draft.replaceWith(kept);
+  // While the model writes, nothing of its draft is shown: each sentence appears once it has been checked against
+  // the excerpts (with its markers and the sentences it stands on); one that fails is replaced by the reason.
+  function progressLine(answer) {
+    const line = document.createElement("p");
+    line.className = "progress";
+    line.setAttribute("aria-live", "polite");
+    line.textContent = "Looking for excerpts and starting the model…";
+    answer.insertBefore(line, answer.querySelector(".text"));
+    return line;
   }
 
   // 👍 / 👎 under the answer: the server renders the form (chat/partials/_verdict.html), HTMX posts it.
@@ -238,9 +257,7 @@
     const answer = bubble("assistant", "");
     answer.classList.add("streaming");
     const text = answer.querySelector(".text");
-    const draft = draftArea(answer);
-    const draftText = draft.querySelector(".draft-text");
-    const draftLabel = draft.querySelector(".draft-label");
+    const progress = progressLine(answer);
     let failed = true;
     button.disabled = true;
     textarea.value = "";
@@ -267,16 +284,16 @@
           const payload = JSON.parse((raw.match(/^data: (.*)$/m) || [])[1] || "{}");
           if (name === "sources") {
             showSources(payload);
-            draftLabel.textContent = payload.excerpts.length ? "The model is reading " + payload.excerpts.length + " excerpt(s)…" : "Nothing matched: writing the reply…";
-          } else if (name === "token") {
-            if (!draftText.textContent) draftLabel.textContent = "Draft, being checked against the excerpts (not an answer yet)…";
-            draftText.textContent += payload.delta;
-            answer.dataset.tokens = String(Number(answer.dataset.tokens || 0) + 1);
+            progress.textContent = payload.excerpts.length ? "The model is reading " + payload.excerpts.length + " excerpt(s); each sentence appears once it is checked…" : "Nothing matched.";
+          } else if (name === "sentence") {
+            if (payload.shown) appendClaim(text, payload.claim);
+            else text.appendChild(leftOut(payload.reason));
+            answer.dataset.sentences = String(Number(answer.dataset.sentences || 0) + 1);
           } else if (name === "done") {
             failed = false;
-            const refused = isRefusal(payload);
-            settleDraft(draft, refused && payload.generated);
-            if (refused) {
+            progress.remove();
+            if (payload.status === "not_verified") showPassages(text, payload);
+            else if (isRefusal(payload)) {
               text.replaceChildren();
               appendInline(text, payload.answer);
             }
@@ -284,7 +301,10 @@
             answer.dataset.status = payload.status;
             const meta = document.createElement("footer");
             meta.className = "meta";
-            meta.textContent = payload.status.replace("_", " ") + (payload.ttft_ms ? " · first token " + Math.round(payload.ttft_ms) + " ms" : "");
+            const timings = payload.timings || {};
+            meta.textContent = payload.status.replace("_", " ") + (timings.first_verified_ms ? " · first verified sentence " + (timings.first_verified_ms / 1000).toFixed(1) + " s" : "");
+            if (timings.first_verified_ms) meta.dataset.firstVerifiedMs = String(timings.first_verified_ms);
+            if (timings.generated_ms) meta.dataset.generatedMs = String(timings.generated_ms);
             answer.appendChild(meta);
             if (form.dataset.admin && (payload.model || payload.reason)) {
               const why = document.createElement("details");
@@ -307,7 +327,7 @@
       }
       if (failed) throw new Error("The answer stopped before it was complete. Your question is back in the box: ask again.");
     } catch (error) {
-      draft.remove();
+      progress.remove();
       answer.dataset.status = "failed";
       text.textContent = error.message;
       textarea.value = question;  // kept, to ask again

@@ -54,7 +54,7 @@ def _client(key: str) -> APIClient:
     return client
 
 
-def test_a_streamed_answer_sends_sources_then_tokens_then_a_verified_answer(handbook, key_a):
+def test_a_streamed_answer_sends_sources_then_checked_sentences_then_a_verified_answer(handbook, key_a):
     response = _client(key_a).post(
         "/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?", "stream": True}, format="json",
         HTTP_ACCEPT="text/event-stream",
@@ -63,7 +63,10 @@ def test_a_streamed_answer_sends_sources_then_tokens_then_a_verified_answer(hand
     events = _events(response)
     names = [name for name, _ in events]
     assert names[0] == "sources" and names[-1] == "done" and names.count("done") == 1
-    assert names.count("token") >= 3 and "error" not in names
+    assert "sentence" in names and "token" not in names and "error" not in names  # never the unchecked draft
+    shown = [data for name, data in events if name == "sentence" and data["shown"]]
+    assert shown and all(s["claim"]["supported"] is True and s["claim"]["quotes"] for s in shown)
+    assert all(s["text"].startswith(s["claim"]["text"].rstrip(".")) for s in shown)
     sources = events[0][1]
     assert sources["hits"][0]["document_key"] == "warranty.md"
     assert sources["excerpts"][0]["n"] == 1 and sources["excerpts"][0]["document_key"] == "warranty.md"
@@ -82,6 +85,7 @@ def test_a_streamed_answer_sends_sources_then_tokens_then_a_verified_answer(hand
     assert quotes and all(q["text"] and q["text"] in cited[q["n"]] for q in quotes)
     assert any("two year warranty" in q["text"] for q in quotes)
     assert final["timings"]["prompt_tokens"] > 0
+    assert final["timings"]["model_first_sentence_ms"] <= final["timings"]["first_verified_ms"] < final["total_ms"]
 
 
 def test_accept_event_stream_alone_streams_and_accept_json_answers_json(handbook, key_a):
@@ -194,7 +198,7 @@ def test_closing_the_stream_disconnects_and_the_server_stops_generating(handbook
     stream = services.stream_answer(viewer=Viewer.everything(tenant_a), question="How long is the warranty?",
                                     options=services.AnswerSettings(max_tokens=300))  # fmt: skip
     assert isinstance(next(stream), services.Sources)
-    assert isinstance(next(stream), str)  # the first token
+    assert isinstance(next(stream), services.Sentence)  # the first sentence, checked
     stream.close()  # what the web server does when the client disconnects
     assert services.ADMISSION.pending == 0
     # A generation that would run for a long time stops when its reader goes away: llama.cpp's server sees the

@@ -26,12 +26,17 @@ def _login(page, base: str, username: str, next_path: str) -> None:  # type: ign
     page.click("button[type=submit]")
 
 
-def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transactional_db, browser, tmp_path,
-                                                             chat_model):  # fmt: skip
+QUESTION = "How long is the warranty, and what does a claim need?"
+
+
+def test_staff_see_each_verified_sentence_before_the_model_has_finished_and_never_a_draft(
+    live_server, transactional_db, browser, tmp_path, chat_model
+):  # fmt: skip
     tenant = make_tenant(slug="acme", name="Acme")
     make_member(tenant, role=Membership.Role.STAFF, username="sam")
     files = {
-        "warranty.md": "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt.\n"
+        "warranty.md": "# Warranty\n\nEvery product carries a two year warranty. Claims need the original receipt. "
+        "Returns are accepted within thirty days of purchase.\n"
     }
     make_folder_source(tenant=tenant, root=tmp_path / "handbook", files=files)
 
@@ -39,22 +44,35 @@ def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transa
     _login(page, live_server.url, "sam", "/t/acme/chat/")
     page.wait_for_selector("#question")
     assert page.locator("#model-status").get_attribute("data-state") == "ready"  # staff see the model's state
-    # Record, in the page, the order in which the sources and the first token appear.
+    # Record, in the page, what appears when: the sources, each sentence shown, the end of the answer; and every
+    # text the answer bubble ever showed (to prove no draft was ever on screen).
     page.evaluate("""() => {
-      window.seen = [];
+      window.seen = []; window.texts = new Set(); window.stamps = {};
+      const stamp = (name) => { if (!(name in stamps)) { stamps[name] = performance.now(); seen.push(name); } };
       new MutationObserver(() => {
-        if (document.querySelector('#citations .citation') && !seen.includes('sources')) seen.push('sources');
+        if (document.querySelector('#citations .citation')) stamp('sources');
         const bubble = document.querySelector('.message.assistant');
-        if (bubble && Number(bubble.dataset.tokens || 0) > 0 && !seen.includes('token')) seen.push('token');
+        if (!bubble) return;
+        if (bubble.querySelector('.text .claim')) stamp('sentence');
+        if (bubble.querySelector('.meta')) stamp('done');
+        if (bubble.querySelector('.draft')) stamp('draft');
+        for (const claim of bubble.querySelectorAll('.text .claim')) texts.add(claim.textContent);
       }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
     }""")
-    page.fill("#question", "How long is the warranty?")
+    page.fill("#question", QUESTION)
     page.click("#ask button[type=submit]")
     answer = page.locator(".message.assistant").last
     page.wait_for_selector(".message.assistant .meta", timeout=600_000)  # the final event has arrived
-    assert page.evaluate("window.seen") == ["sources", "token"]  # the sources came before the first token
-    assert int(answer.get_attribute("data-tokens") or 0) >= 2  # the text arrived token by token
+    assert page.evaluate("window.seen") == ["sources", "sentence", "done"]  # a sentence showed before the end
+    # The first sentence was verified (and shown) while the model was still writing the rest.
+    meta = answer.locator(".meta")
+    assert float(meta.get_attribute("data-first-verified-ms")) < float(meta.get_attribute("data-generated-ms"))
+    assert "first verified sentence" in meta.inner_text()
+    supported = {c["text"] for c in ChatMessage.objects.get(role="assistant").claims if c["supported"]}
+    shown = page.evaluate("[...window.texts]")
+    assert shown and all(any(text.startswith(claim.rstrip(".")) for claim in supported) for text in shown)
     assert answer.get_attribute("data-status") == "answered"
+    assert int(answer.get_attribute("data-sentences") or 0) >= 1
     assert re.search(r"\b(two|2)[ -]years?\b", answer.locator(".text").inner_text().lower())
     assert "[1]" in answer.locator(".claim").first.inner_text()  # the verified citation marker
     # Under the claim, the excerpt sentence it stands on, verbatim: checked at a glance, without hovering.
@@ -66,8 +84,8 @@ def test_staff_asks_sees_tokens_stream_and_the_cited_excerpt(live_server, transa
     support = page.locator("#citations .citation .support").first.inner_text()  # the sentence a claim stands on
     assert support.startswith("Supports “") and "two year warranty" in support
     assert "warranty.md" in sources.inner_text()
-    assert ChatMessage.objects.filter(role="user", text="How long is the warranty?").exists()
-    page.wait_for_selector("#sessions a:has-text('How long is the warranty?')")
+    assert ChatMessage.objects.filter(role="user", text=QUESTION).exists()
+    page.wait_for_selector("#sessions a:has-text('How long is the warranty')")
 
 
 def test_a_user_of_another_tenant_gets_404_on_that_chat(live_server, transactional_db, browser):
@@ -99,10 +117,10 @@ def test_an_over_long_question_is_refused_in_the_page_with_the_limit(live_server
     assert not ChatMessage.objects.exists()
 
 
-def test_the_draft_is_shown_as_being_checked_and_never_as_the_answer(live_server, transactional_db, browser,
-                                                                     tmp_path, chat_model):  # fmt: skip
-    """libffi's manual says bit fields are not supported; whatever the model drafts, the page shows it only as a
-    draft being checked, and "Yes" never stands as the answer."""
+def test_a_sentence_that_fails_its_check_never_shows_only_its_reason(live_server, transactional_db, browser,
+                                                                      tmp_path, chat_model):  # fmt: skip
+    """libffi's manual says bit fields are not supported; whatever the model writes, no text of it is on the page
+    before it is checked, and "Yes" never stands as the answer."""
     tenant = make_tenant(slug="acme", name="Acme")
     make_member(tenant, role=Membership.Role.STAFF, username="sam")
     files = {
@@ -114,28 +132,32 @@ def test_the_draft_is_shown_as_being_checked_and_never_as_the_answer(live_server
     _login(page, live_server.url, "sam", "/t/acme/chat/")
     page.wait_for_selector("#question")
     page.evaluate("""() => {
-      window.answerTextWhileDrafting = [];
+      window.whileStreaming = [];
       new MutationObserver(() => {
         const bubble = document.querySelector('.message.assistant');
-        if (!bubble || !bubble.querySelector('.draft.checking')) return;
-        const text = bubble.querySelector('.text').textContent;
-        if (Number(bubble.dataset.tokens || 0) > 0) answerTextWhileDrafting.push(text);
+        if (!bubble || bubble.querySelector('.meta')) return;
+        whileStreaming.push(bubble.querySelector('.text').textContent);
       }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
     }""")
     page.fill("#question", "Does libffi support bit fields in structures?")
     page.click("#ask button[type=submit]")
     page.wait_for_selector(".message.assistant .meta", timeout=600_000)
     answer = page.locator(".message.assistant").last
-    drafted = page.evaluate("window.answerTextWhileDrafting")
-    assert drafted and set(drafted) == {""}  # tokens arrived, into the draft only: the answer stayed empty
-    assert page.locator(".draft.checking").count() == 0  # the draft is settled once checked
+    message = ChatMessage.objects.get(role="assistant")
+    supported = [c["text"] for c in message.claims if c["supported"]]
+    for text in page.evaluate("window.whileStreaming"):  # only checked sentences and reasons, ever
+        for line in filter(None, (part.strip() for part in re.split(r"\(A sentence of the model's was left out[^)]*\)"
+                                                                     r"|\(A supported sentence was held back[^)]*\)"
+                                                                     r"|\[\d+\] “[^”]*”", text))):  # fmt: skip
+            assert any(line.startswith(claim.rstrip(".")[:20]) or claim.startswith(line[:20]) for claim in supported)
+    assert page.locator(".draft").count() == 0
     shown = answer.locator(".text").inner_text()
     assert not re.match(r"\s*yes\b", shown, re.IGNORECASE)
     if answer.get_attribute("data-status") in ("answered", "partial"):
         assert re.search(r"\b(no|not)\b", shown, re.IGNORECASE)  # an answer that stands says there is none
-    else:  # refused: the draft, if kept, is closed and struck out
-        assert page.locator(".draft.retracted[open]").count() == 0
-        assert answer.locator(".draft.retracted s").count() == answer.locator(".draft.retracted").count()
+    for claim in message.claims:
+        if claim["supported"] is False:
+            assert claim["text"] not in shown  # a failed sentence is not shown; its reason is
 
 
 def test_a_restricted_document_reaches_the_chat_of_its_group_only(live_server, transactional_db, browser, tmp_path,

@@ -57,7 +57,7 @@ def test_asking_streams_and_saves_the_users_own_words_not_the_prompt(handbook, t
     response = client.post("/t/acme/chat/ask/", {"question": "How long is the warranty?"})
     body = b"".join(response.streaming_content).decode()
     events = [block.split("\n", 1) for block in body.strip().split("\n\n")]
-    assert [e[0] for e in events[:2]] == ["event: sources", "event: token"] and events[-1][0] == "event: done"
+    assert [e[0] for e in events[:2]] == ["event: sources", "event: sentence"] and events[-1][0] == "event: done"
     done = json.loads(events[-1][1].removeprefix("data: "))
     session = ChatSession.objects.get(public_id=done["session"])
     assert session.user == user and session.title == "How long is the warranty?"
