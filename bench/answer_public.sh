@@ -1,0 +1,37 @@
+#!/bin/bash
+# Answers on the public set through the real server: the three corpora ingested as three sources of one tenant,
+# the model server (`manage.py llm_serve`, the packaged chain unless RAG_LLM_MODEL_PATH or RAG_LLM_URL says
+# otherwise) and gunicorn started, then ../shared/eval/answer_eval.py and bench/eval_halves.py.
+#   bench/answer_public.sh OUT_DIR [CODE_DIR] [CORPORA_DIR]
+# OUT_DIR gets answers.jsonl (one line per question), summary.json and halves.md. Run it on a `git worktree` of
+# another commit (CODE_DIR) to compare; nothing else should run on the machine meanwhile.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="$(mkdir -p "$1" && cd "$1" && pwd)"
+CODE="${2:-$HERE}"
+CORPORA="${3:-/srv/bench}"
+PY="$HERE/.venv/bin/python"
+PORT="${PORT:-8765}"
+cd "$CODE"
+export RAG_DEBUG=true RAG_DATA_DIR="${RAG_DATA_DIR:-$(mktemp -d)}" PORT RAG_LLM_PRELOAD=true
+"$PY" manage.py migrate -v0
+"$PY" manage.py create_tenant bench --name Bench >/dev/null
+for corpus in flask-docs click-code es-docs; do
+  "$PY" manage.py ingest bench "$CORPORA/$corpus" --source "$corpus" 2>&1 | grep -v " INFO " | tail -1
+done
+KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
+if [ -z "${RAG_LLM_URL:-}" ]; then
+  "$PY" manage.py llm_serve >"$OUT/llm.log" 2>&1 &
+  PIDS+=($!)
+fi
+"$HERE/.venv/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py >"$OUT/web.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 600); do
+  curl -fs "http://127.0.0.1:$PORT/healthz" 2>/dev/null | grep -q '"state": "ready"' && break
+  sleep 1
+done
+"$PY" "$HERE/../shared/eval/answer_eval.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench \
+  --endpoints answer --timeout 300 --out "$OUT/answers.jsonl" --json "$OUT/summary.json" | tee "$OUT/table.md"
+"$PY" "$HERE/bench/eval_halves.py" "$OUT/answers.jsonl" | tee "$OUT/halves.md"

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Time to the first verified sentence and to the whole answer, streamed through the real server of a checkout:
+# flask-docs ingested into a fresh data directory, the model server and gunicorn started, bench/answer_stream.py run.
+#   bench/answer_stream.sh [CODE_DIR] [CORPORA_DIR] [N]
+# Run it on a `git worktree` of another commit, then on this one, back to back, nothing else running.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+CODE="${1:-$HERE}"
+CORPORA="${2:-/srv/bench}"
+N="${3:-12}"
+PY="$HERE/.venv/bin/python"
+PORT="${PORT:-8766}"
+cd "$CODE"
+export RAG_DEBUG=true RAG_DATA_DIR="${RAG_DATA_DIR:-$(mktemp -d)}" PORT RAG_LLM_PRELOAD=true
+LOGS="$RAG_DATA_DIR/logs"
+mkdir -p "$LOGS"
+"$PY" manage.py migrate -v0
+"$PY" manage.py create_tenant bench --name Bench >/dev/null
+"$PY" manage.py ingest bench "$CORPORA/flask-docs" --source flask-docs 2>&1 | grep -v " INFO " | tail -1
+KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
+PIDS=()
+trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
+if [ -z "${RAG_LLM_URL:-}" ]; then
+  "$PY" manage.py llm_serve >"$LOGS/llm.log" 2>&1 &
+  PIDS+=($!)
+fi
+"$HERE/.venv/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py >"$LOGS/web.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 600); do
+  curl -fs "http://127.0.0.1:$PORT/healthz" 2>/dev/null | grep -q '"state": "ready"' && break
+  sleep 1
+done
+echo "== $(git -C "$CODE" log -1 --format='%h %s' | cut -c1-80)"
+"$PY" "$HERE/bench/answer_stream.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench --n "$N"
