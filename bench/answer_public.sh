@@ -20,18 +20,8 @@ for corpus in flask-docs click-code es-docs; do
   "$PY" manage.py ingest bench "$CORPORA/$corpus" --source "$corpus" 2>&1 | grep -v " INFO " | tail -1
 done
 KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
-if [ -z "${RAG_LLM_URL:-}" ]; then
-  "$PY" manage.py llm_serve >"$OUT/llm.log" 2>&1 &
-  PIDS+=($!)
-fi
-"$HERE/.venv/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py >"$OUT/web.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 600); do
-  curl -fs "http://127.0.0.1:$PORT/healthz" 2>/dev/null | grep -q '"state": "ready"' && break
-  sleep 1
-done
+source "$HERE/bench/_serve.sh"
+serve_answers "$OUT"
 "$PY" "$HERE/../shared/eval/answer_eval.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench \
   --endpoints answer --timeout 300 --out "$OUT/answers.jsonl" --json "$OUT/summary.json" | tee "$OUT/table.md"
 "$PY" "$HERE/bench/eval_halves.py" "$OUT/answers.jsonl" | tee "$OUT/halves.md"

@@ -18,17 +18,7 @@ mkdir -p "$LOGS"
 "$PY" manage.py create_tenant bench --name Bench >/dev/null
 "$PY" manage.py ingest bench "$CORPORA/flask-docs" --source flask-docs 2>&1 | grep -v " INFO " | tail -1
 KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
-PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true' EXIT
-if [ -z "${RAG_LLM_URL:-}" ]; then
-  "$PY" manage.py llm_serve >"$LOGS/llm.log" 2>&1 &
-  PIDS+=($!)
-fi
-"$HERE/.venv/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py >"$LOGS/web.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 600); do
-  curl -fs "http://127.0.0.1:$PORT/healthz" 2>/dev/null | grep -q '"state": "ready"' && break
-  sleep 1
-done
+source "$HERE/bench/_serve.sh"
+serve_answers "$LOGS"
 echo "== $(git -C "$CODE" log -1 --format='%h %s' | cut -c1-80)"
 "$PY" "$HERE/bench/answer_stream.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench --n "$N"
