@@ -337,23 +337,28 @@ WHERE_TO_LOOK = {
 
 
 def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:
-    """The 1-3 sentences the model read that the packaged cross-encoder ranks best for the question, verbatim, each
-    with the number of its excerpt; none that scores below WHERE_TO_LOOK_LOGIT, none without the cross-encoder."""
+    """The 1-3 sentences the model read that the packaged cross-encoder ranks best for the question, each read and
+    shown with the sentence before it (as the model read them: "Default: 500_000" needs its setting), verbatim, with
+    the number of its excerpt; none that scores below WHERE_TO_LOOK_LOGIT, none without the cross-encoder.
+    (Measured on the tuning half: scoring a sentence with the one before it put the expected phrase in the passages
+    for 8 of 28 answerable questions, the sentence alone for 3; docs/evaluation.md.)"""
     cross = cross_encoder()
-    read = [(n, unit) for n, f in enumerate(sources.focused, 1) for unit in dict.fromkeys(f.units) if unit.strip()]
+    read = [(n, f.units[i - 1] if i else "", unit) for n, f in enumerate(sources.focused, 1)
+            for i, unit in enumerate(f.units) if unit.strip()]  # fmt: skip
     if cross is None or not read:
         return []
-    logits = cross(question, [unit for _, unit in read])
+    logits = cross(question, [f"{before} {unit}".strip() for _, before, unit in read])
     ranked = sorted(zip(read, map(float, logits), strict=True), key=lambda item: -item[1])
     chosen: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for (n, unit), logit in ranked:
-        text = " ".join(unit.split())
+    shown: set[str] = set()
+    for (n, before, unit), logit in ranked:
         if logit < WHERE_TO_LOOK_LOGIT or len(chosen) == WHERE_TO_LOOK_MAX:
             break
-        if text.casefold() not in seen:
-            seen.add(text.casefold())
-            chosen.append({"n": n, "text": text, "score": round(logit, 2)})
+        if unit in shown:
+            continue
+        parts = [unit] if not before or before in shown else [before, unit]
+        shown.update(parts)
+        chosen.append({"n": n, "text": " ".join(" ".join(parts).split()), "score": round(logit, 2)})
     return chosen
 
 
