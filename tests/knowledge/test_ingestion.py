@@ -300,6 +300,27 @@ def test_ingest_command_prints_a_summary(tenant_a, tree, capsys):
     assert "0 missing from the vector store, 0 points without a chunk" in capsys.readouterr().out
 
 
+def test_ingest_enrich_names_a_catalog_model_and_an_unknown_one_is_refused(tenant_a, tmp_path, settings):
+    from django.core.management import CommandError, call_command
+
+    from inference.catalog import catalog_register_packaged
+
+    catalog_register_packaged()
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "lunch.md").write_text("# Lunch\n\nThe canteen serves lunch from 12:00 to 14:00.\n")
+    with pytest.raises(CommandError, match="qwen2.5-coder-0.5b-instruct enrichment"):  # it lists the catalog
+        call_command("ingest", "acme", str(folder), "--enrich", "gpt-9")
+    assert not Document.objects.exists()  # nothing was read with the wrong options
+    settings.RAG_LLM_RUNTIME_DIR = str(tmp_path / "no-model-server")  # no model server runs here
+    call_command("ingest", "acme", str(folder), "--enrich", "qwen2.5-coder-0.5b-instruct enrichment (packaged)",
+                 "--directives", "name the opening hours")  # fmt: skip
+    version = Document.objects.get(document_key="lunch.md").versions.get()
+    assert version.enrichment["model"] == "qwen2.5-coder-0.5b-instruct enrichment (packaged)"
+    assert version.enrichment["directives"] == "name the opening hours"
+    assert version.enrichment["status"] == "failed" and version.status == Status.ACTIVE  # indexed all the same
+
+
 def test_index_check_finds_and_repairs_drift(tenant_a, tree, capsys):
     from django.core.management import CommandError, call_command
 
