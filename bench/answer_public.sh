@@ -12,15 +12,8 @@ CODE="${2:-$HERE}"
 CORPORA="${3:-/srv/bench}"
 PY="$HERE/.venv/bin/python"
 PORT="${PORT:-8765}"
-cd "$CODE"
-export RAG_DEBUG=true RAG_DATA_DIR="${RAG_DATA_DIR:-$(mktemp -d)}" PORT RAG_LLM_PRELOAD=true
-"$PY" manage.py migrate -v0
-"$PY" manage.py create_tenant bench --name Bench >/dev/null
-for corpus in flask-docs click-code es-docs; do
-  "$PY" manage.py ingest bench "$CORPORA/$corpus" --source "$corpus" 2>&1 | grep -v " INFO " | tail -1
-done
-KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
 source "$HERE/bench/_serve.sh"
+bench_tenant "$CODE" "$CORPORA" flask-docs click-code es-docs
 serve_answers "$OUT"
 "$PY" "$HERE/../shared/eval/answer_eval.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench \
   --endpoints answer --timeout 300 --out "$OUT/answers.jsonl" --json "$OUT/summary.json" | tee "$OUT/table.md" || true

@@ -10,15 +10,10 @@ CORPORA="${2:-/srv/bench}"
 N="${3:-12}"
 PY="$HERE/.venv/bin/python"
 PORT="${PORT:-8766}"
-cd "$CODE"
-export RAG_DEBUG=true RAG_DATA_DIR="${RAG_DATA_DIR:-$(mktemp -d)}" PORT RAG_LLM_PRELOAD=true
+source "$HERE/bench/_serve.sh"
+bench_tenant "$CODE" "$CORPORA" flask-docs
 LOGS="$RAG_DATA_DIR/logs"
 mkdir -p "$LOGS"
-"$PY" manage.py migrate -v0
-"$PY" manage.py create_tenant bench --name Bench >/dev/null
-"$PY" manage.py ingest bench "$CORPORA/flask-docs" --source flask-docs 2>&1 | grep -v " INFO " | tail -1
-KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
-source "$HERE/bench/_serve.sh"
 serve_answers "$LOGS"
 echo "== $(git -C "$CODE" log -1 --format='%h %s' | cut -c1-80)"
 "$PY" "$HERE/bench/answer_stream.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --tenant bench --n "$N"
