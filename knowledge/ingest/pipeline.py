@@ -300,9 +300,8 @@ def ingest_bytes(
     if enrichment is not None:
         report_activity(job, f"The model {enrichment.model_name} is reading {display_key} (title, summary, topics)…")
         enriched = enrich(request=enrichment, title=title, text=extracted.text)
-        if enriched.get("status") == "ok":
-            enriched = _checked(enriched, extracted.text, embedder)
-        if enriched.get("status") == "ok" and (enriched.get("summary") or enriched.get("key_points")):
+        if enriched.get("status") == "ok":  # one summary chunk, even when no summary sentence held: title and topics
+            enriched = _checked(enriched, extracted.text, embedder)  # still rank the document
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
     inputs = [embedding_text(display_key, title, doc_mode, d.heading, d.text) for d in drafts]
     vectors = embed_reusing(tenant, embedder, inputs, [d.text for d in drafts])
