@@ -202,3 +202,39 @@ def test_a_refusal_shows_the_passages_that_may_hold_the_answer_and_nothing_when_
     _, evidence = services.focused_prompt(unrelated, sources, options)
     nothing = services.verified(unrelated, "Air Greenland flies from Reykjavik to Nuuk.", sources, evidence)
     assert nothing.status == "not_found" and nothing.evidence == [] and nothing.citations == []
+
+
+def test_a_summary_hit_expands_only_within_what_the_reader_may_see(tenant_a, tenant_b, tmp_path, monkeypatch):
+    """The summary's replacement search runs with the reader's principals in the vector query: a restricted
+    document's summary and its source chunks reach neither a staff member outside its group nor another tenant.
+    (The enrichment model is a stand-in here; the slow test above runs the real one.)"""
+    from knowledge.index import indexer
+    from knowledge.options import EnrichmentRequest, IngestOptions
+    from knowledge.services import source_set_access
+    from tenants.principals import viewer_for
+    from tenants.services import group_create
+
+    group_create(tenant=tenant_a, name="hr")
+    canary = "okapi7731heron"
+    summary_text = f"The salary bands {canary} are reviewed every March."
+    record = {"status": "ok", "model": "stand-in", "directives": "", "title": "Salary bands",
+              "summary": summary_text, "topics": ["pay"], "key_points": []}  # fmt: skip
+    monkeypatch.setattr(pipeline, "enrich", lambda **_: dict(record))
+    folder = tmp_path / "hr"
+    folder.mkdir()
+    (folder / "salaries.md").write_text(f"# Salary bands\n\nThe salary bands {canary} are reviewed every March.\n")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="hr", path=folder)
+    source_set_access(tenant=tenant_a, source=source, access=["group:hr"])
+    options = IngestOptions(enrichment=EnrichmentRequest(model_path="", model_name="stand-in"))
+    pipeline.sync_folder(source=source, root=folder, options=options)
+    make_folder_source(tenant=tenant_a, root=tmp_path / "open", files={"lunch.md": "# Lunch\n\nLunch is at noon.\n"})
+    indexer.drain()
+    summary = Chunk.objects.get(document__document_key="salaries.md", mode="summary")
+    question = "When are the salary bands reviewed?"
+    everyone = retrieve(viewer=Viewer.everything(tenant_a), query=question, top_k=5)
+    assert everyone[0].chunk.document.document_key == "salaries.md"  # the document is found ...
+    assert summary.chunk_id not in {h.chunk.chunk_id for h in everyone}  # ... by its page, never the summary
+    staff = viewer_for(tenant=tenant_a, membership=Membership.objects.get(user=make_member(tenant_a, username="sam")))
+    for viewer in (staff, Viewer.everything(tenant_b)):
+        hits = retrieve(viewer=viewer, query=question, top_k=5)
+        assert all(canary not in h.chunk.text and h.chunk.document.document_key != "salaries.md" for h in hits)
