@@ -15,6 +15,8 @@ bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
 workers = int(os.environ.get("RAG_WEB_WORKERS", "1")) if os.environ.get("QDRANT_URL") else 1
 threads = int(os.environ.get("RAG_WEB_THREADS", "8"))
 timeout = 300
+# On SIGTERM, requests in flight (an answer streaming) get this long to end; `up.sh` stops within 10 s.
+graceful_timeout = int(os.environ.get("RAG_GRACEFUL_TIMEOUT_S", "5"))
 accesslog = "-"
 errorlog = "-"
 

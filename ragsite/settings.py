@@ -210,6 +210,9 @@ Q_CLUSTER: dict[str, object] = {
 }
 # A sync waits this long for another job syncing the same source, then fails with the reason.
 RAG_SOURCE_LOCK_WAIT_S = env_int("RAG_SOURCE_LOCK_WAIT_S", default=600, minimum=1)
+# `manage.py worker` stops within this many seconds of SIGTERM or Ctrl-C: a task still running then is stopped and
+# its job queued again (it resumes where it stopped).
+RAG_WORKER_STOP_S = env_int("RAG_WORKER_STOP_S", default=7, minimum=1)
 # How often the web process looks for running jobs whose worker process died (kill -9, OOM): knowledge/jobs.py.
 RAG_JOB_RECOVERY_INTERVAL_S = env_int("RAG_JOB_RECOVERY_INTERVAL_S", default=30, minimum=1)
 if REDIS_URL:

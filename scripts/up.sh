@@ -23,7 +23,8 @@ PORT="${PORT:-8000}"
 # After an upgrade that changed the embedder, re-embed what needs it (a no-op otherwise).
 "$VENV/bin/python" manage.py reindex --all
 
-"$VENV/bin/python" manage.py qcluster &
+# The background worker (django-q2; `manage.py worker` stops within RAG_WORKER_STOP_S, requeueing a task it cuts).
+"$VENV/bin/python" manage.py worker &
 WORKER=$!
 # The chat model runs in its own process, restarted when it dies (RAG_LLM_URL set: an existing engine instead).
 LLM=""
@@ -31,10 +32,19 @@ if [ -z "${RAG_LLM_URL:-}" ]; then
   "$VENV/bin/python" manage.py llm_serve &
   LLM=$!
 fi
-trap 'kill $WORKER $LLM 2>/dev/null || true' EXIT INT TERM
 echo "ragsite is running at http://127.0.0.1:$PORT/"
 echo "  curation: http://127.0.0.1:$PORT/t/demo/sources/   chat: http://127.0.0.1:$PORT/t/demo/chat/"
 echo "  Django admin: http://127.0.0.1:$PORT/admin/   API docs: http://127.0.0.1:$PORT/api/v1/docs/"
+echo "  e-mail (invitations, password resets) is printed here unless EMAIL_URL is set (docs/production.md)"
 export PORT
 # The web process owns the embedded vector store and runs the indexer (ragsite/gunicorn_conf.py).
-"$VENV/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py
+"$VENV/bin/gunicorn" ragsite.wsgi --config ragsite/gunicorn_conf.py &
+WEB=$!
+# Ctrl-C or SIGTERM (to this script or its whole group): each process stops its own way, all within ~10 s.
+stop_all() {
+  trap - INT TERM EXIT
+  kill -TERM $WEB $WORKER $LLM 2>/dev/null || true
+  wait
+}
+trap stop_all INT TERM EXIT
+wait $WEB

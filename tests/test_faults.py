@@ -75,7 +75,7 @@ class Topology:
         self.web = start_gunicorn(self.env)
 
     def start_cluster(self) -> None:
-        self.cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=self.env,
+        self.cluster = subprocess.Popen([sys.executable, "manage.py", "worker"], cwd=ROOT, env=self.env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)  # fmt: skip
 
