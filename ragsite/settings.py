@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+import dj_email_url
 from django.core.exceptions import ImproperlyConfigured
 
 from core.env import env_bool, env_float, env_int, env_list, env_path, env_str
@@ -146,6 +147,34 @@ STORAGES = {
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
+
+# --- E-mail: invitations and password resets --------------------------------------------------
+# The console backend by default (up.sh prints each message in its log). EMAIL_URL (smtp://user:pass@host:587/?tls=True,
+# smtps://…, console:, file:///path, dummy:) or the usual EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD,
+# EMAIL_USE_TLS, EMAIL_USE_SSL select SMTP; EMAIL_BACKEND names any other Django backend.
+_email_url = env_str("EMAIL_URL")
+if _email_url:
+    globals().update({k: v for k, v in dj_email_url.parse(_email_url).items() if v not in (None, "")})
+else:
+    EMAIL_HOST = env_str("EMAIL_HOST", default="localhost")
+    EMAIL_PORT = env_int("EMAIL_PORT", default=25, minimum=1)
+    EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", default="")
+    EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", default="")
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=False)
+    EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=False)
+    EMAIL_BACKEND = env_str(
+        "EMAIL_BACKEND",
+        default="django.core.mail.backends.smtp.EmailBackend"
+        if env_str("EMAIL_HOST")
+        else "django.core.mail.backends.console.EmailBackend",
+    )
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", default=20, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", default="ragsite <ragsite@localhost>")
+# An invitation's link works for this many days; a password-reset link for RAG_PASSWORD_RESET_HOURS.
+RAG_INVITATION_DAYS = env_int("RAG_INVITATION_DAYS", default=7, minimum=1)
+PASSWORD_RESET_TIMEOUT = 3600 * env_int("RAG_PASSWORD_RESET_HOURS", default=24, minimum=1)
+# Password-reset requests, per client address and per address typed: after RAG_LOGIN_FAILURE_LIMIT in
+# RAG_LOGIN_COOLOFF_MINUTES, refused until the window ends (like sign-in failures, django-axes).
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chat.urls import api_urlpatterns as chat_api
 from inference.views import health
-from tenants.views import home
+from tenants.views import ThrottledPasswordResetView, home
 
 admin.site.site_header = "ragsite administration"
 admin.site.site_title = "ragsite"
@@ -12,6 +12,8 @@ admin.site.site_title = "ragsite"
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", health, name="health"),  # public: the web is up; the chat model's state
+    # Django's own reset views; the request form throttled (tenants/views.py), never saying whether an address exists.
+    path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.urls")),

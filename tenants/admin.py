@@ -17,7 +17,7 @@ from django.http import HttpRequest
 
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.principals import UnknownPrincipal, principals_check
-from tenants.services import api_key_issue, membership_add
+from tenants.services import api_key_issue, api_key_revoke, membership_add
 
 
 def admin_tenants(request: HttpRequest) -> QuerySet[Tenant]:
@@ -226,8 +226,6 @@ class ApiKeyAdmin(TenantScopedAdmin):
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = 0
-        for api_key in queryset:
-            if api_key.is_active:
-                api_key.revoke()
-                count += 1
+        for api_key in queryset.select_related("tenant"):
+            count += api_key_revoke(tenant=api_key.tenant, api_key=api_key, actor=cast(User, request.user))
         self.message_user(request, f"Revoked {count} key(s).")

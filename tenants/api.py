@@ -119,3 +119,72 @@ class GroupMemberApi(TenantApiView):
             raise exceptions.NotFound("No such member of this group.")
         services.group_member_remove(tenant=self.tenant, actor=_actor(request), group=group, user=user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ApiKeyOutput(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    prefix = serializers.CharField()
+    name = serializers.CharField()
+    scope = serializers.CharField()
+    acts_for = serializers.ListField(child=serializers.CharField())
+    state = serializers.CharField(help_text="active, revoked or expired.")
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField(source="created_by.username", default=None, allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class ApiKeyCreated(ApiKeyOutput):
+    key = serializers.CharField(help_text="The key itself: shown in this response only, never again.")
+
+
+class ApiKeyListApi(TenantApiView):
+    """The tenant's API keys (never the keys themselves), and new ones: an admin's session, or a write key acting for
+    all. Each create is recorded in the tenant's audit log."""
+
+    access_admin = True
+
+    @extend_schema_serializer(component_name="ApiKeyCreateInput")
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=100)
+        scope = serializers.ChoiceField(choices=ApiKey.Scope.choices, default=ApiKey.Scope.READ)
+        acts_for = serializers.ListField(child=serializers.CharField(max_length=200), max_length=50,
+                                         required=False, help_text='Default ["tenant"].')  # fmt: skip
+        expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    @extend_schema(responses={200: ApiKeyOutput(many=True)})
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        keys = ApiKey.objects.for_tenant(self.tenant).select_related("created_by")
+        return Response(ApiKeyOutput(keys, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: ApiKeyCreated})
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        incoming = self.InputSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        try:
+            api_key, raw_key = services.api_key_issue(
+                tenant=self.tenant, name=data["name"], created_by=_actor(request), scope=data["scope"],
+                acts_for=data.get("acts_for"), expires_at=data.get("expires_at"),
+                by_key=request.auth if isinstance(request.auth, ApiKey) else None,
+            )  # fmt: skip
+        except ValueError as exc:  # UnknownPrincipal is one
+            raise serializers.ValidationError({"detail": [str(exc)]}) from exc
+        api_key.key = raw_key  # type: ignore[attr-defined]
+        return Response(ApiKeyCreated(api_key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailApi(TenantApiView):
+    """Revoke a key: it fails from the next request on (recorded in the audit log)."""
+
+    access_admin = True
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, tenant_slug: str, key_id: str) -> Response:
+        api_key = ApiKey.objects.for_tenant(self.tenant).filter(public_id=key_id).first()
+        if api_key is None:
+            raise exceptions.NotFound("No such API key.")
+        services.api_key_revoke(tenant=self.tenant, api_key=api_key, actor=_actor(request),
+                                by_key=request.auth if isinstance(request.auth, ApiKey) else None)  # fmt: skip
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -110,7 +110,8 @@ class Group(TenantOwned):
 
 
 class MembershipEvent(TenantOwned):
-    """Who changed a tenant's membership, when: an invitation, a role change, a removal."""
+    """The tenant's audit log: who changed its people or its keys, when (an invitation, a role change, a removal,
+    an operator joining, a key created or revoked)."""
 
     class Action(models.TextChoices):
         INVITED = "invited", "Invited"
@@ -119,12 +120,20 @@ class MembershipEvent(TenantOwned):
         REMOVED = "removed", "Removed"
         GROUP_JOINED = "group_joined", "Added to a group"
         GROUP_LEFT = "group_left", "Removed from a group"
+        OPERATOR_JOINED = "operator_joined", "An operator joined"
+        INVITATION_SENT = "invitation_sent", "Invitation sent"
+        INVITATION_RESENT = "invitation_resent", "Invitation sent again"
+        INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
+        INVITATION_ACCEPTED = "invitation_accepted", "Invitation accepted"
+        KEY_CREATED = "key_created", "API key created"
+        KEY_REVOKED = "key_revoked", "API key revoked"
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes
     action = models.CharField(max_length=20, choices=Action.choices)
     role = models.CharField(max_length=10, blank=True)
     group = models.CharField(max_length=50, blank=True)  # for group_joined / group_left
+    detail = models.CharField(max_length=300, blank=True)  # a key's prefix and scope, an invitation's expiry
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -132,6 +141,41 @@ class MembershipEvent(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} {self.username} ({self.role}) by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class Invitation(TenantOwned):
+    """An invitation by e-mail to someone without an account: a link that creates the account and the membership.
+
+    Only a SHA-256 hash of the link's token is kept; sending it again makes a new token (the old link stops working)."""
+
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Membership.Role.choices, default=Membership.Role.STAFF)
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(default=timezone.now)
+    sent_count = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.email} → {self.tenant} ({self.state})"
+
+    @property
+    def state(self) -> str:
+        """pending, accepted, revoked or expired."""
+        if self.accepted_at:
+            return "accepted"
+        if self.revoked_at:
+            return "revoked"
+        return "expired" if self.expires_at <= timezone.now() else "pending"
 
 
 def list_of_tenant() -> list[str]:
@@ -165,6 +209,7 @@ class ApiKey(TenantOwned):
         '(["group:hr", "user:bob"], resolved at each request) or ["all"] (everything; issued by an admin).',
     )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="After this moment the key no longer works.")
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
@@ -176,7 +221,15 @@ class ApiKey(TenantOwned):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.is_expired
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def state(self) -> str:
+        return "revoked" if self.revoked_at else "expired" if self.is_expired else "active"
 
     @property
     def acts_for_all(self) -> bool:

@@ -6,17 +6,21 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.contrib.auth.tokens import default_token_generator
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import transaction
+from django.db.models import Q
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
 
-from tenants.models import ApiKey, Group, Membership, MembershipEvent, Tenant
+from tenants.models import ApiKey, Group, Invitation, Membership, MembershipEvent, Tenant
 from tenants.principals import ALL, TENANT, UnknownPrincipal, principals_check, viewer_for
 
 USERNAME_RE = re.compile(r"^[\w.+-]{1,150}$")
@@ -48,19 +52,27 @@ class MembershipRefused(ValueError):
 
 
 @dataclass(kw_only=True)
-class Invitation:
-    membership: Membership
-    set_password_path: str = ""  # for an account created by the invitation: the one-time link to set a password
+class Invited:
+    """What an invitation did: added an existing account at once, or sent an invitation by e-mail."""
+
+    membership: Membership | None = None
+    invitation: Invitation | None = None
 
 
-def _record(tenant: Tenant, actor: User | None, member: User, action: str, role: str = "") -> None:
-    MembershipEvent.objects.create(tenant=tenant, actor=actor, username=member.get_username(), action=action,
-                                   role=role)  # fmt: skip
+def _record(tenant: Tenant, actor: User | None, member: User | str, action: str, role: str = "",
+            detail: str = "") -> None:  # fmt: skip
+    username = member if isinstance(member, str) else member.get_username()
+    MembershipEvent.objects.create(tenant=tenant, actor=actor, username=username, action=action, role=role,
+                                   detail=detail[:300])  # fmt: skip
 
 
-def member_invite(*, tenant: Tenant, actor: User | None, who: str, role: str = Membership.Role.STAFF) -> Invitation:
-    """Add a person by username or e-mail with a role (the same rules as `manage.py add_member`). Someone with no
-    account yet gets one without a password and a one-time link that sets it (the inviter passes it on)."""
+def member_invite(*, tenant: Tenant, actor: User | None, who: str, role: str = Membership.Role.STAFF,
+                  base_url: str = "") -> Invited:  # fmt: skip
+    """Add a person by username or e-mail with a role (the same rules as `manage.py add_member`).
+
+    An existing account joins at once (and is told by e-mail when it has an address). An e-mail address with no
+    account gets an invitation by e-mail: its link (valid RAG_INVITATION_DAYS) creates the account and the membership.
+    `base_url` is the site's address the link starts with (the request's)."""
     who = who.strip()
     if not who:
         raise MembershipRefused("Give a username or an e-mail address.")
@@ -69,26 +81,139 @@ def member_invite(*, tenant: Tenant, actor: User | None, who: str, role: str = M
     user = User.objects.filter(username__iexact=who).first() or (
         User.objects.filter(email__iexact=who).order_by("pk").first() if "@" in who else None
     )
-    path = ""
     if user is None:
-        username = who.split("@")[0] if "@" in who else who
-        if not USERNAME_RE.match(username) or User.objects.filter(username__iexact=username).exists():
-            raise MembershipRefused(f"No account is named {who!r}, and {username!r} cannot be a new username.")
-        user = User(username=username, email=who if "@" in who else "")
-        user.set_unusable_password()
-        user.save()
-        uidb64, token = urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)
-        path = reverse("password_reset_confirm", kwargs={"uidb64": uidb64, "token": token})
-    elif Membership.objects.filter(tenant=tenant, user=user).exists():
+        if "@" not in who:
+            raise MembershipRefused(f"No account is named {who!r}: invite them by e-mail address instead.")
+        return Invited(invitation=invitation_send(tenant=tenant, actor=actor, email=who, role=role, base_url=base_url))
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise MembershipRefused(f"{user.get_username()} is already a member; change the role in the list.")
-    elif actor is not None and not actor.is_superuser and not _shares_a_workspace(actor, user):
+    if actor is not None and not actor.is_superuser and not _shares_a_workspace(actor, user):
         # As in the Django admin: a tenant admin enrols only people already in one of the tenants they administer;
         # other accounts are the operator's to enrol (no tenant's admin learns about another tenant's people).
         raise MembershipRefused(f"{who!r} cannot be invited from here: ask an operator to add the account "
                                 f"(manage.py add_member {tenant.slug} <username>).")  # fmt: skip
     membership = membership_add(tenant=tenant, user=user, role=role)
-    _record(tenant, actor, user, MembershipEvent.Action.INVITED if path else MembershipEvent.Action.ADDED, role)
-    return Invitation(membership=membership, set_password_path=path)
+    _record(tenant, actor, user, MembershipEvent.Action.ADDED, role)
+    if user.email and base_url:
+        _mail(user.email, "tenants/email/added", {"tenant": tenant, "role": membership.get_role_display(),
+              "actor": actor, "link": base_url.rstrip("/") + reverse("home")})  # fmt: skip
+    return Invited(membership=membership)
+
+
+# --- invitations by e-mail --------------------------------------------------------------------------------------
+def _mail(to: str, template: str, context: dict) -> None:
+    """One message from DEFAULT_FROM_EMAIL, its subject and body from templates/<template>_subject.txt and .txt."""
+    subject = " ".join(render_to_string(f"{template}_subject.txt", context).split())
+    send_mail(subject, render_to_string(f"{template}.txt", context), None, [to])
+
+
+def _new_token() -> tuple[str, str]:
+    token = secrets.token_urlsafe(32)
+    return token, _hash_key(token)
+
+
+def invitation_send(*, tenant: Tenant, actor: User | None, email: str, role: str, base_url: str) -> Invitation:
+    """Invite an address with no account yet; refused when a pending invitation to it exists (send that one again)."""
+    email = email.strip()
+    try:
+        validate_email(email)
+    except ValidationError as exc:
+        raise MembershipRefused(f"{email!r} is not an e-mail address.") from exc
+    pending = Invitation.objects.for_tenant(tenant).filter(
+        email__iexact=email, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    )
+    if pending.exists():
+        raise MembershipRefused(f"{email} is invited already; send the invitation again from the list.")
+    token, token_hash = _new_token()
+    invitation = Invitation.objects.create(tenant=tenant, email=email, role=role, token_hash=token_hash,
+                                           created_by=actor, expires_at=_invitation_expiry())  # fmt: skip
+    _invitation_mail(invitation, token, actor, base_url)
+    _record(tenant, actor, email, MembershipEvent.Action.INVITATION_SENT, role,
+            f"expires {invitation.expires_at:%Y-%m-%d %H:%M} UTC")  # fmt: skip
+    return invitation
+
+
+def _invitation_expiry():  # type: ignore[no-untyped-def]
+    return timezone.now() + timedelta(days=settings.RAG_INVITATION_DAYS)
+
+
+def _invitation_mail(invitation: Invitation, token: str, actor: User | None, base_url: str) -> None:
+    link = base_url.rstrip("/") + reverse("workspace:invitation-accept", kwargs={"token": token})
+    _mail(invitation.email, "tenants/email/invitation", {"tenant": invitation.tenant, "invitation": invitation,
+          "role": invitation.get_role_display(), "actor": actor, "link": link})  # fmt: skip
+
+
+def invitation_resend(*, tenant: Tenant, actor: User | None, invitation: Invitation, base_url: str) -> Invitation:
+    """A new link (the old one stops working) and a new expiry; not for an accepted or revoked invitation."""
+    if invitation.tenant_id != tenant.pk:
+        raise MembershipRefused("Not an invitation of this tenant.")
+    if invitation.state in ("accepted", "revoked"):
+        raise MembershipRefused(f"This invitation was {invitation.state}; invite {invitation.email} again instead.")
+    token, invitation.token_hash = _new_token()
+    invitation.expires_at, invitation.sent_at = _invitation_expiry(), timezone.now()
+    invitation.sent_count += 1
+    invitation.save(update_fields=["token_hash", "expires_at", "sent_at", "sent_count"])
+    _invitation_mail(invitation, token, actor, base_url)
+    _record(tenant, actor, invitation.email, MembershipEvent.Action.INVITATION_RESENT, invitation.role,
+            f"expires {invitation.expires_at:%Y-%m-%d %H:%M} UTC")  # fmt: skip
+    return invitation
+
+
+def invitation_revoke(*, tenant: Tenant, actor: User | None, invitation: Invitation) -> None:
+    if invitation.tenant_id != tenant.pk:
+        raise MembershipRefused("Not an invitation of this tenant.")
+    if invitation.state == "accepted":
+        raise MembershipRefused(f"{invitation.email} accepted already; remove the member instead.")
+    if invitation.revoked_at is None:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+        _record(tenant, actor, invitation.email, MembershipEvent.Action.INVITATION_REVOKED, invitation.role)
+
+
+def invitation_for_token(token: str) -> Invitation | None:
+    """The invitation a link names, whatever its state (the page says why a link no longer works)."""
+    if not token or len(token) > 100:
+        return None
+    return Invitation.objects.select_related("tenant").filter(token_hash=_hash_key(token)).first()  # unscoped: the
+    # token names its tenant, as an API key does
+
+
+def invitation_accept(*, invitation: Invitation, username: str, password: str) -> User:
+    """Create the invited account with this username and password, and its membership (ValidationError: why not)."""
+    if invitation.state != "pending":
+        raise ValidationError(f"This invitation was {invitation.state}.")
+    username = username.strip()
+    if not USERNAME_RE.match(username):
+        raise ValidationError("Use up to 150 letters, digits and . + - _ for the username.")
+    if User.objects.filter(username__iexact=username).exists():
+        raise ValidationError(f"The username {username!r} is taken; choose another.")
+    if User.objects.filter(email__iexact=invitation.email).exists():
+        raise ValidationError(f"An account with {invitation.email} exists now: sign in, and ask to be added.")
+    user = User(username=username, email=invitation.email)
+    validate_password(password, user)
+    with transaction.atomic():
+        if not Invitation.objects.filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=timezone.now()):
+            raise ValidationError("This invitation was accepted already.")
+        user.set_password(password)
+        user.save()
+        Invitation.objects.filter(pk=invitation.pk).update(accepted_by=user)
+        membership_add(tenant=invitation.tenant, user=user, role=invitation.role)
+        _record(invitation.tenant, user, user, MembershipEvent.Action.INVITATION_ACCEPTED, invitation.role,
+                invitation.email)  # fmt: skip
+    return user
+
+
+# --- operators ----------------------------------------------------------------------------------------------------
+def operator_join(*, tenant: Tenant, operator: User) -> Membership:
+    """An operator (superuser) joins a workspace as its admin: explicit and in its audit log, never implied."""
+    if not operator.is_superuser:
+        raise MembershipRefused("Only an operator joins a workspace this way.")
+    existing = Membership.objects.for_tenant(tenant).filter(user=operator).first()
+    if existing is not None and existing.is_admin:
+        return existing
+    membership = membership_add(tenant=tenant, user=operator, role=Membership.Role.ADMIN)
+    _record(tenant, operator, operator, MembershipEvent.Action.OPERATOR_JOINED, Membership.Role.ADMIN)
+    return membership
 
 
 def _shares_a_workspace(actor: User, user: User) -> bool:
@@ -132,12 +257,15 @@ def _hash_key(raw_key: str) -> str:
 
 def api_key_issue(
     *, tenant: Tenant, name: str = "", created_by: User | None = None, scope: str = ApiKey.Scope.WRITE,
-    acts_for: list[str] | None = None,
+    acts_for: list[str] | None = None, expires_at: datetime | None = None, by_key: ApiKey | None = None,
 ) -> tuple[ApiKey, str]:  # fmt: skip
     """Create a key and return it with its clear text, which is never stored or shown again. `acts_for`:
-    ["tenant"] (default), principals, or ["all"], which only a tenant admin (or an operator's command) issues."""
+    ["tenant"] (default), principals, or ["all"], which only a tenant admin (or an operator's command) issues.
+    Recorded in the tenant's audit log (`by_key`: the API key that asked for it, through the REST API)."""
     if scope not in ApiKey.Scope.values:
         raise ValueError(f"Unknown key scope {scope!r}: {', '.join(ApiKey.Scope.values)}.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValueError("The expiry is in the past; give a later date or none.")
     acts_for = principals_check(tenant=tenant, principals=acts_for or [TENANT], allow_all=True)
     issuer = Membership.objects.for_tenant(tenant).filter(user=created_by).first() if created_by else None
     if created_by is not None and not created_by.is_superuser and not (issuer and issuer.is_admin):
@@ -157,8 +285,32 @@ def api_key_issue(
         created_by=created_by,
         scope=scope,
         acts_for=acts_for,
+        expires_at=expires_at,
     )
+    _record(tenant, created_by, _key_label(api_key), MembershipEvent.Action.KEY_CREATED, "",
+            _key_detail(api_key, by_key))  # fmt: skip
     return api_key, raw_key
+
+
+def _key_label(api_key: ApiKey) -> str:
+    return f"{api_key.prefix}… {api_key.name}".strip()
+
+
+def _key_detail(api_key: ApiKey, by_key: ApiKey | None) -> str:
+    expiry = f", expires {api_key.expires_at:%Y-%m-%d}" if api_key.expires_at else ""
+    by = f"; by API key {by_key.prefix}…" if by_key is not None else ""
+    return f"scope {api_key.scope}, acts for {', '.join(api_key.acts_for or [TENANT])}{expiry}{by}"
+
+
+def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, actor: User | None, by_key: ApiKey | None = None) -> bool:
+    """Revoke a key of this tenant (it fails from the next request on); False when it was revoked already."""
+    if api_key.tenant_id != tenant.pk:
+        raise PermissionError("Keys of another tenant cannot be revoked here.")
+    if api_key.revoked_at is not None:
+        return False
+    api_key.revoke()
+    _record(tenant, actor, _key_label(api_key), MembershipEvent.Action.KEY_REVOKED, "", _key_detail(api_key, by_key))
+    return True
 
 
 def api_key_authenticate(raw_key: str) -> ApiKey | None:
@@ -168,6 +320,7 @@ def api_key_authenticate(raw_key: str) -> ApiKey | None:
     api_key = (
         ApiKey.objects.select_related("tenant")  # unscoped: the key itself names its tenant
         .filter(key_hash=_hash_key(raw_key), revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
         .first()
     )
     if api_key is None:

@@ -1,44 +1,68 @@
-"""Pages for people and workspaces: home, a new tenant (operators), the members of a tenant (its admins)."""
+"""Pages for people and workspaces: home, a new tenant (operators), the members of a tenant and its API keys (its
+admins), invitations (whoever holds the link) and password resets (anyone, throttled)."""
 
 from __future__ import annotations
 
-from typing import cast
+import time
+from datetime import datetime
+from datetime import time as day_time
+from typing import Any, cast
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from tenants import services
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
-from tenants.models import Group, Membership, MembershipEvent
+from tenants.models import ApiKey, Group, Invitation, Membership, MembershipEvent, Tenant
+from tenants.principals import ALL, TENANT, UnknownPrincipal
 
 admin_required = tenant_member_required(admin=True)
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    memberships = Membership.objects.filter(user=cast(User, request.user)).select_related("tenant")
-    return render(request, "home.html", {"memberships": memberships})
+    """The workspaces the user belongs to; an operator also sees the others, each with a button to join it."""
+    user = cast(User, request.user)
+    memberships = Membership.objects.filter(user=user).select_related("tenant")
+    others = Tenant.objects.exclude(pk__in=memberships.values("tenant_id")) if user.is_superuser else []
+    return render(request, "home.html", {"memberships": memberships, "other_tenants": others})
+
+
+def _site(request: HttpRequest) -> str:
+    """The address links in e-mails start with: the one this request came to."""
+    return request.build_absolute_uri("/")
 
 
 @operator_required
 @require_http_methods(["GET", "POST"])
 def tenant_new(request: HttpRequest) -> HttpResponse:
-    """Operators (superusers) create a tenant and invite its first admin; anyone else gets 404."""
+    """Operators (superusers) create a tenant, join it as admin if they choose (recorded), and invite its first
+    admin by e-mail or username; anyone else gets 404."""
     operator = cast(User, request.user)
-    form = {"slug": "", "name": "", "admin": ""}
+    form = {"slug": "", "name": "", "admin": "", "join": "on"}
     if request.method == "POST":
         form = {key: (request.POST.get(key) or "").strip() for key in form}
         try:
+            if not form["admin"] and not form["join"]:
+                raise services.MembershipRefused("A workspace needs an admin: name one, or join it yourself.")
             with transaction.atomic():
                 tenant = services.tenant_create(slug=form["slug"], name=form["name"])
-                invitation = services.member_invite(tenant=tenant, actor=operator, who=form["admin"] or
-                                                    operator.get_username(), role=Membership.Role.ADMIN)  # fmt: skip
+                if form["join"]:
+                    services.operator_join(tenant=tenant, operator=operator)
+                invited = (services.member_invite(tenant=tenant, actor=operator, who=form["admin"],
+                                                  role=Membership.Role.ADMIN, base_url=_site(request))
+                           if form["admin"] and form["admin"] != operator.get_username() else None)  # fmt: skip
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         except IntegrityError:
@@ -46,38 +70,96 @@ def tenant_new(request: HttpRequest) -> HttpResponse:
         except services.MembershipRefused as exc:
             messages.error(request, str(exc))
         else:
-            _invited(request, invitation)
-            messages.success(
-                request, f"Created {tenant.name}; {invitation.membership.user.get_username()} is its admin."
-            )
-            if invitation.membership.user == operator:
-                return redirect("workspace:members", tenant.slug)
-            return redirect("home")
-    return render(request, "tenants/tenant_new.html", {"form": form})
+            messages.success(request, f"Created {tenant.name}" + (" and joined it as admin." if form["join"] else "."))
+            if invited is not None:
+                _invited(request, invited)
+            return redirect("workspace:members", tenant.slug) if form["join"] else redirect("home")
+    return render(request, "tenants/tenant_new.html", {"form": form, "invitation_days": settings.RAG_INVITATION_DAYS})
+
+
+@operator_required
+@require_POST
+def tenant_join(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    """An operator joins a workspace as admin: an explicit act, in the workspace's audit log."""
+    tenant = found_or_404(Tenant.objects.filter(slug=tenant_slug).first())
+    services.operator_join(tenant=tenant, operator=cast(User, request.user))
+    messages.success(request, f"You joined {tenant.name} as admin; its members see it in the audit log.")
+    return redirect("workspace:members", tenant.slug)
 
 
 @admin_required
 @require_http_methods(["GET", "POST"])
 def members(request: TenantRequest) -> HttpResponse:
-    """The tenant's members: invite by username or e-mail with a role, change roles, remove; every change audited."""
+    """The tenant's members and invitations: invite by e-mail (or an existing username) with a role, send an
+    invitation again or revoke it, change roles, remove; every change audited."""
     tenant = request.tenant
     if request.method == "POST":
         try:
-            invitation = services.member_invite(tenant=tenant, actor=request.user, who=request.POST.get("who", ""),
-                                                role=request.POST.get("role", Membership.Role.STAFF))  # fmt: skip
+            invited = services.member_invite(tenant=tenant, actor=request.user, who=request.POST.get("who", ""),
+                                             role=request.POST.get("role", Membership.Role.STAFF),
+                                             base_url=_site(request))  # fmt: skip
         except services.MembershipRefused as exc:
             messages.error(request, str(exc))
         else:
-            _invited(request, invitation)
+            _invited(request, invited)
         return redirect("workspace:members", tenant.slug)
     context = {
         "tenant": tenant,
         "groups": Group.objects.for_tenant(tenant).prefetch_related("members"),
         "members": Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username"),
+        "invitations": Invitation.objects.for_tenant(tenant).select_related("created_by")[:100],
         "events": MembershipEvent.objects.for_tenant(tenant).select_related("actor")[:50],
         "roles": Membership.Role.choices,
+        "invitation_days": settings.RAG_INVITATION_DAYS,
     }
     return render(request, "tenants/members.html", context)
+
+
+@admin_required
+@require_POST
+def invitation_change(request: TenantRequest, invitation_id: str) -> HttpResponse:
+    """Send an invitation again (a new link, a new expiry) or revoke it."""
+    tenant = request.tenant
+    invitation = found_or_404(Invitation.objects.for_tenant(tenant).filter(public_id=invitation_id).first())
+    try:
+        if request.POST.get("action") == "revoke":
+            services.invitation_revoke(tenant=tenant, actor=request.user, invitation=invitation)
+            messages.success(request, f"Revoked the invitation to {invitation.email}; its link no longer works.")
+        else:
+            services.invitation_resend(tenant=tenant, actor=request.user, invitation=invitation,
+                                       base_url=_site(request))  # fmt: skip
+            messages.success(request, f"Sent the invitation to {invitation.email} again; it expires "
+                                      f"{invitation.expires_at:%d %b %Y %H:%M} UTC (the earlier link no longer "
+                                      "works).")  # fmt: skip
+    except services.MembershipRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("workspace:members", tenant.slug)
+
+
+@require_http_methods(["GET", "POST"])
+def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
+    """The link of an invitation e-mail: choose a username and a password, and the account joins the workspace."""
+    invitation = services.invitation_for_token(token)
+    if invitation is None or invitation.state != "pending":
+        state = invitation.state if invitation is not None else "unknown"
+        return render(request, "tenants/invitation_accept.html", {"state": state}, status=410 if invitation else 404)
+    form = {"username": request.POST.get("username", invitation.email.split("@")[0])}
+    errors: list[str] = []
+    if request.method == "POST":
+        password = request.POST.get("password1", "")
+        if password != request.POST.get("password2", ""):
+            errors.append("The two passwords differ.")
+        else:
+            try:
+                user = services.invitation_accept(invitation=invitation, username=form["username"], password=password)
+            except ValidationError as exc:
+                errors.extend(exc.messages)
+            else:
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                messages.success(request, f"Welcome to {invitation.tenant.name}.")
+                return redirect("home")
+    context = {"state": "pending", "invitation": invitation, "form": form, "errors": errors}
+    return render(request, "tenants/invitation_accept.html", context, status=400 if errors else 200)
 
 
 @admin_required
@@ -126,11 +208,101 @@ def group_change(request: TenantRequest) -> HttpResponse:
     return redirect("workspace:members", tenant.slug)
 
 
-def _invited(request: HttpRequest, invitation: services.Invitation) -> None:
-    username = invitation.membership.user.get_username()
-    if invitation.set_password_path:
-        link = request.build_absolute_uri(invitation.set_password_path)
-        messages.info(request, f"Created the account {username}. Send them this one-time link to set their "
-                               f"password: {link}")  # fmt: skip
-    else:
-        messages.success(request, f"Added {username} as {invitation.membership.get_role_display().lower()}.")
+def _invited(request: HttpRequest, invited: services.Invited) -> None:
+    if invited.invitation is not None:
+        invitation = invited.invitation
+        messages.success(request, f"Sent an invitation to {invitation.email} as {invitation.get_role_display().lower()}"
+                                  f"; its link works until {invitation.expires_at:%d %b %Y %H:%M} UTC.")  # fmt: skip
+    elif invited.membership is not None:
+        membership = invited.membership
+        messages.success(request, f"Added {membership.user.get_username()} as "
+                                  f"{membership.get_role_display().lower()}.")  # fmt: skip
+
+
+# --- API keys -----------------------------------------------------------------------------------------------------
+@admin_required
+@require_http_methods(["GET", "POST"])
+def api_keys(request: TenantRequest) -> HttpResponse:
+    """The tenant's API keys: create one (shown once), list them with prefix, scope, whose view, last use and
+    expiry, revoke; every create and revoke in the audit log."""
+    tenant = request.tenant
+    created, form, status = None, {"name": "", "scope": ApiKey.Scope.READ, "acts_for": [TENANT], "expires": ""}, 200
+    if request.method == "POST":
+        form = {
+            "name": request.POST.get("name", "").strip()[:100],
+            "scope": request.POST.get("scope", ""),
+            "acts_for": request.POST.getlist("acts_for") or [TENANT],
+            "expires": request.POST.get("expires", ""),
+        }
+        try:
+            expires_at = _end_of_day(form["expires"]) if form["expires"] else None
+            api_key, raw_key = services.api_key_issue(
+                tenant=tenant, name=form["name"], created_by=request.user, scope=form["scope"],
+                acts_for=form["acts_for"], expires_at=expires_at,
+            )  # fmt: skip
+        except (ValueError, UnknownPrincipal) as exc:
+            messages.error(request, str(exc))
+            status = 400
+        else:
+            created = {"key": api_key, "raw": raw_key}
+    context = {
+        "tenant": tenant,
+        "keys": ApiKey.objects.for_tenant(tenant).select_related("created_by"),
+        "created": created,
+        "form": form,
+        "scopes": ApiKey.Scope.choices,
+        "principals": _principal_choices(tenant),
+        "events": MembershipEvent.objects.for_tenant(tenant).filter(action__startswith="key_")
+        .select_related("actor")[:30],
+        "today": timezone.localdate(),
+    }  # fmt: skip
+    return render(request, "tenants/api_keys.html", context, status=status)
+
+
+def _end_of_day(value: str) -> datetime:
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").date()
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD).") from exc
+    return timezone.make_aware(datetime.combine(day, day_time.max))
+
+
+def _principal_choices(tenant: Tenant) -> list[tuple[str, str]]:
+    groups = [(f"group:{g.name}", f"group:{g.name}") for g in Group.objects.for_tenant(tenant)]
+    members = Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username")
+    users = [(f"user:{m.user.get_username()}", f"user:{m.user.get_username()}") for m in members]
+    return [(TENANT, "everyone in the workspace (documents open to the tenant)"), *groups, *users,
+            (ALL, "all: every document, whatever its access list")]  # fmt: skip
+
+
+@admin_required
+@require_POST
+def api_key_revoke(request: TenantRequest, key_id: str) -> HttpResponse:
+    api_key = found_or_404(ApiKey.objects.for_tenant(request.tenant).filter(public_id=key_id).first())
+    if services.api_key_revoke(tenant=request.tenant, api_key=api_key, actor=request.user):
+        messages.success(request, f"Revoked {api_key.prefix}… ({api_key.name or 'unnamed'}); it fails from now on.")
+    return redirect("workspace:api-keys", request.tenant.slug)
+
+
+# --- password reset -----------------------------------------------------------------------------------------------
+class ThrottledPasswordResetView(auth_views.PasswordResetView):
+    """Django's own reset view (the same "sent, if an account has that address" page whether or not it has one),
+    with requests counted per client address and per address typed, as sign-in failures are counted: past
+    RAG_LOGIN_FAILURE_LIMIT in the cool-off window, 429 until it ends."""
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        window = int(settings.AXES_COOLOFF_TIME.total_seconds())
+        counters = [f"ragsite:reset:ip:{self.request.META.get('REMOTE_ADDR', '')}",
+                    f"ragsite:reset:email:{form.cleaned_data['email'].strip().lower()}"]  # fmt: skip
+        for counter in counters:
+            if cache.add(counter, 0, window):
+                cache.set(counter + ":since", time.time(), window)
+            if cache.incr(counter) > settings.AXES_FAILURE_LIMIT:
+                started = cache.get(counter + ":since") or time.time()
+                minutes = max(1, int((started + window - time.time()) // 60) + 1)
+                response = render(self.request, "registration/password_reset_form.html", {
+                    "form": form, "throttled": f"Too many reset requests; try again in {minutes} minute(s)."},
+                    status=429)  # fmt: skip
+                response["Retry-After"] = str(minutes * 60)
+                return response
+        return super().form_valid(form)

@@ -46,7 +46,7 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     group_create(tenant=tenant_a, name="hr")
     return {"tenant_slug": "acme", "source_id": source.public_id, "job_id": job.public_id,
             "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id, "group_name": "hr",
-            "username": "sam"}  # fmt: skip
+            "username": "sam", "key_id": api_key_issue(tenant=tenant_a, name="agent")[0].public_id}  # fmt: skip
 
 
 def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]

@@ -57,7 +57,8 @@ def test_up_sh_stops_within_10_s_of_sigterm_to_its_group_with_nothing_left(tmp_p
     from inference.packaged import QWEN_0_5B, assemble_gguf
 
     data = tmp_path / "data"
-    env = environment(data, RAG_MODELS_DIR=str(settings.RAG_MODELS_DIR), RAG_LLM_MODEL_PATH=str(assemble_gguf(QWEN_0_5B)),
+    model = str(assemble_gguf(QWEN_0_5B))
+    env = environment(data, RAG_MODELS_DIR=str(settings.RAG_MODELS_DIR), RAG_LLM_MODEL_PATH=model,
                       RAG_VENV=sys.prefix, EXTRAS="[test]")  # fmt: skip
     env.pop("RAG_DEBUG")  # as a user runs it
     log = (tmp_path / "up.log").open("w")
@@ -95,7 +96,8 @@ def test_the_worker_stops_within_10_s_of_sigterm_cutting_a_long_task_at_its_dead
                               stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     try:
         # A task that would run for ten minutes.
-        queued = manage(env, "shell", "-c", "from django_q.tasks import async_task; print(async_task('time.sleep', 600))")
+        enqueue = "from django_q.tasks import async_task; print(async_task('time.sleep', 600))"
+        queued = manage(env, "shell", "-c", enqueue)
         assert queued.returncode == 0, queued.stderr
         deadline = time.monotonic() + 60
         while "time.sleep" not in " ".join(_left(str(data))) and time.monotonic() < deadline:

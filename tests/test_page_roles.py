@@ -18,6 +18,7 @@ from chat.models import Verdict
 from feedback.models import Conflict, EvalRun
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
+from tenants.services import api_key_issue, invitation_send
 from tests.factories import make_answer, make_folder_source, make_member
 
 OUTSIDE = ("api/", "admin/", "accounts/", "healthz")  # the API (tests/test_api_roles.py), Django's own pages
@@ -59,6 +60,10 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
         "answer_id": answer.public_id,
         "item_id": verdict.public_id,
         "run_id": EvalRun.objects.create(tenant=tenant_a, state="done").public_id,
+        "invitation_id": invitation_send(
+            tenant=tenant_a, actor=None, email="new@acme.example", role="staff", base_url="http://testserver/"
+        ).public_id,
+        "key_id": api_key_issue(tenant=tenant_a, name="bot")[0].public_id,
     }
 
 
@@ -84,7 +89,8 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/sessions/",
         "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/",
     }
-    assert {route for route, role in roles.items() if role == "operator"} == {"tenants/new/"}
+    operators = {route for route, role in roles.items() if role == "operator"}
+    assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/"}
 
 
 def test_each_role_opens_exactly_its_pages_and_the_others_get_404(world, tenant_a, tenant_b):

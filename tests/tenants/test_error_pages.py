@@ -8,7 +8,7 @@ import re
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from tenants.services import membership_add
+from tenants.models import MembershipEvent
 from tests.factories import make_member
 
 
@@ -26,17 +26,20 @@ def test_a_missing_page_and_another_tenants_page_look_the_same_and_are_styled(te
     assert unmasked[0] == unmasked[1]  # nothing tells them apart (but the per-response CSRF mask)
 
 
-def test_an_operator_who_is_not_a_member_is_told_how_to_join(tenant_a):
+def test_an_operator_who_is_not_a_member_is_offered_to_join_and_joining_is_audited(tenant_a):
     root = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
     client = Client()
     client.force_login(root)
     response = client.get("/t/acme/chat/")
     assert response.status_code == 403
     page = response.content.decode()
-    assert "You are not a member of" in page and "manage.py add_member acme root --role admin" in page
+    assert "You are not a member of" in page and 'action="/tenants/acme/join/"' in page
     assert client.get("/t/no-such-tenant/chat/").status_code == 404  # an unknown tenant is still just missing
-    membership_add(tenant=tenant_a, user=root, role="admin")  # what the page says to run, done
+    assert client.get("/tenants/acme/join/").status_code == 405  # joining is a POST, never a link followed
+    assert client.post("/tenants/acme/join/").status_code == 302
     assert client.get("/t/acme/chat/").status_code == 200
+    event = MembershipEvent.objects.for_tenant(tenant_a).get(action="operator_joined")
+    assert event.actor == root and event.username == "root" and event.role == "admin"
 
 
 def test_the_home_page_leads_a_tenant_admin_to_the_curation_pages_not_the_django_admin(tenant_a):

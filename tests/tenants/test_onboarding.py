@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import mail
 from django.test import Client
 
 from chat.models import ChatMessage
@@ -55,21 +56,26 @@ def test_an_admin_invites_changes_roles_and_removes_and_every_change_is_audited(
     assert "Added sam as staff" in page.content.decode()
     assert Membership.objects.get(tenant=tenant_a, user=existing).role == "staff"
     page = client.post("/t/acme/members/", {"who": "lee@acme.example", "role": "admin"}, follow=True).content.decode()
-    link = re.search(r"http://testserver(/accounts/reset/[\w-]+/[\w-]+/)", page).group(1)
-    lee = User.objects.get(username="lee")
-    assert not lee.has_usable_password() and lee.is_staff  # an admin, like add_member makes one
+    assert "Sent an invitation to lee@acme.example as admin" in page
+    assert not User.objects.filter(email="lee@acme.example").exists()  # no account until the link is used
+    (message,) = [m for m in mail.outbox if m.to == ["lee@acme.example"]]
+    assert "Acme" in message.subject and "as admin" in message.body
+    link = re.search(r"http://testserver(/invitations/[\w-]+/)", message.body).group(1)
     anonymous = Client()
-    form_url = anonymous.get(link).url  # Django moves the token out of the URL into the session
-    password = {"new_password1": "a-long-pass-phrase-42", "new_password2": "a-long-pass-phrase-42"}
-    assert anonymous.post(form_url, password).status_code == 302
-    assert User.objects.get(username="lee").check_password("a-long-pass-phrase-42")
+    accepted = {"username": "lee", "password1": "a-long-pass-phrase-42", "password2": "a-long-pass-phrase-42"}
+    assert anonymous.post(link, accepted).status_code == 302
+    lee = User.objects.get(username="lee")
+    assert lee.check_password("a-long-pass-phrase-42") and lee.email == "lee@acme.example" and lee.is_staff
+    assert Membership.objects.get(tenant=tenant_a, user=lee).role == "admin"
+    assert Client().get(link).status_code == 410  # the link works once
     sam = Membership.objects.get(tenant=tenant_a, user=existing)
     client.post(f"/t/acme/members/{sam.public_id}/", {"action": "role", "role": "admin"})
     client.post(f"/t/acme/members/{sam.public_id}/", {"action": "remove"})
     assert not Membership.objects.filter(tenant=tenant_a, user=existing).exists()
     events = [(e.action, e.username, e.role, e.actor.username) for e in MembershipEvent.objects.order_by("pk")]
-    assert events == [("added", "sam", "staff", "ada"), ("invited", "lee", "admin", "ada"),
-                      ("role_changed", "sam", "admin", "ada"), ("removed", "sam", "admin", "ada")]  # fmt: skip
+    assert events == [("added", "sam", "staff", "ada"), ("invitation_sent", "lee@acme.example", "admin", "ada"),
+                      ("invitation_accepted", "lee", "admin", "lee"), ("role_changed", "sam", "admin", "ada"),
+                      ("removed", "sam", "admin", "ada")]  # fmt: skip
     audit = client.get("/t/acme/members/").content.decode()
     assert "Removed <strong>sam</strong> (admin) by ada" in audit
 
@@ -100,22 +106,24 @@ def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_
         page.click("button[type=submit]")
         page.wait_for_url(f"{live_server.url}/")
 
-    def set_password(text: str) -> None:
-        link = re.search(r"https?://\S+/accounts/reset/\S+/", text).group(0)
+    def accept(address: str, username: str) -> None:
+        (message,) = [m for m in mail.outbox if m.to == [address]]
         page.context.clear_cookies()
-        page.goto(link)
-        page.fill("#id_new_password1", "a-long-pass-phrase-42")
-        page.fill("#id_new_password2", "a-long-pass-phrase-42")
-        page.click("#set-password button[type=submit]")
-        page.wait_for_selector("text=Your password is set")
+        page.goto(re.search(r"https?://\S+/invitations/\S+/", message.body).group(0))
+        page.fill("#id_username", username)
+        page.fill("#id_password1", "a-long-pass-phrase-42")
+        page.fill("#id_password2", "a-long-pass-phrase-42")
+        page.click("#accept-invitation button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
 
     sign_in("root")
     page.click("text=New workspace")
     page.fill("#slug", "acme")
     page.fill("#name", "Acme Support")
+    page.uncheck("#join")
     page.fill("#admin", "ada@acme.example")
     page.click("button:has-text('Create the workspace')")
-    set_password(page.inner_text(".flash"))
+    accept("ada@acme.example", "ada")
 
     sign_in("ada", "a-long-pass-phrase-42")
     page.click("text=Upload")
@@ -133,8 +141,8 @@ def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_
     page.fill("#who", "sam@acme.example")
     page.select_option("#role", "staff")
     page.click("#invite-form button[type=submit]")
-    assert page.locator("tr[data-username='sam']").is_visible()
-    set_password(page.inner_text(".flash"))
+    assert page.locator("tr[data-email='sam@acme.example'][data-state='pending']").is_visible()
+    accept("sam@acme.example", "sam")
 
     sign_in("sam", "a-long-pass-phrase-42")
     page.click("text=Chat")
@@ -143,7 +151,7 @@ def test_a_company_onboards_in_the_browser_from_a_new_tenant_to_staff_chat(live_
     page.wait_for_selector(".message.assistant .meta", timeout=600_000)
     assert page.locator("text=Members").count() == 0  # staff see no admin pages
     assert ChatMessage.objects.filter(role="user", session__tenant__slug="acme").exists()
-    assert MembershipEvent.objects.filter(tenant__slug="acme").count() == 2
+    assert MembershipEvent.objects.filter(tenant__slug="acme").count() == 4  # two invitations sent and accepted
 
 
 def test_a_tenant_admin_cannot_pull_in_another_tenants_people(tenant_a, tenant_b):
