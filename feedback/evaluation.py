@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from chat import services as chat_services
 from core.errors import error_reference
-from feedback.models import EvalQuestion, EvalRun, Fix
+from feedback.models import EvalQuestion, EvalRun, Fix, VerifierCase
 from inference.embedders import get_embedder
 from knowledge import selectors
-from knowledge.claims import fold, says_not_found
+from knowledge.claims import fold, says_not_found, unsupported
 from knowledge.search.retrieval import retrieve
 from knowledge.shapes import StoreBusy
 from tenants.models import Tenant
@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 RETRIEVE_TOP_K = 10
 REFUSED = {"not_found", "not_verified", "no_evidence"}
 METRICS = ("recall@5", "mrr@10", "cite_rel", "ans_phrase", "false_abst", "answered_wrong", "abstain")
+SHOWN_METRICS = (*METRICS, "verifier_caught")  # the runs table: the questions' metrics, then the verifier cases' one
 
 
 def contains_phrase(text: str, phrase: str) -> bool:
@@ -106,6 +107,18 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def verifier_scores(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's verifier cases (claims an answer misread from their excerpt): the share the claim checks now
+    refuse against that excerpt, and the claims they still let through."""
+    cases = list(VerifierCase.objects.for_tenant(tenant))
+    if not cases:
+        return {}
+    embed = get_embedder().embed
+    missed = [case.claim for case in cases if case.claim not in unsupported([case.claim], case.excerpt, embed=embed)]
+    return {"verifier_cases": len(cases), "verifier_caught": round(1 - len(missed) / len(cases), 3),
+            "n_verifier_caught": len(cases), "verifier_missed": missed[:20]}  # fmt: skip
+
+
 def system_context(tenant: Tenant, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the system was during the run: the plot marks a point where any of this changed."""
     index = selectors.index_state(viewer=Viewer.everything(tenant))
@@ -134,7 +147,8 @@ def evaluation_run(run: EvalRun) -> EvalRun:
         for q in questions:
             rows.append(score_question(tenant, q, answers=run.answers))
             EvalRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())  # alive: see selectors.eval_runs
-        run.results, run.metrics, run.context = rows, summarise(rows), system_context(tenant, rows)
+        run.results, run.context = rows, system_context(tenant, rows)
+        run.metrics = {**summarise(rows), **verifier_scores(tenant)}
         run.state = EvalRun.State.DONE
     except StoreBusy:
         run.state = EvalRun.State.QUEUED

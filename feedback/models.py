@@ -18,6 +18,7 @@ class Fix(TenantOwned):
         RETIRE = "retire", "Retired a document"
         TAG = "tag", "Tagged a document"
         UPLOAD = "upload", "Uploaded the missing document"
+        MISREAD = "misread", "The answer misread a correct excerpt"
         NOT_IN_KNOWLEDGE = "not_in_knowledge", "Not in our knowledge: the right answer is a refusal"
         DISMISS = "dismiss", "Dismissed: the answer was right"
 
@@ -61,6 +62,26 @@ class EvalQuestion(TenantOwned):
     @property
     def kind(self) -> str:
         return "curated" if self.answerable else "unanswerable"
+
+
+class VerifierCase(TenantOwned):
+    """A sentence an answer claimed from an excerpt that does not say it (a curator's "the answer misread a correct
+    excerpt"): every evaluation run checks that the claim verifier now refuses it against that excerpt."""
+
+    question = models.TextField()
+    claim = models.TextField(help_text="The sentence the answer stated.")
+    excerpt = models.TextField(help_text="The source text it cited, which does not say it.")
+    document_key = models.CharField(max_length=1000, blank=True)
+    chunk_id = models.CharField(max_length=300, blank=True)
+    fix = models.ForeignKey(Fix, null=True, blank=True, on_delete=models.SET_NULL, related_name="verifier_cases")
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return self.claim[:80]
 
 
 class EvalRun(TenantOwned):

@@ -10,10 +10,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from chat.models import Verdict
-from feedback.models import EvalQuestion, EvalRun, Fix
+from feedback.models import EvalQuestion, EvalRun, Fix, VerifierCase
 from knowledge import ids, selectors
 from knowledge import services as knowledge_services
-from knowledge.models import Document, Status
+from knowledge.models import Document, Status, Tag
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -50,8 +50,12 @@ def item_fix(*, tenant: Tenant, verdict: Verdict, wanted: FixRequest, user: Any)
             if Fix.objects.select_for_update().filter(verdict=verdict).exists():
                 raise FixRefused("This item was closed already.")
             fix = Fix(tenant=tenant, verdict=verdict, action=wanted.action, by=user, by_name=user.get_username())
-            relevant = _apply(tenant, verdict, wanted, fix)
+            cases: list[VerifierCase] = []
+            relevant = _apply(tenant, verdict, wanted, fix, cases)
             fix.save()
+            for case in cases:
+                case.fix = fix
+            VerifierCase.objects.bulk_create(cases)
             answerable = wanted.action != Fix.Action.NOT_IN_KNOWLEDGE
             EvalQuestion.objects.create(
                 tenant=tenant, question=verdict.answer.question, relevant_docs=relevant if answerable else [],
@@ -62,13 +66,40 @@ def item_fix(*, tenant: Tenant, verdict: Verdict, wanted: FixRequest, user: Any)
     return fix
 
 
-def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> list[str]:
-    """Do the fix; returns the keys of the documents that hold the right answer (the question's relevant_docs)."""
+def misread_cases(verdict: Verdict) -> list[VerifierCase]:
+    """The claims of a judged answer with the excerpts they cite: the sentences judged wrong, else every cited one."""
+    record = verdict.answer
+    claims = [record.claims[n] for n in verdict.claims if n < len(record.claims)] or record.claims
+    chunk_of = {c.get("n"): str(c.get("chunk_id") or "") for c in record.citations}
+    text_of = {str(h.get("chunk_id")): h for h in record.hits}
+    cases = []
+    for claim in claims:
+        for n in claim.get("citations") or []:
+            hit = text_of.get(chunk_of.get(n, ""))
+            if hit and str(claim.get("text") or "").strip() and str(hit.get("text") or "").strip():
+                cases.append(VerifierCase(tenant=verdict.tenant, question=record.question, claim=str(claim["text"]),
+                                          excerpt=str(hit["text"]), document_key=str(hit.get("document_key") or ""),
+                                          chunk_id=str(hit.get("chunk_id") or "")))  # fmt: skip
+    return cases
+
+
+def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix, cases: list[VerifierCase]) -> list[str]:
+    """Do the fix; returns the keys of the documents that hold the right answer (the question's relevant_docs).
+    A fix whose effect already holds is refused (the item stays open): it would close the item and change nothing."""
     named = [verdict.document.display_key] if verdict.document is not None else []
+    if wanted.action == Fix.Action.MISREAD:
+        cases.extend(misread_cases(verdict))
+        if not cases:
+            raise FixRefused("This answer cites no excerpt, so no excerpt was misread: choose another fix.")
+        fix.detail = f"{len(cases)} claim(s) with their excerpts, now verifier test cases"
+        return list(dict.fromkeys([*named, *(c.document_key for c in cases if c.document_key)]))
     if wanted.action == Fix.Action.CRITICAL:
         chunk = selectors.chunk_get(viewer=Viewer.everything(tenant), public_id=wanted.chunk_id)
         if chunk is None or chunk.status != Status.ACTIVE:
             raise FixRefused("That chunk is no longer in the knowledge base (a newer version replaced it).")
+        if chunk.critical:
+            raise FixRefused("That chunk is marked critical already, so marking it again changes nothing: choose the "
+                             "fix that fits (the answer misread it, or another chunk holds the answer).")  # fmt: skip
         knowledge_services.chunks_set_critical(
             tenant=tenant, chunks=selectors.chunk_rows(viewer=Viewer.everything(tenant), chunk=chunk), critical=True
         )
@@ -78,6 +109,11 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix) -> li
     if wanted.action in (Fix.Action.RETIRE, Fix.Action.TAG):
         document = _document(tenant, wanted.document_id)
         rows = selectors.document_rows(viewer=Viewer.everything(tenant), document=document)
+        if wanted.action == Fix.Action.RETIRE and document.status == Status.RETIRED:
+            raise FixRefused(f"{document.display_key} is retired already: choose the fix that fits.")
+        if wanted.action == Fix.Action.TAG and document.tags.filter(name=Tag.normalise(wanted.tag or "-")).exists():
+            raise FixRefused(f"{document.display_key} has the tag {wanted.tag.strip()} already: choose the fix that "
+                             "fits.")  # fmt: skip
         if wanted.action == Fix.Action.RETIRE:
             knowledge_services.documents_retire(tenant=tenant, documents=rows, actor=fix.by_name)
             fix.document, fix.detail = document, document.display_key

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
 from feedback import conflicts, review, selectors, services
-from feedback.evaluation import METRICS
+from feedback.evaluation import SHOWN_METRICS
 from feedback.models import Fix
 from feedback.plot import evaluation_plot
 from knowledge import selectors as knowledge_selectors
@@ -84,6 +84,7 @@ def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
         "actions": Fix.Action,
         "tags": knowledge_selectors.tag_list(tenant=request.tenant),
         "expected": request.POST.get("expected", verdict.correct_answer[:300]),
+        "misread_possible": bool(services.misread_cases(verdict)),
     }
     return context
 
@@ -175,7 +176,7 @@ def evaluation_page(request: TenantRequest) -> HttpResponse:
         "questions": selectors.eval_questions(tenant=request.tenant),
         "runs": runs[:20],
         "plot": evaluation_plot(list(reversed(runs))),
-        "metrics": METRICS,
+        "metrics": SHOWN_METRICS,
         "pending": any(run.state in ("queued", "running") for run in runs),
     }
     return render(request, "feedback/evaluation.html", context)
@@ -205,4 +206,4 @@ def evaluation_export(request: TenantRequest) -> HttpResponse:
 @require_GET
 def evaluation_run_page(request: TenantRequest, run_id: str) -> HttpResponse:
     run = selectors.eval_run(tenant=request.tenant, public_id=run_id)
-    return render(request, "feedback/run.html", {"tenant": request.tenant, "run": run, "metrics": METRICS})
+    return render(request, "feedback/run.html", {"tenant": request.tenant, "run": run, "metrics": SHOWN_METRICS})

@@ -341,7 +341,7 @@ class JobRetryApi(TenantApiView):
         if not job.is_finished:
             raise serializers.ValidationError({"job": ["The job is still running."]})
         try:
-            services.job_retry(tenant=self.tenant, job=job)
+            job = services.job_retry(tenant=self.tenant, job=job)  # or a new job of its failed files
         except services.FolderNotAllowed as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         except services.UploadFilesGone as exc:

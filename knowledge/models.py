@@ -355,6 +355,8 @@ class IngestJob(TenantOwned):
     params = models.JSONField(default=dict, blank=True)
     documents_total = models.PositiveIntegerField(default=0)
     documents_done = models.PositiveIntegerField(default=0)
+    # Every file sent or found, skipped and refused ones included ("4 of 4 files" when 2 of them were empty).
+    files_total = models.PositiveIntegerField(default=0)
     chunks_total = models.PositiveIntegerField(default=0)
     chunks_done = models.PositiveIntegerField(default=0)
     added = models.PositiveIntegerField(default=0)
@@ -396,6 +398,11 @@ class IngestJob(TenantOwned):
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
 
     @property
+    def files_done(self) -> int:
+        """Files this job has dealt with: those read so far, and those skipped or refused before reading."""
+        return self.documents_done + max(0, self.files_total - self.documents_total)
+
+    @property
     def is_finished(self) -> bool:
         return self.state in (
             self.State.SUCCEEDED,
@@ -403,6 +410,45 @@ class IngestJob(TenantOwned):
             self.State.FAILED,
             self.State.CANCELLED,
         )
+
+
+class JobFile(TenantOwned):
+    """One file of a job, as the job page lists it: what became of it, with its numbers and reason.
+
+    An upload lists every file sent (skipped and refused ones too); a folder sync lists the files it read, skipped
+    or could not read (unchanged files are only counted)."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", "Waiting"
+        ADDED = "added", "Added"
+        UPDATED = "updated", "Updated"
+        UNCHANGED = "unchanged", "Unchanged"
+        SKIPPED = "skipped", "Skipped"
+        FAILED = "failed", "Failed"
+
+    job = models.ForeignKey(IngestJob, on_delete=models.CASCADE, related_name="files")
+    position = models.PositiveIntegerField(default=0)
+    key = models.CharField(max_length=1000)  # as stored (the document's key)
+    sent_as = models.CharField(max_length=1000, blank=True)  # the name as sent, when it was stored under another
+    notice = models.CharField(max_length=300, blank=True)  # "stored as passwd.md: the name had folder parts"
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    chunks = models.PositiveIntegerField(default=0)
+    ocr_pages = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    kind = models.CharField(max_length=20, blank=True)  # of a failure: error, needs_ocr, rejected
+    document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["position", "pk"]
+        indexes = [models.Index(fields=["job", "key"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status != self.Status.WAITING
 
 
 class SourceLock(TenantOwned):

@@ -21,6 +21,7 @@ from knowledge.models import (
     Document,
     DocumentVersion,
     IngestJob,
+    JobFile,
     Source,
     Status,
     Tag,
@@ -266,6 +267,41 @@ def upload_files_remove(job) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+RETRYABLE_KINDS = ("error", "needs_ocr")  # failures a retry may fix; a refused name or a skipped file it cannot
+
+
+def upload_files_done(job: IngestJob) -> None:
+    """An upload job ended: its raw files go, except those that failed in a way a retry may fix (kept for it)."""
+    failed = set(job.files.filter(status=JobFile.Status.FAILED, kind__in=RETRYABLE_KINDS).values_list("key", flat=True))
+    if not failed:
+        upload_files_remove(job)
+        return
+    folder = Path((job.params or {}).get("dir") or "/nonexistent")
+    for key in (job.params or {}).get("files", []):
+        if key not in failed:
+            (folder / key).unlink(missing_ok=True)
+
+
+def job_retry_failed(*, tenant: Tenant, job: IngestJob) -> IngestJob:
+    """A new upload job with the files of this one that failed (their raw files were kept); returns it."""
+    if job.tenant_id != tenant.pk:
+        raise PermissionError("Jobs of another tenant cannot be retried here.")
+    folder = Path((job.params or {}).get("dir") or "/nonexistent")
+    failed = job.files.filter(status=JobFile.Status.FAILED, kind__in=RETRYABLE_KINDS).values_list("key", flat=True)
+    uploads = [(key, (folder / key).read_bytes()) for key in failed if (folder / key).is_file()]
+    if not uploads:
+        raise UploadFilesGone("No failed file of this job is kept any more; upload them again.")
+    options = IngestOptions.from_params(job.params or {})
+    retry = upload_enqueue(tenant=tenant, source=job.source, uploads=uploads, options=options)
+    retry.params = {**retry.params, "retry_of": str(job.public_id)}
+    retry.save(update_fields=["params"])
+    for key, _ in uploads:
+        (folder / key).unlink(missing_ok=True)
+    job.params = {**(job.params or {}), "retried_as": str(retry.public_id)}
+    job.save(update_fields=["params"])
+    return retry
+
+
 def job_cancel(*, tenant: Tenant, job) -> None:
     type(job).objects.for_tenant(tenant).filter(pk=job.pk).update(cancel_requested=True)
 
@@ -282,6 +318,8 @@ def job_retry(*, tenant: Tenant, job):
         job_folder(job)
     elif not Path((job.params or {}).get("dir") or "/nonexistent").is_dir():
         raise UploadFilesGone("The uploaded files were removed once they were ingested; upload them again.")
+    elif not all((Path(job.params["dir"]) / key).is_file() for key in job.params.get("files", [])):
+        return job_retry_failed(tenant=tenant, job=job)  # it ran to its end: only its failed files were kept
     jobs.queue(job)
     transaction.on_commit(lambda: async_task("knowledge.tasks.ingest_job_task", job.pk))
     return job
@@ -353,7 +391,7 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
     try:
-        keys, skips, errors, stored = _store_uploads(folder, uploads, budget)
+        keys, skips, errors, stored, listed = _store_uploads(folder, uploads, budget)
     except Exception:  # never leave a job queued for ever, nor half its files on disk
         shutil.rmtree(folder, ignore_errors=True)
         reference = error_reference()
@@ -362,7 +400,10 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
         raise
     job.params = {**options.to_params(), "dir": str(folder), "files": keys, "skips": skips, "errors": errors,
                   "bytes": stored}  # fmt: skip
-    job.save(update_fields=["params"])
+    job.files_total, job.documents_total = len(listed), len(keys)
+    job.save(update_fields=["params", "files_total", "documents_total"])
+    JobFile.objects.bulk_create([JobFile(tenant=tenant, job=job, position=n, **row) for n, row in enumerate(listed)],
+                                batch_size=500)  # fmt: skip
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
     )
@@ -383,24 +424,32 @@ def queued_upload_bytes(*, tenant: Tenant) -> int:
 
 def _store_uploads(
     folder: Path, uploads: list[tuple[str, bytes]], budget: int
-) -> tuple[list[str], list[dict], list[dict], int]:
+) -> tuple[list[str], list[dict], list[dict], int, list[dict]]:
     """Write each uploaded file (zip members expanded) under folder; refusals become skips or errors, per file.
 
     Files that would take the tenant past its queued-bytes budget are refused by name (an archive can
-    expand to far more than was sent); returns the keys, skips, errors and the bytes stored."""
+    expand to far more than was sent); returns the keys, skips, errors, the bytes stored, and the job's file list
+    (every file sent, in order: JobFile fields)."""
     from knowledge.ingest.uploads import UploadRejected, expand_upload
 
     keys: list[str] = []
     skips: list[dict] = []
     errors: list[dict] = []
+    listed: list[dict] = []
     stored = 0
     for name, data in uploads:
+        sent = name[:1000]
         try:
             expanded = expand_upload(name, data)
         except UploadRejected as exc:
             errors.append({"key": name, "error": str(exc), "kind": "rejected"})
+            listed.append({"key": sent, "status": JobFile.Status.FAILED, "reason": str(exc), "kind": "rejected"})
             continue
         skips.extend({"key": s.key, "reason": s.reason} for s in expanded.skips)
+        single = not name.lower().endswith(".zip")
+        renamed = {"sent_as": sent, "notice": expanded.renamed[:300]} if single and expanded.renamed else {}
+        listed.extend({"key": s.key[:1000], "status": JobFile.Status.SKIPPED, "reason": s.reason, "kind": "skipped",
+                       **renamed} for s in expanded.skips)  # fmt: skip
         for key, content in expanded.files:
             problem = _upload_name_problem(key)
             if problem is None and key in keys:
@@ -420,10 +469,13 @@ def _store_uploads(
                     problem = f"it could not be stored ({exc.strerror or type(exc).__name__})"
             if problem:
                 errors.append({"key": key[:1000], "error": f"Not ingested: {problem}.", "kind": "rejected"})
+                listed.append({"key": key[:1000], "status": JobFile.Status.FAILED, "kind": "rejected",
+                               "reason": f"Not ingested: {problem}.", **renamed})  # fmt: skip
                 continue
             keys.append(key)
+            listed.append({"key": key[:1000], "status": JobFile.Status.WAITING, **renamed})
             stored += len(content)
-    return keys, skips, errors, stored
+    return keys, skips, errors, stored, listed
 
 
 MAX_NAME_PART_BYTES = 255  # what Linux file systems allow per path component

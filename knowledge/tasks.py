@@ -12,7 +12,7 @@ from knowledge.ingest import pipeline
 from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.models import IngestJob
 from knowledge.options import IngestOptions
-from knowledge.services import FolderNotAllowed, job_folder, upload_files_remove
+from knowledge.services import FolderNotAllowed, job_folder, upload_files_done
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def ingest_job_task(job_id: int) -> None:
             files = [(key, (folder / key).read_bytes()) for key in params.get("files", [])]
             pipeline.ingest_files(source=job.source, files=files, options=options, job=job,
                                   skips=params.get("skips", []), errors=params.get("errors", []))  # fmt: skip
-            upload_files_remove(job)  # ingested: the raw files are not kept (a crash above keeps them for a retry)
+            upload_files_done(job)  # ingested: only failed files are kept, for a retry (a crash above keeps them all)
         elif job.kind == IngestJob.Kind.FOLDER:
             root = job_folder(job)  # checked again here, right before reading
             pipeline.sync_folder(source=job.source, root=root, options=options, job=job)

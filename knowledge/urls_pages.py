@@ -15,6 +15,7 @@ urlpatterns = [
     path(f"{T}upload/", views.upload, name="upload"),
     path(f"{T}jobs/<uuid:job_id>/", views.job_detail, name="job-detail"),
     path(f"{T}jobs/<uuid:job_id>/progress/", views.job_progress, name="job-progress"),
+    path(f"{T}jobs/<uuid:job_id>/retry/", views.job_retry, name="job-retry"),
     path(f"{T}documents/", views.document_list, name="document-list"),
     path(f"{T}documents/<uuid:document_id>/", views.document_detail, name="document-detail"),
     path(f"{T}documents/<uuid:document_id>/critical/", views.document_critical, name="document-critical"),

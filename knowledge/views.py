@@ -19,8 +19,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
 from knowledge import ids, selectors, services, validity
+from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
-from knowledge.models import Chunk, Document, IngestJob, Source, Status
+from knowledge.models import Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
@@ -216,6 +217,7 @@ def upload(request: TenantRequest) -> HttpResponse:
         "sources": sources,
         "models": catalog_choices(ModelEntry.Kind.ENRICHMENT),
         "max_mb": settings.RAG_MAX_UPLOAD_BYTES // 2**20,
+        "formats": accepted_formats(),
     }
     return render(request, "knowledge/upload.html", context)
 
@@ -224,18 +226,43 @@ def _job(request: TenantRequest, job_id: str) -> IngestJob:
     return found_or_404(selectors.job_get(viewer=request.viewer, public_id=job_id))
 
 
+JOB_FILES_SHOWN = 300
+
+
 def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
-    total = job.documents_total or 0
-    percent = 100 if job.is_finished else (int(100 * job.documents_done / total) if total else 0)
+    total = job.files_total or job.documents_total or 0
+    done = job.files_done if job.files_total else job.documents_done
+    percent = 100 if job.is_finished else (int(100 * done / total) if total else 0)
     # Every file skipped or failed: a warning, with the reasons open, never a green "Succeeded — 0 of 0".
     nothing = job.is_finished and not (job.added or job.updated or job.unchanged) and bool(job.skipped or job.failed)
-    return {"tenant": request.tenant, "job": job, "percent": percent, "nothing_ingested": nothing}
+    files = job.files.select_related("document")
+    retryable = job.files.filter(status=JobFile.Status.FAILED, kind__in=services.RETRYABLE_KINDS).count()
+    return {"tenant": request.tenant, "job": job, "percent": percent, "nothing_ingested": nothing, "files_done": done,
+            "files_total": total, "files": files[:JOB_FILES_SHOWN], "files_listed": files.count(),
+            "files_shown": JOB_FILES_SHOWN, "retryable": retryable if job.is_finished else 0,
+            "renamed": [f for f in files.exclude(notice="")[:50]]}  # fmt: skip
 
 
 @admin_required
 @require_GET
 def job_detail(request: TenantRequest, job_id: str) -> HttpResponse:
     return render(request, "knowledge/job_detail.html", _job_context(request, _job(request, job_id)))
+
+
+@admin_required
+@require_POST
+def job_retry(request: TenantRequest, job_id: str) -> HttpResponse:
+    """Retry a finished job: an upload's failed files as a new job, a folder sync as a new sync of what is missing."""
+    job = _job(request, job_id)
+    if not job.is_finished:
+        messages.error(request, "The job is still running.")
+        return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
+    try:
+        retried = services.job_retry(tenant=request.tenant, job=job)
+    except (services.UploadFilesGone, services.FolderNotAllowed) as exc:
+        messages.error(request, str(exc))
+        return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
+    return redirect("knowledge:job-detail", request.tenant.slug, retried.public_id)
 
 
 @admin_required

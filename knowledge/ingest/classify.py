@@ -35,6 +35,22 @@ PROSE_BASENAMES = {
 SHEBANG_LANGUAGES = {"python": "python", "bash": "bash", "sh": "bash", "zsh": "bash", "node": "javascript",
                      "ruby": "ruby", "perl": "perl", "php": "php", "lua": "lua"}  # fmt: skip
 MODES = ("auto", "documental", "code")
+FORMAT_NAMES = {
+    "markdown": "Markdown", "text": "plain text", "rst": "reStructuredText", "html": "HTML",
+    "pdf": "PDF (scanned pages read by OCR)", "docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint",
+    "odt": "OpenDocument text", "ods": "OpenDocument spreadsheet", "odp": "OpenDocument presentation",
+}  # fmt: skip
+
+
+def accepted_formats() -> list[tuple[str, list[str]]]:
+    """What the extractor reads, from the same tables it classifies by: (name, extensions), prose formats first,
+    then source code (every language of CODE_TYPES) and zip archives (their members, expanded)."""
+    grouped: dict[str, list[str]] = {}
+    for suffix, source_type in PROSE_TYPES.items():
+        grouped.setdefault(source_type, []).append(suffix)
+    formats = [(FORMAT_NAMES.get(source_type, source_type), suffixes) for source_type, suffixes in grouped.items()]
+    languages = len(set(CODE_TYPES.values()) | set(CODE_BASENAMES.values()))
+    return [*formats, (f"source code ({languages} languages)", sorted(CODE_TYPES)), ("zip archives", [".zip"])]
 
 
 def classify(key: str, head: str = "", *, forced: str = "auto") -> tuple[str, str]:

@@ -50,6 +50,7 @@ class Extracted:
     title: str
     pages: list[Page] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    ocr_pages: int = 0  # pages whose text OCR read
 
 
 def normalise_text(text: str) -> str:
@@ -311,19 +312,19 @@ def _pdf_page_text(page: object, mode: str) -> str:
     return page.extract_text()  # type: ignore[attr-defined]
 
 
-def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> None:
+def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, languages: str, progress) -> int:
     """Pages without a text layer (scans) get their text from OCR, in place; each page OCR cannot read is a
-    warning with its reason, never a silent empty chunk."""
+    warning with its reason, never a silent empty chunk. Returns how many pages OCR read."""
     from knowledge.ingest.ocr import OCRUnavailable, ocr_pdf_pages
 
     scanned = [index + 1 for index, text in enumerate(texts) if len(text) < MIN_PAGE_CHARS]
     if not scanned:
-        return
+        return 0
     try:
         result = ocr_pdf_pages(data, scanned, languages=languages, progress=progress)
     except OCRUnavailable as exc:
         warnings.append(f"{len(scanned)} page(s) need OCR, which is not available: {exc}")
-        return
+        return 0
     for number, text in result.texts.items():
         texts[number - 1] = normalise_text(text).strip()
     if result.texts:
@@ -331,6 +332,7 @@ def _ocr_image_pages(data: bytes, texts: list[str], warnings: list[str], *, lang
                         + ", ".join(str(n) for n in sorted(result.texts)[:20]))  # fmt: skip
     for number, reason in sorted(result.failures.items()):
         warnings.append(f"page {number}: {reason}")
+    return len(result.texts)
 
 
 def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progress=None) -> Extracted:
@@ -372,7 +374,7 @@ def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progre
             text = ""
         texts.append(text.strip())
 
-    _ocr_image_pages(data, texts, warnings, languages=ocr_languages, progress=progress)
+    ocr_pages = _ocr_image_pages(data, texts, warnings, languages=ocr_languages, progress=progress)
     if all(len(text) < MIN_PAGE_CHARS for text in texts):
         detail = "; ".join(warnings[-3:])
         raise NeedsOCR(f"The PDF has no text on any of its {len(pages)} page(s), not even by OCR ({detail}).")
@@ -405,4 +407,4 @@ def extract_pdf(data: bytes, *, key: str, ocr_languages: str = "spa+eng", progre
     if not title:
         first_line = next((line.strip() for line in texts[0].splitlines() if len(line.strip()) > 3), "")
         title = first_line[:200] if first_line else _title_from_key(key)
-    return Extracted(text="\n\n".join(parts), title=title, pages=page_map, warnings=warnings)
+    return Extracted(text="\n\n".join(parts), title=title, pages=page_map, warnings=warnings, ocr_pages=ocr_pages)

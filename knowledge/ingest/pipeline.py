@@ -6,6 +6,7 @@ import hashlib
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +36,7 @@ from knowledge.ingest.metadata import file_metadata
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag, readers_text
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, JobFile, Source, Status, Tag, readers_text
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from tenants.models import Tenant
 
@@ -51,6 +52,8 @@ class Outcome:
     result: str  # added | updated | unchanged | failed
     chunks: int = 0
     error: str = ""
+    ocr_pages: int = 0
+    document_pk: int | None = None
 
 
 def embedding_text(display_key: str, title: str, mode: str, heading: str, text: str) -> str:
@@ -284,7 +287,7 @@ def ingest_bytes(
                 Document.objects.filter(pk=document.pk).update(critical=True, needs_sync=True)
             if mtime is not None and current.mtime != mtime:
                 DocumentVersion.objects.filter(pk=current.pk).update(mtime=mtime)
-            return Outcome(key, "unchanged")
+            return Outcome(key, "unchanged", document_pk=document.pk)
 
     prepared = lookahead.take(key, digest) if lookahead is not None else None
     doc_mode, source_type, extracted, drafts = prepared or prepare_text(source, key, data, mode, job=job)
@@ -366,7 +369,7 @@ def ingest_bytes(
                 )  # fmt: skip
             )
         Chunk.objects.bulk_create(rows, batch_size=500)
-    return Outcome(key, result, chunks=len(drafts))
+    return Outcome(key, result, chunks=len(drafts), ocr_pages=extracted.ocr_pages, document_pk=document.pk)
 
 
 def _stated(data: bytes, source_type: str, text: str) -> dict:
@@ -484,8 +487,9 @@ def sync_folder(
         skips = [e for e in entries if isinstance(e, Skip)]
         job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
         job.skipped = len(skips)
-        job.documents_total = len(files)
+        job.documents_total, job.files_total = len(files), len(files) + len(skips)
         job.save()
+        _files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
         known = _fast_unchanged(source)
         if lookahead is not None:
             lookahead.start(source.tenant, source, _changed(files, known), options.mode, job)
@@ -495,11 +499,13 @@ def sync_folder(
             try:
                 key = ids.normalise_document_key(walked.key)
             except ids.InvalidIdentifier as exc:
-                _record_failure(job, walked.key, str(exc))
+                _record_failure(job, walked.key, str(exc), position=number)
+                job.documents_done = number + 1
                 continue
             if key in keep:  # "café" written composed and decomposed: one document key, two files
                 _record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
-                                f"(an NFC/NFD twin of {key}); rename one of them")  # fmt: skip
+                                f"(an NFC/NFD twin of {key}); rename one of them", position=number)  # fmt: skip
+                job.documents_done = number + 1
                 continue
             keep.add(key)
             if known.get(key) == (walked.size, walked.mtime) and options.enrichment is None and not options.critical:
@@ -508,7 +514,8 @@ def sync_folder(
                 if lookahead is not None:
                     lookahead.fill(number)
                 if not _ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
-                                   options=options, embedder=lookahead or embedder, lookahead=lookahead):  # fmt: skip
+                                   options=options, embedder=lookahead or embedder, lookahead=lookahead,
+                                   position=number):  # fmt: skip
                     keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
                 if lookahead is not None:
                     lookahead.forget(walked.key)
@@ -532,12 +539,15 @@ def ingest_files(
     with source_locked(source, job), _stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
         job.skips, job.skipped = list(skips or []), len(skips or [])
         job.errors, job.failed = list(errors or []), len(errors or [])
-        job.documents_total = len(files)
+        job.documents_total, job.files_total = len(files), len(files) + job.skipped + job.failed
         job.save()  # the totals show at once, not after the first document (an enriched one takes a minute)
+        if not job.files.exists():  # uploads list their files when they are stored (knowledge/services.py)
+            _files_listed(job, [(k, JobFile.Status.WAITING, "") for k, _ in files])
         embedder = get_embedder()
         for number, (key, data) in enumerate(files):
             report_activity(job, f"Document {number + 1} of {len(files)}: {ids.display_name(key)}")
-            _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder)
+            _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder,
+                        position=number)  # fmt: skip
             job.documents_done = number + 1
             _checkpoint(job, None)
         return _finish(job, None)
@@ -585,12 +595,14 @@ def _changed(files: list[WalkedFile], known: dict) -> list[tuple[int, str, Path]
 def _ingest_one(
     *, job: IngestJob, source: Source, key: str, options: IngestOptions, embedder: Embedder | Lookahead,
     path: Path | None = None, mtime: float | None = None, data: bytes | None = None,
-    lookahead: Lookahead | None = None,
+    lookahead: Lookahead | None = None, position: int = 0,
 ) -> bool:  # fmt: skip
-    """Ingest one file into the job's counts; False when it was skipped (empty), so a sync retires its old
-    version. A failure is recorded on the job and keeps the old version (True), as an unreadable file should.
-    A full disk is not one document's failure: it raises StorageFull and stops the job."""
+    """Ingest one file into the job's counts and its row of the job's file list; False when it was skipped
+    (empty), so a sync retires its old version. A failure is recorded on the job and keeps the old version (True),
+    as an unreadable file should. A full disk is not one document's failure: it raises StorageFull and stops the
+    job."""
     check_free_space(key)
+    started = time.monotonic()
     try:
         if data is None:
             assert path is not None
@@ -602,41 +614,67 @@ def _ingest_one(
     except EmptyDocument:
         job.skipped += 1
         job.skips = [*job.skips, {"key": key, "reason": "empty"}]
+        _file_record(job, key, position, JobFile.Status.SKIPPED, reason="empty: no text to index", started=started)
         return False
     except NeedsOCR as exc:
-        _record_failure(job, key, str(exc), kind="needs_ocr")
+        _record_failure(job, key, str(exc), kind="needs_ocr", position=position, started=started)
         return True
     except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
-        _record_failure(job, key, str(exc))
+        _record_failure(job, key, str(exc), position=position, started=started)
         return True
     except Exception as exc:
         if is_storage_full(exc):  # every document after this one would fail the same way
             raise StorageFull(storage_full_reason(key)) from exc
-        return _record_unexpected(job, key, exc)
+        return _record_unexpected(job, key, exc, position=position, started=started)
     if outcome.result == "unchanged":
         job.unchanged += 1
     else:
         setattr(job, outcome.result, getattr(job, outcome.result) + 1)
         job.chunks_total += outcome.chunks
         job.chunks_done += outcome.chunks
+    _file_record(job, key, position, outcome.result, chunks=outcome.chunks, ocr_pages=outcome.ocr_pages,
+                 document_pk=outcome.document_pk, started=started)  # fmt: skip
     return True
 
 
-def _record_unexpected(job: IngestJob, key: str, exc: Exception) -> bool:
+def _files_listed(job: IngestJob, rows: list[tuple[str, str, str]]) -> None:
+    """The job's file list, at its start: (key, status, reason) in order."""
+    JobFile.objects.bulk_create(
+        [JobFile(tenant_id=job.tenant_id, job=job, position=n, key=key[:1000], status=status, reason=reason,
+                 kind="skipped" if status == JobFile.Status.SKIPPED else "") for n, (key, status, reason) in
+         enumerate(rows)], batch_size=500)  # fmt: skip
+
+
+def _file_record(job: IngestJob, key: str, position: int, status: str, *, reason: str = "", kind: str = "",
+                 chunks: int = 0, ocr_pages: int = 0, document_pk: int | None = None,
+                 started: float | None = None) -> None:  # fmt: skip
+    """What became of one file, on its row of the job's list (created for a file a sync found)."""
+    values = {"status": status, "reason": reason, "kind": kind, "chunks": chunks, "ocr_pages": ocr_pages,
+              "document_id": document_pk,
+              "seconds": round(time.monotonic() - started, 3) if started is not None else None}  # fmt: skip
+    if not JobFile.objects.filter(job=job, key=key[:1000]).update(**values):
+        JobFile.objects.create(tenant_id=job.tenant_id, job=job, key=key[:1000], position=position, **values)
+
+
+def _record_unexpected(job: IngestJob, key: str, exc: Exception, *, position: int, started: float) -> bool:
     """A document that failed for a reason of its own (unreadable, a bug): recorded, the batch goes on."""
     if isinstance(exc, OSError):  # the reason, not the server's path
         logger.warning("Reading %s failed: %s", key, exc)
-        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})")
+        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})",
+                        position=position, started=started)  # fmt: skip
         return True
     reference = error_reference()
     logger.error("Ingesting %s failed (ref %s)", key, reference, exc_info=exc)
-    _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})")
+    _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})",
+                    position=position, started=started)  # fmt: skip
     return True
 
 
-def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error") -> None:
+def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error", position: int = 0,
+                    started: float | None = None) -> None:  # fmt: skip
     job.failed += 1
     job.errors = [*job.errors, {"key": key, "error": error, "kind": kind}]
+    _file_record(job, key, position, JobFile.Status.FAILED, reason=error, kind=kind, started=started)
 
 
 def _checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> None:

@@ -43,6 +43,7 @@ def request_too_large(meta: dict) -> str | None:
 class Expanded:
     files: list[tuple[str, bytes]] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
+    renamed: str = ""  # why a single file is stored under another name than the one sent ("" when it is not)
 
 
 def max_unzipped_bytes() -> int:
@@ -68,6 +69,14 @@ def expand_upload(name: str, data: bytes) -> Expanded:
     except ids.InvalidIdentifier as exc:
         raise UploadRejected(str(exc)) from exc
     out = Expanded()
+    if key != name:
+        folders = "/" in name or "\\" in name
+        out.renamed = (
+            f"stored as {key}: the name had folder parts"
+            if folders
+            else f"stored as {key}: the name "
+            "was normalised (Unicode form, spaces or characters a file name cannot hold)"
+        )
     if name.lower().endswith(".zip"):
         _expand_zip(out, key, data)
     else:

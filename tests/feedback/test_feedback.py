@@ -277,3 +277,59 @@ def test_a_process_that_cannot_search_leaves_the_run_queued_for_the_store_owner(
     assert runner.run_queued() == 1
     run.refresh_from_db()
     assert run.state == "done" and run.metrics["recall@5"] == 1.0 and not run.metrics["errors"]
+
+
+def _misread_answer(acme):  # type: ignore[no-untyped-def]
+    """The answer cited warranty.md's chunk and stated what it does not say (five years, not two)."""
+    record = acme["answer"]
+    hit = next(h for h in record.hits if h.get("document_key") == "warranty.md")
+    record.claims = [{"text": "Every product carries a five year warranty.", "citations": [1], "supported": True,
+                      "quotes": [], "relevant": True, "problem": ""}]  # fmt: skip
+    record.citations = [{"n": 1, "chunk_id": hit["chunk_id"], "document_key": "warranty.md"}]
+    record.status = "answered"
+    record.save()
+    return hit
+
+
+def test_a_fix_whose_effect_already_holds_is_not_offered_and_is_refused_if_sent(acme):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    chunk = Chunk.objects.get(document=_document("old-warranty.md"), status=Status.ACTIVE)
+    Chunk.objects.filter(pk=chunk.pk).update(critical=True)
+    item = _item(acme, document=_document("old-warranty.md"))
+    page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    assert f'value="critical:{chunk.public_id}"' not in page and "critical already" in page
+    refused = _fix(admin, item, fix=f"critical:{chunk.public_id}", expected="one year")
+    assert refused.status_code == 400 and "critical already" in refused.content.decode()
+    outdated = _document("old-warranty.md")
+    outdated.tags.add(outdated.tags.model.objects.get_or_create(tenant=acme["tenant"], name="outdated")[0])
+    tagged = _fix(admin, item, fix="tag", document_id=outdated.document_id, tag="Outdated", expected="one year")
+    assert tagged.status_code == 400 and "has the tag" in tagged.content.decode()
+    assert not Fix.objects.exists() and not EvalQuestion.objects.exists()  # the item is still open
+
+
+def test_the_answer_misread_a_correct_excerpt_becomes_a_question_and_a_verifier_case_that_runs_score(acme):
+    from feedback.models import VerifierCase
+
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    hit = _misread_answer(acme)
+    item = _item(acme, document=_document("warranty.md"), claims=[0])
+    page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    assert 'value="misread"' in page
+    assert _fix(admin, item, fix="misread", expected="two year").status_code == 302
+    fix = Fix.objects.get(verdict=item)
+    assert fix.action == "misread"
+    question = EvalQuestion.objects.get(fix=fix)
+    assert (question.answer, question.relevant_docs) == ("two year", ["warranty.md"])
+    case = VerifierCase.objects.get(fix=fix)
+    assert case.claim == "Every product carries a five year warranty." and "two year warranty" in case.excerpt
+    assert (case.document_key, case.chunk_id, case.question) == ("warranty.md", hit["chunk_id"], QUESTION)
+    run = evaluation_run(EvalRun.objects.create(tenant=acme["tenant"], answers=False))
+    assert run.metrics["verifier_cases"] == 1 and run.metrics["verifier_caught"] == 1.0  # the checks refuse it now
+
+
+def test_misread_is_not_offered_for_an_answer_that_cites_nothing(acme):
+    admin = make_member(acme["tenant"], role=Membership.Role.ADMIN, username="ada")
+    item = _item(acme)
+    assert 'value="misread"' not in _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    refused = _fix(admin, item, fix="misread", expected="two year")
+    assert refused.status_code == 400 and "cites no excerpt" in refused.content.decode()
