@@ -133,7 +133,7 @@ def invitation_send(*, tenant: Tenant, actor: User | None, email: str, role: str
     return invitation
 
 
-def _invitation_expiry():  # type: ignore[no-untyped-def]
+def _invitation_expiry() -> datetime:
     return timezone.now() + timedelta(days=settings.RAG_INVITATION_DAYS)
 
 

@@ -220,31 +220,39 @@ def _invited(request: HttpRequest, invited: services.Invited) -> None:
 
 
 # --- API keys -----------------------------------------------------------------------------------------------------
+NEW_KEY_SESSION = "ragsite:new-api-key"
+
+
 @admin_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request: TenantRequest) -> HttpResponse:
     """The tenant's API keys: create one (shown once), list them with prefix, scope, whose view, last use and
     expiry, revoke; every create and revoke in the audit log."""
     tenant = request.tenant
-    created, form, status = None, {"name": "", "scope": ApiKey.Scope.READ, "acts_for": [TENANT], "expires": ""}, 200
+    form: dict[str, Any] = {"name": "", "scope": ApiKey.Scope.READ, "acts_for": [TENANT], "expires": ""}
+    status = 200
     if request.method == "POST":
-        form = {
-            "name": request.POST.get("name", "").strip()[:100],
-            "scope": request.POST.get("scope", ""),
-            "acts_for": request.POST.getlist("acts_for") or [TENANT],
-            "expires": request.POST.get("expires", ""),
-        }
+        name, scope = request.POST.get("name", "").strip()[:100], request.POST.get("scope", "")
+        acts_for, expires = request.POST.getlist("acts_for") or [TENANT], request.POST.get("expires", "")
+        form = {"name": name, "scope": scope, "acts_for": acts_for, "expires": expires}
         try:
-            expires_at = _end_of_day(form["expires"]) if form["expires"] else None
+            expires_at = _end_of_day(expires) if expires else None
             api_key, raw_key = services.api_key_issue(
-                tenant=tenant, name=form["name"], created_by=request.user, scope=form["scope"],
-                acts_for=form["acts_for"], expires_at=expires_at,
+                tenant=tenant, name=name, created_by=request.user, scope=scope, acts_for=acts_for,
+                expires_at=expires_at,
             )  # fmt: skip
         except (ValueError, UnknownPrincipal) as exc:
             messages.error(request, str(exc))
             status = 400
         else:
-            created = {"key": api_key, "raw": raw_key}
+            # Shown once, on the page this redirects to (a reload there neither shows it again nor makes another).
+            request.session[NEW_KEY_SESSION] = {"id": str(api_key.public_id), "raw": raw_key}
+            return redirect("workspace:api-keys", tenant.slug)
+    shown = request.session.pop(NEW_KEY_SESSION, None) if request.method == "GET" else None
+    created = None
+    if shown:
+        key = ApiKey.objects.for_tenant(tenant).filter(public_id=shown["id"]).first()
+        created = {"key": key, "raw": shown["raw"]} if key is not None else None
     context = {
         "tenant": tenant,
         "keys": ApiKey.objects.for_tenant(tenant).select_related("created_by"),

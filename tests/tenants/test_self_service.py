@@ -32,6 +32,11 @@ def _link(address: str) -> str:
     return re.search(r"http://testserver(/\S+/)", body).group(1)
 
 
+def raw_not_again(client: Client) -> bool:
+    """The new key's page, loaded again, no longer shows it."""
+    return "new-key-value" not in client.get("/t/acme/keys/").content.decode()
+
+
 def _accept(link: str, username: str) -> int:
     return Client().post(link, {"username": username, "password1": PASSWORD, "password2": PASSWORD}).status_code
 
@@ -168,8 +173,9 @@ def test_password_resets_are_throttled_like_sign_in(db, settings):
 def test_a_tenant_admin_creates_a_read_key_on_the_page_an_agent_uses_it_and_a_revoked_key_fails_at_once(tenant_a):
     ada = make_member(tenant_a, role="admin", username="ada")
     client = _client(ada)
-    page = client.post("/t/acme/keys/", {"name": "support bot", "scope": "read", "acts_for": ["tenant"]})
+    page = client.post("/t/acme/keys/", {"name": "support bot", "scope": "read", "acts_for": ["tenant"]}, follow=True)
     html = page.content.decode()
+    assert raw_not_again(client)
     raw = re.search(r'id="new-key-value">(rag_[\w-]+)<', html).group(1)
     key = ApiKey.objects.get(name="support bot")
     assert key.scope == "read" and key.acts_for == ["tenant"] and key.created_by == ada
