@@ -233,6 +233,8 @@ class JobOutput(serializers.Serializer):
         return {
             "documents_done": job.documents_done,
             "documents_total": job.documents_total,
+            "files_done": job.files_done if job.files_total else job.documents_done,  # every file sent or found,
+            "files_total": job.files_total or job.documents_total,  # skipped and refused ones too
             "chunks_done": job.chunks_done,
             "chunks_total": job.chunks_total,
             "percent": round(percent, 1),

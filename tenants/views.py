@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.throttling import BaseThrottle
 
 from tenants import services
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
@@ -53,6 +54,8 @@ def tenant_new(request: HttpRequest) -> HttpResponse:
     form = {"slug": "", "name": "", "admin": "", "join": "on"}
     if request.method == "POST":
         form = {key: (request.POST.get(key) or "").strip() for key in form}
+        if form["admin"] and form["admin"].lower() in (operator.get_username().lower(), operator.email.lower()):
+            form["join"], form["admin"] = "on", ""  # naming oneself is joining
         try:
             if not form["admin"] and not form["join"]:
                 raise services.MembershipRefused("A workspace needs an admin: name one, or join it yourself.")
@@ -300,7 +303,8 @@ class ThrottledPasswordResetView(auth_views.PasswordResetView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         window = int(settings.AXES_COOLOFF_TIME.total_seconds())
-        counters = [f"ragsite:reset:ip:{self.request.META.get('REMOTE_ADDR', '')}",
+        client = BaseThrottle().get_ident(self.request)  # the client's address as the API throttles see it
+        counters = [f"ragsite:reset:ip:{client}",
                     f"ragsite:reset:email:{form.cleaned_data['email'].strip().lower()}"]  # fmt: skip
         for counter in counters:
             if cache.add(counter, 0, window):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -55,13 +56,24 @@ def start_gunicorn(env: dict[str, str], log: IO[str] | None = None) -> subproces
     raise AssertionError("gunicorn did not start")
 
 
-def stop(server: subprocess.Popen) -> None:
-    server.terminate()
+def stop(server: subprocess.Popen, within: float = 10) -> None:
+    """SIGTERM to the server's whole process group (each was started in its own); what is left after `within`
+    seconds is killed, so no test leaves a process of its servers behind."""
     try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(timeout=30)
+        own_group = os.getpgid(server.pid) == server.pid
+    except ProcessLookupError:
+        own_group = False
+    signal_all = (lambda sig: os.killpg(server.pid, sig)) if own_group else server.send_signal
+    try:
+        signal_all(signal.SIGTERM)
+        server.wait(timeout=within)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        signal_all(signal.SIGKILL)  # the leader's children too, had any outlived it
+    except ProcessLookupError:
+        pass
+    server.wait(timeout=30)
 
 
 def start_model_server(runtime: Path, chain: list[str], log: IO[str] | None = None, **extra: str) -> subprocess.Popen:

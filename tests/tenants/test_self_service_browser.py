@@ -167,3 +167,37 @@ def test_a_curation_fix_that_already_holds_is_not_offered(live_server, transacti
     assert page.locator("button:has-text('Mark critical')").count() == 0
     assert page.locator(".chunk.candidate .badge").first.inner_text() == "critical already"
     assert_accessible(page)
+
+
+def test_every_page_of_a_tenant_admin_meets_wcag_aa_contrast(live_server, transactional_db, browser, tmp_path):
+    """Each page an admin or staff member works in, with real content, through axe-core's rules."""
+    tenant = Tenant.objects.create(slug="acme", name="Acme")
+    make_folder_source(tenant=tenant, root=tmp_path / "kb",
+                       files={"warranty.md": "# Warranty\n\nEvery product carries a two year warranty.\n"})  # fmt: skip
+    staff = make_member(tenant, username="sam")
+    make_member(tenant, role=Membership.Role.ADMIN, username="ada")
+    item = Verdict.objects.create(tenant=tenant, answer=make_answer(tenant, user=staff), helpful=False,
+                                  reason="wrong_fact", channel="chat", user=staff)  # fmt: skip
+    document = Document.objects.get(tenant=tenant)
+    page = browser.new_page()
+    for path in ("/accounts/login/", "/accounts/password_reset/"):
+        page.goto(f"{live_server.url}{path}")
+        assert_accessible(page)
+    _sign_in(page, live_server.url, "ada", "pw-for-tests-123")
+    pages = [
+        "sources/",
+        "upload/",
+        "documents/",
+        f"documents/{document.public_id}/",
+        "search/?q=warranty",
+        "curation/",
+        f"curation/{item.public_id}/",
+        "review/",
+        "evaluation/",
+        "members/",
+        "keys/",
+        "chat/",
+    ]
+    for path in ["/", *(f"/t/acme/{p}" for p in pages)]:
+        page.goto(f"{live_server.url}{path}")
+        assert_accessible(page)
