@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
@@ -125,8 +126,16 @@ def holder_alive(host: str, pid: int, since) -> bool:
             return False
         except PermissionError:
             return True
-        return True
+        return not _zombie(pid)
     return since is None or timezone.now() - since < timedelta(seconds=float(settings.Q_CLUSTER["timeout"]))  # type: ignore[arg-type]  # a number of seconds
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has ended but is not reaped yet (a worker killed with its sentinel, before init reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @contextmanager

@@ -7,6 +7,7 @@ group (django-q2's sentinel and its workers run in a group of their own)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +113,49 @@ def test_the_worker_stops_within_10_s_of_sigterm_cutting_a_long_task_at_its_dead
         assert left == [], f"still running {STOP_WITHIN_S} s after SIGTERM: {left}"
         output = worker.communicate(timeout=5)[0]
         assert "stopped at the 4 s deadline" in output, output
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="needs Tesseract (scripts/_ocr.sh)")
+def test_an_ingestion_job_cut_by_the_stop_is_queued_again_and_the_next_worker_finishes_it(tmp_path):
+    from tests.factories import scanned_pdf
+
+    data = tmp_path / "data"
+    env = environment(data, RAG_WORKER_STOP_S="2")
+    assert manage(env, "migrate", "-v0").returncode == 0
+    scan = tmp_path / "scan.pdf"  # OCR reads it a page at a time: the job runs for many seconds
+    scan.write_bytes(scanned_pdf([["Returns policy", "Customers may return an unopened dishwasher."]] * 12))
+    enqueue = ("from pathlib import Path; from tenants.models import Tenant; from knowledge.services import "
+               "upload_enqueue; t = Tenant.objects.create(slug='acme', name='Acme'); "
+               f"scan = Path('{scan}').read_bytes(); "
+               "print(upload_enqueue(tenant=t, source=None, uploads=[('scan.pdf', scan)]).pk)")  # fmt: skip
+    job_pk = manage(env, "shell", "-c", enqueue).stdout.strip().splitlines()[-1]
+    state = f"from knowledge.models import IngestJob; j = IngestJob.objects.get(pk={job_pk}); print(j.state, j.message)"
+
+    def job_state() -> str:
+        return manage(env, "shell", "-c", state).stdout.strip().splitlines()[-1]
+
+    def start_worker() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "manage.py", "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+
+    worker = start_worker()
+    try:
+        deadline = time.monotonic() + 120
+        while not job_state().startswith("running"):
+            assert time.monotonic() < deadline, job_state()
+            time.sleep(0.5)
+        os.killpg(worker.pid, signal.SIGTERM)
+        assert _stopped_within(str(data), STOP_WITHIN_S) == []
+        assert "1 running job(s) queued again" in worker.communicate(timeout=5)[0]
+        assert job_state().startswith("queued The worker running this job stopped")
+        worker = start_worker()  # the next start takes it up and finishes it
+        deadline = time.monotonic() + 300
+        while not job_state().startswith(("indexing", "succeeded")):
+            assert time.monotonic() < deadline, job_state()
+            time.sleep(1)
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
