@@ -24,6 +24,7 @@ from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
+from knowledge.schedules import MAX_MINUTES, ScheduleRefused, source_set_sync_every
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import (
@@ -114,6 +115,13 @@ class ReviewEveryField(serializers.IntegerField):
                          **kwargs)  # fmt: skip
 
 
+class SyncEveryField(serializers.IntegerField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, allow_null=True, min_value=1, max_value=MAX_MINUTES, help_text="Sync this "
+                         "folder source every this many minutes, by the worker's scheduler (null: only on request).",
+                         **kwargs)  # fmt: skip
+
+
 class AccessField(serializers.ListField):
     """An access list: principals such as "tenant", "group:hr", "user:bob"."""
 
@@ -183,6 +191,7 @@ class SourceDetailApi(TenantApiView):
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, required=False)
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
         review_every_days = ReviewEveryField()
+        sync_every_minutes = SyncEveryField()
         access = AccessField(required=False, max_length=100, help_text='Who sees its documents: ["tenant"], '
                              '["group:hr", "user:bob"]. An admin session or a write key acting for all.')  # fmt: skip
 
@@ -201,6 +210,11 @@ class SourceDetailApi(TenantApiView):
             access = _principals(self, data["access"])
         if "review_every_days" in data:
             services.source_set_review_every(tenant=self.tenant, source=source, days=data["review_every_days"])
+        if "sync_every_minutes" in data:
+            try:
+                source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
+            except (ScheduleRefused, services.FolderNotAllowed) as exc:
+                raise serializers.ValidationError({"sync_every_minutes": [str(exc)]}) from exc
         for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
             if field in data:
                 setattr(source, field, data[field])

@@ -57,6 +57,10 @@ class Source(TenantOwned):
         null=True, blank=True, help_text="A document whose review date is not stated is due this many days after its "
         "content last changed.",
     )  # fmt: skip
+    sync_every_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Synced this often by the worker's scheduler (django-q2's Schedule); "
+        "null: only on request.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
 
@@ -66,6 +70,11 @@ class Source(TenantOwned):
 
     def __str__(self) -> str:
         return self.source_id
+
+    @property
+    def schedule_name(self) -> str:
+        """The name of its django-q2 Schedule (knowledge/schedules.py)."""
+        return f"sync-source-{self.public_id}"
 
 
 def readers_text(principals: list[str]) -> str:

@@ -29,6 +29,7 @@ from knowledge.models import (
     stricter_access,
 )
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
+from knowledge.schedules import source_schedule_remove
 from tenants.models import Tenant, TenantQuerySet
 from tenants.principals import principals_check
 
@@ -237,7 +238,7 @@ def document_reviewed(*, tenant: Tenant, document: Document, days: int, actor: s
 
 
 def folder_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
-                        operator: bool = False) -> IngestJob:  # fmt: skip
+                        operator: bool = False, trigger: str = "request") -> IngestJob:  # fmt: skip
     """Queue a background sync of a folder source; returns the IngestJob that reports on it.
 
     The folder is checked here, where it is used: unless the operator's CLI queues it (`operator`), it must
@@ -251,7 +252,7 @@ def folder_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOption
     path = str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
     job = IngestJob.objects.create(
         tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={**options.to_params(), "path": path, "operator": operator},
+        params={**options.to_params(), "path": path, "operator": operator, "trigger": trigger},
     )  # fmt: skip
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -525,6 +526,7 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     _points_delete(tenant=tenant, versions=versions, source_ids=[source.source_id])
     for job in source.jobs.filter(kind="upload"):  # the raw uploaded files go too: "cannot be undone" means it
         upload_files_remove(job)
+    source_schedule_remove(source)
     source.delete()
 
 
@@ -533,6 +535,8 @@ def tenant_delete(*, tenant: Tenant) -> None:
     _points_delete(tenant=tenant, versions=DocumentVersion.objects.for_tenant(tenant), source_ids=None)
     uploads = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id)
     shutil.rmtree(uploads, ignore_errors=True)
+    for source in Source.objects.for_tenant(tenant):
+        source_schedule_remove(source)  # django-q2's rows are not the tenant's: no cascade reaches them
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
 
 

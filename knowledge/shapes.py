@@ -174,6 +174,14 @@ class BootstrapInput(WhenInput):
     scope = ScopeSerializer(required=False)
 
 
+class ScheduleOutput(serializers.Serializer):
+    every_minutes = serializers.IntegerField()
+    next_run = serializers.DateTimeField(allow_null=True)
+    last_run = serializers.DateTimeField(allow_null=True)
+    last_job_id = serializers.UUIDField(allow_null=True)
+    last_job_status = serializers.CharField(allow_null=True)
+
+
 class SourceOutput(serializers.Serializer):
     id = serializers.UUIDField(source="public_id")
     source_id = serializers.CharField()
@@ -183,11 +191,26 @@ class SourceOutput(serializers.Serializer):
     default_mode = serializers.CharField()
     ocr_languages = serializers.CharField()
     review_every_days = serializers.IntegerField(allow_null=True)
+    sync_every_minutes = serializers.IntegerField(allow_null=True)
+    schedule = serializers.SerializerMethodField()
     tags = serializers.SerializerMethodField()
     is_default = serializers.BooleanField()
     documents = serializers.SerializerMethodField()
     last_synced_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
+
+    @extend_schema_field(ScheduleOutput)
+    def get_schedule(self, source: Source) -> dict[str, Any] | None:
+        """The next scheduled sync and the last one's job (null for a source synced only on request)."""
+        from knowledge.schedules import source_schedule
+
+        if source.sync_every_minutes is None:
+            return None
+        shown = source_schedule(source)
+        last = shown["last_job"]
+        return {"every_minutes": shown["every_minutes"], "next_run": shown["next_run"], "last_run": shown["last_run"],
+                "last_job_id": last.public_id if last is not None else None,
+                "last_job_status": last.state if last is not None else None}  # fmt: skip
 
     def get_tags(self, source: Source) -> list[str]:
         return sorted(t.name for t in source.tags.all())

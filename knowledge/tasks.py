@@ -47,3 +47,13 @@ def ingest_job_task(job_id: int) -> None:
         logger.exception("Job %s stopped on an unexpected error (ref %s)", job.public_id, reference)
         jobs.fail(job, "The job stopped on an unexpected error; the details were logged.", reference=reference)
         raise
+
+
+def scheduled_sync_task(source_id: int, operator: bool = False) -> None:
+    """A source's scheduled sync (knowledge/schedules.py), queued by the worker's scheduler."""
+    from knowledge.models import Source
+    from knowledge.schedules import sync_due
+
+    source = Source.objects.select_related("tenant").filter(pk=source_id).first()  # unscoped: the id is ours
+    if source is not None:
+        sync_due(source, operator)

@@ -12,6 +12,7 @@ urlpatterns = [
     path(f"{T}sources/<uuid:source_id>/access/", views.source_access, name="source-access"),
     path(f"{T}sources/<uuid:source_id>/delete/", views.source_delete, name="source-delete"),
     path(f"{T}sources/<uuid:source_id>/sync/", views.source_sync, name="source-sync"),
+    path(f"{T}sources/<uuid:source_id>/schedule/", views.source_schedule, name="source-schedule"),
     path(f"{T}upload/", views.upload, name="upload"),
     path(f"{T}jobs/<uuid:job_id>/", views.job_detail, name="job-detail"),
     path(f"{T}jobs/<uuid:job_id>/progress/", views.job_progress, name="job-progress"),

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
-from knowledge import ids, selectors, services, validity
+from knowledge import ids, schedules, selectors, services, validity
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.models import Chunk, Document, IngestJob, JobFile, Source, Status
@@ -84,7 +84,11 @@ def source_list(request: TenantRequest) -> HttpResponse:
             messages.error(request, "A source with that name already exists.")
         return redirect("knowledge:source-list", tenant.slug)
     last_jobs = selectors.last_job_by_source(tenant=tenant)
-    rows = [(source, last_jobs.get(source.pk)) for source in selectors.source_list(viewer=request.viewer)]
+    sources = list(selectors.source_list(viewer=request.viewer))
+    upcoming = schedules.next_runs(sources)
+    for source in sources:
+        source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
+    rows = [(source, last_jobs.get(source.pk)) for source in sources]
     context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
                "principals": _principal_choices(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
@@ -92,6 +96,27 @@ def source_list(request: TenantRequest) -> HttpResponse:
 
 def _source(request: TenantRequest, source_id: str) -> Source:
     return found_or_404(selectors.source_get(viewer=request.viewer, public_id=source_id))
+
+
+@admin_required
+@require_POST
+def source_schedule(request: TenantRequest, source_id: str) -> HttpResponse:
+    """Sync a folder source every N minutes (empty: only on request)."""
+    source = _source(request, source_id)
+    raw = request.POST.get("sync_every_minutes", "").strip()
+    try:
+        minutes = int(raw) if raw else None
+    except ValueError:
+        messages.error(request, f"{raw!r} is not a number of minutes.")
+        return redirect("knowledge:source-list", request.tenant.slug)
+    try:
+        schedules.source_set_sync_every(tenant=request.tenant, source=source, minutes=minutes)
+    except (schedules.ScheduleRefused, services.FolderNotAllowed) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{source.label} syncs every {minutes} minute(s)." if minutes else
+                         f"{source.label} syncs only on request.")  # fmt: skip
+    return redirect("knowledge:source-list", request.tenant.slug)
 
 
 @admin_required

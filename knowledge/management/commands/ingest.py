@@ -14,6 +14,7 @@ from knowledge.index.storage import StorageFull, is_storage_full, storage_full_r
 from knowledge.ingest import pipeline
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob
+from knowledge.schedules import MAX_MINUTES, source_set_sync_every
 from knowledge.services import folder_sync_enqueue, ingest_options, source_set_access, source_set_review_every
 from tenants.models import Tenant
 from tenants.principals import UnknownPrincipal, parse_principal_list, principals_check
@@ -45,6 +46,8 @@ class Command(BaseCommand):
         parser.add_argument("--review-every", dest="review_every", type=int, default=None, metavar="DAYS",
                             help="documents whose review date is not stated are due a review DAYS after their "
                                  "content last changed (0: never); kept by the source for later syncs")  # fmt: skip
+        parser.add_argument("--sync-every", dest="sync_every", type=int, default=None, metavar="MINUTES",
+                            help="the worker syncs this source again every MINUTES (0: only on request)")  # fmt: skip
 
     def handle(self, *args: Any, tenant: str, path: str, source: str, mode: str, tags: str, run_async: bool,
                ocr_languages: str = "", access: str | None = None, review_every: int | None = None,
@@ -58,6 +61,9 @@ class Command(BaseCommand):
             raise CommandError(f"{path} is not a readable folder.")
         if review_every is not None and not 0 <= review_every <= 3650:
             raise CommandError("--review-every takes a number of days from 1 to 3650 (0: never).")
+        sync_every = options.get("sync_every")
+        if sync_every is not None and not 0 <= sync_every <= MAX_MINUTES:
+            raise CommandError(f"--sync-every takes a number of minutes from 1 to {MAX_MINUTES} (0: only on request).")
         if access is not None and not parse_principal_list(access):
             raise CommandError("--access needs tenant, or principals such as group:hr,user:bob.")
         try:  # before anything is created: an unknown group or user stops the command
@@ -78,6 +84,10 @@ class Command(BaseCommand):
             folder.save(update_fields=["ocr_languages"])
         if review_every is not None:
             source_set_review_every(tenant=owner, source=folder, days=review_every or None)
+        if sync_every is not None:  # the operator's command: its folder need not be inside the allowed roots
+            source_set_sync_every(tenant=owner, source=folder, minutes=sync_every or None, operator=True)
+            self.stdout.write(f"{folder.source_id} syncs every {sync_every} minute(s)" if sync_every else
+                              f"{folder.source_id} syncs only on request")  # fmt: skip
         try:
             how = ingest_options(
                 mode=mode,

@@ -1,0 +1,95 @@
+"""Scheduled syncs. A syncable source with `sync_every_minutes` has one django-q2 `Schedule` (in the ORM, whichever
+broker runs the tasks), which the worker's scheduler turns into a `scheduled_sync_task` (knowledge/tasks.py).
+
+Never two syncs of a source at once: a run that finds a sync of the source queued or running does nothing, and
+the source lock (knowledge/jobs.py) serialises whatever else. A missed run (the worker was down) is caught up once,
+not replayed: Q_CLUSTER's `catch_up` is off, so the scheduler runs it once and sets the next run after now."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django_q.models import Schedule
+
+from knowledge.models import IngestJob, Source
+from tenants.models import Tenant
+
+SYNCABLE = (Source.Kind.FOLDER,)
+MAX_MINUTES = 525_600  # a year
+TASK = "knowledge.tasks.scheduled_sync_task"
+BUSY = (IngestJob.State.QUEUED, IngestJob.State.RUNNING, IngestJob.State.INDEXING)
+
+
+class ScheduleRefused(ValueError):
+    """The schedule cannot be set as asked; the message says why."""
+
+
+def source_set_sync_every(*, tenant: Tenant, source: Source, minutes: int | None, operator: bool = False) -> None:
+    """Sync the source every `minutes` (None: only on request). `operator`: set by the operator's command line, so
+    its folder need not lie inside RAG_ALLOWED_FOLDER_ROOTS (as `manage.py ingest` itself); otherwise the folder is
+    checked now and again at each run."""
+    from knowledge.services import folder_path_check
+
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be changed here.")
+    if minutes is not None:
+        if source.kind not in SYNCABLE:
+            raise ScheduleRefused(f"A {source.get_kind_display().lower()} source has nothing to sync on a schedule; "
+                                  "only folder sources do.")  # fmt: skip
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
+            raise ScheduleRefused(f"Give a whole number of minutes from 1 to {MAX_MINUTES}.")
+        if not operator:
+            folder_path_check(source.path)  # FolderNotAllowed: the caller says why
+    source.sync_every_minutes = minutes
+    source.save(update_fields=["sync_every_minutes"])
+    if minutes is None:
+        Schedule.objects.filter(name=source.schedule_name).delete()
+        return
+    Schedule.objects.update_or_create(name=source.schedule_name, defaults={
+        "func": TASK, "args": repr(source.pk), "kwargs": repr({"operator": operator}),
+        "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1,
+        "next_run": timezone.now() + timedelta(minutes=minutes),
+    })  # fmt: skip
+
+
+def source_schedule_remove(source: Source) -> None:
+    Schedule.objects.filter(name=source.schedule_name).delete()
+
+
+def source_schedule(source: Source) -> dict[str, Any]:
+    """What the source page and API show: every how many minutes, the next run, the last scheduled run's job."""
+    schedule = Schedule.objects.filter(name=source.schedule_name).first() if source.sync_every_minutes else None
+    last = (IngestJob.objects.filter(source=source, kind=IngestJob.Kind.FOLDER, params__trigger="schedule")
+            .order_by("-created_at").first())  # fmt: skip
+    return {
+        "every_minutes": source.sync_every_minutes,
+        "next_run": schedule.next_run if schedule is not None else None,
+        "last_run": last.created_at if last is not None else None,
+        "last_job": last,
+    }
+
+
+def sync_due(source: Source, operator: bool) -> IngestJob | None:
+    """One scheduled run: the sync's job, or None when a sync of the source is already queued or running (or the
+    source is no longer scheduled). A folder no longer allowed fails the run's job with the reason."""
+    from knowledge import jobs
+    from knowledge.services import FolderNotAllowed, folder_sync_enqueue
+
+    if source.sync_every_minutes is None or IngestJob.objects.filter(source=source, state__in=BUSY).exists():
+        return None
+    try:
+        return folder_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
+    except FolderNotAllowed as exc:
+        job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
+                                       params={"trigger": "schedule", "path": source.path})  # fmt: skip
+        jobs.fail(job, f"The scheduled sync was not run: {exc}")
+        return job
+
+
+def next_runs(sources: list[Source]) -> dict[int, datetime]:
+    """The next scheduled run of each of these sources that has one."""
+    names = {s.schedule_name: s.pk for s in sources if s.sync_every_minutes}
+    rows = Schedule.objects.filter(name__in=names).values_list("name", "next_run")
+    return {names[name]: next_run for name, next_run in rows}
