@@ -199,7 +199,7 @@ class SourceOutput(serializers.Serializer):
     last_synced_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
 
-    @extend_schema_field(ScheduleOutput)
+    @extend_schema_field(ScheduleOutput(allow_null=True))
     def get_schedule(self, source: Source) -> dict[str, Any] | None:
         """The next scheduled sync and the last one's job (null for a source synced only on request)."""
         from knowledge.schedules import source_schedule
