@@ -360,6 +360,8 @@ class JobRetryApi(TenantApiView):
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         except services.UploadFilesGone as exc:
             raise serializers.ValidationError({"job": [str(exc)]}) from exc
+        except services.UploadQuotaExceeded as exc:  # its failed files, sent again, would pass the tenant's quota
+            raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
         return Response(
             JobOutput(selectors.job_report(viewer=self.viewer, job=job)).data, status=status.HTTP_202_ACCEPTED
         )

@@ -27,8 +27,7 @@ from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import StoreBusy
 from tenants.access import TenantRequest, found_or_404, tenant_member_required
-from tenants.models import Group, Membership
-from tenants.principals import UnknownPrincipal, everyone, parse_principal_list
+from tenants.principals import UnknownPrincipal, everyone, parse_principal_list, principal_names
 
 admin_required = tenant_member_required(admin=True)
 
@@ -90,7 +89,7 @@ def source_list(request: TenantRequest) -> HttpResponse:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
     context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
-               "principals": _principal_choices(tenant)}  # fmt: skip
+               "principals": principal_names(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
 
 
@@ -127,13 +126,6 @@ def source_tags(request: TenantRequest, source_id: str) -> HttpResponse:
     return render(request, "knowledge/partials/_source_tags.html", {"tenant": request.tenant, "source": source})
 
 
-def _principal_choices(tenant: Any) -> list[str]:
-    """What an access field may name, offered as the input's suggestions."""
-    groups = Group.objects.for_tenant(tenant).values_list("name", flat=True)
-    users = Membership.objects.for_tenant(tenant).values_list("user__username", flat=True)
-    return ["tenant", *(f"group:{g}" for g in groups), *(f"user:{u}" for u in users)]
-
-
 @admin_required
 @require_POST
 def source_access(request: TenantRequest, source_id: str) -> HttpResponse:
@@ -158,7 +150,7 @@ def _document_access_context(request: TenantRequest, document: Document) -> dict
                if not m.is_admin and viewer.sees(document.reader_list)]  # fmt: skip
     keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k, viewer in api_keys if viewer.sees(document.reader_list)]
     return {"tenant": request.tenant, "document": document, "readers": readers, "keys": keys,
-            "principals": _principal_choices(request.tenant)}  # fmt: skip
+            "principals": principal_names(request.tenant)}  # fmt: skip
 
 
 @admin_required
@@ -284,7 +276,7 @@ def job_retry(request: TenantRequest, job_id: str) -> HttpResponse:
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     try:
         retried = services.job_retry(tenant=request.tenant, job=job)
-    except (services.UploadFilesGone, services.FolderNotAllowed) as exc:
+    except (services.UploadFilesGone, services.FolderNotAllowed, services.UploadQuotaExceeded) as exc:
         messages.error(request, str(exc))
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     return redirect("knowledge:job-detail", request.tenant.slug, retried.public_id)

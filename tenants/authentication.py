@@ -6,7 +6,6 @@ address is answered 429 (with Retry-After) before any key is looked up, and each
 from __future__ import annotations
 
 import logging
-import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -16,6 +15,7 @@ from rest_framework.throttling import BaseThrottle
 
 from tenants.models import ApiKey
 from tenants.services import api_key_authenticate
+from tenants.throttling import window_count, window_wait
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +29,12 @@ def key_guessing_check(request: Request) -> None:
     started = cache.get(_guess_counter(request) + ":since")
     if started is None or (cache.get(_guess_counter(request)) or 0) < settings.RAG_API_KEY_FAILURE_LIMIT:
         return
-    wait = max(1, int(started + settings.RAG_API_KEY_FAILURE_WINDOW_S - time.time()))
+    wait = window_wait(_guess_counter(request), settings.RAG_API_KEY_FAILURE_WINDOW_S)
     raise exceptions.Throttled(wait=wait, detail="Too many wrong API keys from this address; retry later.")
 
 
 def key_failure_record(request: Request, raw_key: str) -> None:
-    counter, window = _guess_counter(request), settings.RAG_API_KEY_FAILURE_WINDOW_S
-    if cache.add(counter, 0, window):
-        cache.set(counter + ":since", time.time(), window)
-    failures = cache.incr(counter)
+    failures = window_count(_guess_counter(request), settings.RAG_API_KEY_FAILURE_WINDOW_S)
     logger.warning("Wrong or revoked API key from %s (prefix %r, %d in this window)",
                    BaseThrottle().get_ident(request), raw_key[:8], failures)  # fmt: skip
 

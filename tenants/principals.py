@@ -176,3 +176,10 @@ def _describe(principal: str) -> str:
 def parse_principal_list(text: str) -> list[str]:
     """ "group:hr, user:bob" (a command-line or form value) → ["group:hr", "user:bob"]."""
     return [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
+
+
+def principal_names(tenant: Tenant) -> list[str]:
+    """What an access list or a key's acts-for may name in this tenant: tenant, its groups, its members."""
+    groups = Group.objects.for_tenant(tenant).values_list("name", flat=True)
+    users = Membership.objects.for_tenant(tenant).order_by("user__username").values_list("user__username", flat=True)
+    return [TENANT, *(f"group:{g}" for g in groups), *(f"user:{u}" for u in users)]

@@ -3,7 +3,6 @@ admins), invitations (whoever holds the link) and password resets (anyone, throt
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from datetime import time as day_time
 from typing import Any, cast
@@ -14,7 +13,6 @@ from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
@@ -26,7 +24,8 @@ from rest_framework.throttling import BaseThrottle
 from tenants import services
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
 from tenants.models import ApiKey, Group, Invitation, Membership, MembershipEvent, Tenant
-from tenants.principals import ALL, TENANT, UnknownPrincipal
+from tenants.principals import ALL, TENANT, UnknownPrincipal, principal_names
+from tenants.throttling import window_count, window_wait
 
 admin_required = tenant_member_required(admin=True)
 
@@ -279,11 +278,10 @@ def _end_of_day(value: str) -> datetime:
 
 
 def _principal_choices(tenant: Tenant) -> list[tuple[str, str]]:
-    groups = [(f"group:{g.name}", f"group:{g.name}") for g in Group.objects.for_tenant(tenant)]
-    members = Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username")
-    users = [(f"user:{m.user.get_username()}", f"user:{m.user.get_username()}") for m in members]
-    return [(TENANT, "everyone in the workspace (documents open to the tenant)"), *groups, *users,
-            (ALL, "all: every document, whatever its access list")]  # fmt: skip
+    """Whom a new key may act for: the tenant's principals, and `all`."""
+    labels = {TENANT: "everyone in the workspace (documents open to the tenant)"}
+    named = [(name, labels.get(name, name)) for name in principal_names(tenant)]
+    return [*named, (ALL, "all: every document, whatever its access list")]
 
 
 @admin_required
@@ -307,11 +305,8 @@ class ThrottledPasswordResetView(auth_views.PasswordResetView):
         counters = [f"ragsite:reset:ip:{client}",
                     f"ragsite:reset:email:{form.cleaned_data['email'].strip().lower()}"]  # fmt: skip
         for counter in counters:
-            if cache.add(counter, 0, window):
-                cache.set(counter + ":since", time.time(), window)
-            if cache.incr(counter) > settings.AXES_FAILURE_LIMIT:
-                started = cache.get(counter + ":since") or time.time()
-                minutes = max(1, int((started + window - time.time()) // 60) + 1)
+            if window_count(counter, window) > settings.AXES_FAILURE_LIMIT:
+                minutes = window_wait(counter, window) // 60 + 1
                 response = render(self.request, "registration/password_reset_form.html", {
                     "form": form, "throttled": f"Too many reset requests; try again in {minutes} minute(s)."},
                     status=429)  # fmt: skip

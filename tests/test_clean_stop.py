@@ -126,7 +126,7 @@ def test_an_ingestion_job_cut_by_the_stop_is_queued_again_and_the_next_worker_fi
     env = environment(data, RAG_WORKER_STOP_S="2")
     assert manage(env, "migrate", "-v0").returncode == 0
     scan = tmp_path / "scan.pdf"  # OCR reads it a page at a time: the job runs for many seconds
-    scan.write_bytes(scanned_pdf([["Returns policy", "Customers may return an unopened dishwasher."]] * 12))
+    scan.write_bytes(scanned_pdf([["Returns policy", "Customers may return an unopened dishwasher."]] * 30))
     enqueue = ("from pathlib import Path; from tenants.models import Tenant; from knowledge.services import "
                "upload_enqueue; t = Tenant.objects.create(slug='acme', name='Acme'); "
                f"scan = Path('{scan}').read_bytes(); "
