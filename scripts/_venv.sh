@@ -7,8 +7,9 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "ragsite needs Python 3.11 or newer (found: $("$PYTHON" --version 2>&1)); set PYTHON=..." >&2
   exit 1
 fi
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PYTHON" -m venv "$VENV"
+# A venv whose creation was interrupted (no pip in it) is made again, not reused.
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  "$PYTHON" -m venv --clear "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/_ocr.sh"
