@@ -118,7 +118,8 @@ class ReviewEveryField(serializers.IntegerField):
 class SyncEveryField(serializers.IntegerField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(required=False, allow_null=True, min_value=1, max_value=MAX_MINUTES, help_text="Sync this "
-                         "folder source every this many minutes, by the worker's scheduler (null: only on request).",
+                         "folder, vault or git source every this many minutes, by the worker's scheduler (null: only "
+                         "on request).",
                          **kwargs)  # fmt: skip
 
 
@@ -138,9 +139,17 @@ def _principals(view: TenantApiView, access: list[str]) -> list[str]:
 class SourceListApi(TenantApiView):
     @extend_schema_serializer(component_name="SourceCreateInput")
     class InputSerializer(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=["folder", "upload"])
+        kind = serializers.ChoiceField(choices=["folder", "obsidian", "git", "upload"])
         name = serializers.CharField(max_length=200)
-        path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+        path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
+                                     help_text="folder and obsidian: a folder inside the server's allowed roots; git: "
+                                     "a repository there, or a URL under RAG_ALLOWED_GIT_URLS")  # fmt: skip
+        branch = serializers.CharField(max_length=250, required=False, allow_blank=True, default="",
+                                       help_text="git: the branch read (blank: the repository's HEAD)")  # fmt: skip
+        history_depth = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000,
+                                                 help_text="git: commits of each file's history the first import "
+                                                 "reads (null: RAG_GIT_HISTORY_DEPTH)")  # fmt: skip
+        sync_every_minutes = SyncEveryField()
         default_mode = serializers.ChoiceField(choices=MODES, default="auto")
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, default="spa+eng")
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
@@ -162,8 +171,13 @@ class SourceListApi(TenantApiView):
             data["access"] = _principals(self, data["access"])
         try:
             with transaction.atomic():
-                if data["kind"] == "folder":
-                    source = services.folder_source_create(tenant=self.tenant, name=data["name"], path=data["path"])
+                if data["kind"] in ("folder", "obsidian"):
+                    source = services.folder_source_create(tenant=self.tenant, name=data["name"], path=data["path"],
+                                                           kind=data["kind"])  # fmt: skip
+                elif data["kind"] == "git":
+                    source = services.git_source_create(tenant=self.tenant, name=data["name"], location=data["path"],
+                                                        branch=data["branch"],
+                                                        history_depth=data.get("history_depth"))  # fmt: skip
                 else:
                     source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
@@ -174,6 +188,10 @@ class SourceListApi(TenantApiView):
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
                 if "access" in data:
                     services.source_set_access(tenant=self.tenant, source=source, access=data["access"])
+                if data.get("sync_every_minutes"):
+                    source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
+        except ScheduleRefused as exc:
+            raise serializers.ValidationError({"sync_every_minutes": [str(exc)]}) from exc
         except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
             field = "path" if isinstance(exc, services.FolderNotAllowed) else "name"
             raise serializers.ValidationError({field: [str(exc)]}) from exc
@@ -306,13 +324,13 @@ class SourceSyncApi(TenantApiView):
     @extend_schema(request=None, responses={202: JobOutput})
     def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
         source = _source(self, source_id)
-        if source.kind != Source.Kind.FOLDER:
+        if not source.syncable:
             raise serializers.ValidationError(
-                {"source": ["Only folder sources can be re-synced; upload files instead."]}
+                {"source": ["Only folder, vault and git sources can be re-synced; upload files instead."]}
             )
-        try:  # the service checks the folder against the allowed roots
+        try:  # the service checks the folder or repository against what the server allows
             options = IngestOptions(mode=source.default_mode)
-            job = services.folder_sync_enqueue(tenant=self.tenant, source=source, options=options)
+            job = services.source_sync_enqueue(tenant=self.tenant, source=source, options=options)
         except services.FolderNotAllowed as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
@@ -410,7 +428,8 @@ class DocumentDetailApi(TenantApiView):
 
     @extend_schema(responses={200: DocumentDetailOutput})
     def get(self, request: Request, tenant_slug: str, document_id: str) -> Response:
-        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
+        context = {**_access_context(self), "viewer": self.viewer}
+        return Response(DocumentDetailOutput(_document(self, document_id), context=context).data)
 
     @extend_schema(request=UpdateSerializer, responses={200: DocumentDetailOutput})
     def patch(self, request: Request, tenant_slug: str, document_id: str) -> Response:
@@ -437,7 +456,8 @@ class DocumentDetailApi(TenantApiView):
             except validity.InvalidValidity as exc:
                 field = str(exc).split(":", 1)[0] if ":" in str(exc)[:20] else "valid_until"
                 raise serializers.ValidationError({field: [str(exc)]}) from exc
-        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
+        context = {**_access_context(self), "viewer": self.viewer}
+        return Response(DocumentDetailOutput(_document(self, document_id), context=context).data)
 
 
 class DocumentRetireApi(TenantApiView):
@@ -446,7 +466,8 @@ class DocumentRetireApi(TenantApiView):
         document = _document(self, document_id)
         rows = selectors.document_rows(viewer=self.viewer, document=document)
         services.documents_retire(tenant=self.tenant, documents=rows, actor=self.actor(request))
-        return Response(DocumentDetailOutput(_document(self, document_id), context=_access_context(self)).data)
+        context = {**_access_context(self), "viewer": self.viewer}
+        return Response(DocumentDetailOutput(_document(self, document_id), context=context).data)
 
 
 class ChangeOutput(serializers.Serializer):

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-SOURCE_KINDS = ("upload", "folder", "external")
+SOURCE_KINDS = ("upload", "folder", "external", "git", "obsidian")
 CHUNK_MODES = ("documental", "code", "summary")
 DEFAULT_SOURCE_KIND = "upload"
 DEFAULT_SOURCE_NAME = "default"
@@ -173,3 +173,8 @@ def is_uuid(value: str) -> bool:
 def display_name(escaped: str) -> str:
     """The readable form of an escaped id component."""
     return _unescape(escaped)
+
+
+def public_url(url: str) -> str:
+    """A URL as pages, jobs and errors may show it: without the password or token it may carry."""
+    return re.sub(r"(://)[^/@]+@", r"\1", url)

@@ -35,12 +35,25 @@ class Source(TenantOwned):
         UPLOAD = "upload", "Uploaded files"
         FOLDER = "folder", "Server folder"
         EXTERNAL = "external", "External reference"
+        GIT = "git", "Git repository"
+        OBSIDIAN = "obsidian", "Obsidian vault"
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
     label = models.CharField(max_length=200, help_text="The name as the user typed it.")
     source_id = models.CharField(max_length=700, unique=True, editable=False)
-    path = models.CharField(max_length=1000, blank=True, help_text="Folder on the server, for folder sources.")
+    path = models.CharField(
+        max_length=1000, blank=True,
+        help_text="Folder on the server (folder sources); the repository's path or URL (git sources).",
+    )  # fmt: skip
+    branch = models.CharField(max_length=250, blank=True, help_text="Git sources: the branch read (blank: HEAD's).")
+    history_depth = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Git sources: versions a file's first import reads (null: RAG_GIT_HISTORY_DEPTH).",
+    )
+    synced_commit = models.CharField(max_length=64, blank=True, editable=False,
+                                     help_text="Git sources: the commit the last sync read.")  # fmt: skip
     ref = models.CharField(max_length=1000, blank=True, help_text="Locator, for external sources.")
     default_mode = models.CharField(max_length=20, default="auto")
     ocr_languages = models.CharField(
@@ -75,6 +88,15 @@ class Source(TenantOwned):
     def schedule_name(self) -> str:
         """The name of its django-q2 Schedule (knowledge/schedules.py)."""
         return f"sync-source-{self.public_id}"
+
+    @property
+    def shown_path(self) -> str:
+        """Its path as pages and the API show it: a repository URL without the credential it may carry."""
+        return ids.public_url(self.path)
+
+    @property
+    def syncable(self) -> bool:
+        return self.kind in (self.Kind.FOLDER, self.Kind.OBSIDIAN, self.Kind.GIT)
 
 
 def readers_text(principals: list[str]) -> str:
@@ -212,6 +234,12 @@ class DocumentVersion(TenantOwned):
     job = models.ForeignKey("IngestJob", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # What the file itself states (frontmatter, Office properties): {"valid_from": "2026-01-01", …, "problems": […]}
     stated = models.JSONField(default=dict, blank=True)
+    # A git source's commit that made this version: {"sha", "author", "email", "date", "message", "blob"}, and
+    # "unreachable": true once a force-push left it out of the branch's history.
+    commit = models.JSONField(default=dict, blank=True)
+    historical = models.BooleanField(
+        default=False, help_text="Imported history: indexed as superseded, served over its commit's window only."
+    )
     # The validity window this version was served with (the document's while it is the served one).
     valid_from = models.DateField(null=True, blank=True)
     valid_until = models.DateField(null=True, blank=True)
@@ -313,6 +341,23 @@ class Chunk(TenantOwned):
         }
 
 
+class DocumentLink(TenantOwned):
+    """A link of a vault note to another file of its vault (knowledge/links.py): as written, and what it resolves
+    to now (null: it names no file, or several; `problem` says which)."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey("Document", on_delete=models.CASCADE, related_name="links_out")
+    target = models.CharField(max_length=1000, help_text="The link's target as written, without its heading.")
+    heading = models.CharField(max_length=500, blank=True, help_text='"Heading" or "^block", when it names one.')
+    embed = models.BooleanField(default=False, help_text="![[…]]: the target's text is shown in the note.")
+    resolved = models.ForeignKey("Document", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="links_in")  # fmt: skip
+    problem = models.CharField(max_length=2000, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["source", "resolved"])]
+
+
 class DocumentEvent(TenantOwned):
     """What happened to a document, when, by whom: the changes feed (`changes_since`) and the review trail."""
 
@@ -355,6 +400,7 @@ class IngestJob(TenantOwned):
 
     class Kind(models.TextChoices):
         FOLDER = "folder", "Folder sync"
+        GIT = "git", "Git sync"
         UPLOAD = "upload", "Upload"
         REINDEX = "reindex", "Reindex"
 

@@ -1,5 +1,6 @@
-"""Scheduled syncs. A syncable source with `sync_every_minutes` has one django-q2 `Schedule` (in the ORM, whichever
-broker runs the tasks), which the worker's scheduler turns into a `scheduled_sync_task` (knowledge/tasks.py).
+"""Scheduled syncs. A syncable source (folder, vault, git) with `sync_every_minutes` has one django-q2 `Schedule`
+(in the ORM, whichever broker runs the tasks), which the worker's scheduler turns into a
+`scheduled_sync_task` (knowledge/tasks.py).
 
 Never two syncs of a source at once: a run that finds a sync of the source queued or running does nothing, and
 the source lock (knowledge/jobs.py) serialises whatever else. A missed run (the worker was down) is caught up once,
@@ -16,7 +17,7 @@ from django_q.models import Schedule
 from knowledge.models import IngestJob, Source
 from tenants.models import Tenant
 
-SYNCABLE = (Source.Kind.FOLDER,)
+SYNCABLE = (Source.Kind.FOLDER, Source.Kind.OBSIDIAN, Source.Kind.GIT)
 MAX_MINUTES = 525_600  # a year
 TASK = "knowledge.tasks.scheduled_sync_task"
 BUSY = (IngestJob.State.QUEUED, IngestJob.State.RUNNING, IngestJob.State.INDEXING)
@@ -30,18 +31,18 @@ def source_set_sync_every(*, tenant: Tenant, source: Source, minutes: int | None
     """Sync the source every `minutes` (None: only on request). `operator`: set by the operator's command line, so
     its folder need not lie inside RAG_ALLOWED_FOLDER_ROOTS (as `manage.py ingest` itself); otherwise the folder is
     checked now and again at each run."""
-    from knowledge.services import folder_path_check
+    from knowledge.services import folder_path_check, git_location_check
 
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be changed here.")
     if minutes is not None:
         if source.kind not in SYNCABLE:
-            raise ScheduleRefused(f"A {source.get_kind_display().lower()} source has nothing to sync on a schedule; "
-                                  "only folder sources do.")  # fmt: skip
+            raise ScheduleRefused(f"Only folder, vault and git sources sync on a schedule; this one holds "
+                                  f"{source.get_kind_display().lower()}.")  # fmt: skip
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ScheduleRefused(f"Give a whole number of minutes from 1 to {MAX_MINUTES}.")
-        if not operator:
-            folder_path_check(source.path)  # FolderNotAllowed: the caller says why
+        if not operator:  # FolderNotAllowed: the caller says why
+            git_location_check(source.path) if source.kind == Source.Kind.GIT else folder_path_check(source.path)
     source.sync_every_minutes = minutes
     source.save(update_fields=["sync_every_minutes"])
     if minutes is None:
@@ -61,7 +62,7 @@ def source_schedule_remove(source: Source) -> None:
 def source_schedule(source: Source) -> dict[str, Any]:
     """What the source page and API show: every how many minutes, the next run, the last scheduled run's job."""
     schedule = Schedule.objects.filter(name=source.schedule_name).first() if source.sync_every_minutes else None
-    last = (IngestJob.objects.filter(source=source, kind=IngestJob.Kind.FOLDER, params__trigger="schedule")
+    last = (IngestJob.objects.filter(source=source, params__trigger="schedule")
             .order_by("-created_at").first())  # fmt: skip
     return {
         "every_minutes": source.sync_every_minutes,
@@ -75,14 +76,15 @@ def sync_due(source: Source, operator: bool) -> IngestJob | None:
     """One scheduled run: the sync's job, or None when a sync of the source is already queued or running (or the
     source is no longer scheduled). A folder no longer allowed fails the run's job with the reason."""
     from knowledge import jobs
-    from knowledge.services import FolderNotAllowed, folder_sync_enqueue
+    from knowledge.services import FolderNotAllowed, source_sync_enqueue
 
     if source.sync_every_minutes is None or IngestJob.objects.filter(source=source, state__in=BUSY).exists():
         return None
     try:
-        return folder_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
+        return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
     except FolderNotAllowed as exc:
-        job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
+        kind = IngestJob.Kind.GIT if source.kind == Source.Kind.GIT else IngestJob.Kind.FOLDER
+        job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=kind,
                                        params={"trigger": "schedule", "path": source.path})  # fmt: skip
         jobs.fail(job, f"The scheduled sync was not run: {exc}")
         return job
@@ -93,3 +95,13 @@ def next_runs(sources: list[Source]) -> dict[int, datetime]:
     names = {s.schedule_name: s.pk for s in sources if s.sync_every_minutes}
     rows = Schedule.objects.filter(name__in=names).values_list("name", "next_run")
     return {names[name]: next_run for name, next_run in rows}
+
+
+def last_runs(sources: list[Source]) -> dict[int, datetime]:
+    """When each of these sources' last scheduled sync was queued (one query)."""
+    from django.db.models import Max
+
+    pks = [s.pk for s in sources if s.sync_every_minutes]
+    rows = (IngestJob.objects.filter(source_id__in=pks, params__trigger="schedule").values("source_id")
+            .annotate(last=Max("created_at")).values_list("source_id", "last"))  # fmt: skip
+    return dict(rows)

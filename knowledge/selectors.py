@@ -263,6 +263,9 @@ def job_get(*, viewer: Viewer, public_id: Any) -> IngestJob | None:
 def job_report(*, viewer: Viewer, job: IngestJob) -> IngestJob:
     """The job as the viewer may read it: a copy whose errors and skips leave out entries about documents of its
     source the viewer does not see (one that has its own, stricter list). For output only: never save it."""
+    if not viewer.sees_all and (job.params or {}).get("link_problems"):  # they name notes, maybe hidden ones
+        job = copy.copy(job)
+        job.params = {**job.params, "link_problems": []}
     entries = [*(job.errors or []), *(job.skips or [])]
     if viewer.sees_all or job.source_id is None or not entries:
         return job

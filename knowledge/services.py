@@ -237,23 +237,34 @@ def document_reviewed(*, tenant: Tenant, document: Document, days: int, actor: s
     return timeline.document_reviewed(document=document, days=days, actor=actor)
 
 
-def folder_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
-                        operator: bool = False, trigger: str = "request") -> IngestJob:  # fmt: skip
-    """Queue a background sync of a folder source; returns the IngestJob that reports on it.
+SYNCABLE_KINDS = (Source.Kind.FOLDER, Source.Kind.OBSIDIAN, Source.Kind.GIT)
 
-    The folder is checked here, where it is used: unless the operator's CLI queues it (`operator`), it must
-    lie inside RAG_ALLOWED_FOLDER_ROOTS (FolderNotAllowed otherwise). The job records the resolved path and
-    who queued it; the worker checks again before reading, and a retry reads that path, never the source's
-    current one."""
+
+def source_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
+                        operator: bool = False, trigger: str = "request") -> IngestJob:  # fmt: skip
+    """Queue a background sync of a folder, vault or git source; returns the IngestJob that reports on it.
+
+    Where it reads is checked here, where it is used: unless the operator's CLI queues it (`operator`), a folder
+    or vault must lie inside RAG_ALLOWED_FOLDER_ROOTS and a repository inside them or under RAG_ALLOWED_GIT_URLS
+    (FolderNotAllowed otherwise). The job records the checked location and who queued it; the worker checks again
+    before reading, and a retry reads that location, never the source's current one."""
     from django_q.tasks import async_task
 
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be synced here.")
-    path = str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
-    job = IngestJob.objects.create(
-        tenant=tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={**options.to_params(), "path": path, "operator": operator, "trigger": trigger},
-    )  # fmt: skip
+    if source.kind not in SYNCABLE_KINDS:
+        shown = source.get_kind_display().lower()
+        raise FolderNotAllowed(f"{source.label} holds {shown}: it has nothing to sync; upload files instead.")
+    params: dict[str, Any] = {**options.to_params(), "operator": operator, "trigger": trigger}
+    if source.kind == Source.Kind.GIT:
+        kind = IngestJob.Kind.GIT
+        params["location"] = source.path if operator else git_location_check(source.path)
+    else:
+        kind = IngestJob.Kind.FOLDER
+        params["path"] = (
+            str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
+        )
+    job = IngestJob.objects.create(tenant=tenant, source=source, kind=kind, params=params)
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
     )
@@ -317,6 +328,8 @@ def job_retry(*, tenant: Tenant, job):
         raise PermissionError("Jobs of another tenant cannot be retried here.")
     if job.kind == type(job).Kind.FOLDER:
         job_folder(job)
+    elif job.kind == type(job).Kind.GIT:
+        job_git_location(job)
     elif not Path((job.params or {}).get("dir") or "/nonexistent").is_dir():
         raise UploadFilesGone("The uploaded files were removed once they were ingested; upload them again.")
     elif not all((Path(job.params["dir"]) / key).is_file() for key in job.params.get("files", [])):
@@ -367,10 +380,55 @@ def job_folder(job) -> Path:
     return folder_path_check(params["path"])
 
 
-def folder_source_create(*, tenant: Tenant, name: str, path: str) -> Source:
-    """Create a folder source for a web/API user: the folder must be inside an allowed root."""
+def job_git_location(job) -> str:
+    """The repository a git job may read: the one it recorded, checked again unless the operator queued it."""
+    params = job.params or {}
+    if not params.get("location"):
+        raise FolderNotAllowed("This job recorded no repository; sync the source again to read it.")
+    if params.get("operator"):
+        return str(params["location"])
+    return git_location_check(params["location"])
+
+
+def git_location_check(location: str) -> str:
+    """A repository named by a web or API user: a URL must start with one of RAG_ALLOWED_GIT_URLS (compared
+    without its credential), a local repository must be a folder inside RAG_ALLOWED_FOLDER_ROOTS (resolved first,
+    so neither '..' nor a symlink escapes). file:// URLs are refused: a local repository is named by its path."""
+    from knowledge.ingest.git import is_url, public_url
+
+    location = location.strip()
+    if not is_url(location):
+        return str(folder_path_check(location))
+    shown = public_url(location)
+    if location.startswith("file:"):
+        raise FolderNotAllowed(f"{shown}: name a local repository by its path, not a file:// URL.")
+    allowed = settings.RAG_ALLOWED_GIT_URLS
+    if not allowed:
+        raise FolderNotAllowed("Git URLs are disabled for web and API users (set RAG_ALLOWED_GIT_URLS).")
+    if not any(shown.startswith(prefix) for prefix in allowed) or "/../" in shown or shown.endswith("/.."):
+        raise FolderNotAllowed(f"{shown} is not under a repository URL this server allows.")
+    return location
+
+
+def folder_source_create(*, tenant: Tenant, name: str, path: str, kind: str = "folder") -> Source:
+    """Create a folder or vault source for a web/API user: the folder must be inside an allowed root."""
     resolved = folder_path_check(path)
-    return source_create(tenant=tenant, kind="folder", name=name, path=str(resolved))
+    return source_create(tenant=tenant, kind=kind, name=name, path=str(resolved))
+
+
+def git_source_create(*, tenant: Tenant, name: str, location: str, branch: str = "",
+                      history_depth: int | None = None, operator: bool = False) -> Source:  # fmt: skip
+    """Create a git source: a local repository or a URL git can reach (checked against what this server allows,
+    unless the operator's CLI creates it), a branch (blank: the repository's HEAD) and a history depth."""
+    from knowledge.ingest.git import BRANCH_RE
+
+    if branch and not BRANCH_RE.match(branch):
+        raise FolderNotAllowed(f"{branch!r} is not a branch name.")
+    checked = location.strip() if operator else git_location_check(location)
+    source = source_create(tenant=tenant, kind="git", name=name, path=checked)
+    source.branch, source.history_depth = branch, history_depth
+    source.save(update_fields=["branch", "history_depth"])
+    return source
 
 
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],

@@ -187,7 +187,12 @@ class SourceOutput(serializers.Serializer):
     source_id = serializers.CharField()
     kind = serializers.CharField()
     name = serializers.CharField(source="label")
-    path = serializers.CharField()
+    path = serializers.SerializerMethodField(help_text="The folder, vault or repository read (a URL without its "
+                                             "credential).")  # fmt: skip
+    branch = serializers.CharField(help_text="Git sources: the branch read (blank: the repository's HEAD).")
+    history_depth = serializers.IntegerField(allow_null=True, help_text="Git sources: commits of a file's history "
+                                             "the first import reads (null: the server's default).")  # fmt: skip
+    synced_commit = serializers.CharField(help_text="Git sources: the commit the last sync read.")
     default_mode = serializers.CharField()
     ocr_languages = serializers.CharField()
     review_every_days = serializers.IntegerField(allow_null=True)
@@ -214,6 +219,9 @@ class SourceOutput(serializers.Serializer):
 
     def get_tags(self, source: Source) -> list[str]:
         return sorted(t.name for t in source.tags.all())
+
+    def get_path(self, source: Source) -> str:
+        return source.shown_path
 
     def get_documents(self, source: Source) -> int:
         live = getattr(source, "live", None)  # source_list counts only the documents the viewer sees
@@ -246,6 +254,17 @@ class JobOutput(serializers.Serializer):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     seconds = serializers.FloatField(allow_null=True)
+    git = serializers.SerializerMethodField(help_text="A git sync: the head read, the base it started after, commits "
+                                            "read, whether the branch was rewritten.")  # fmt: skip
+    link_problems = serializers.SerializerMethodField(help_text="A vault sync: links that resolve to no one note.")
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_git(self, job: IngestJob) -> dict[str, Any] | None:
+        return (job.params or {}).get("git")
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_link_problems(self, job: IngestJob) -> list[dict[str, str]]:
+        return list((job.params or {}).get("link_problems") or [])
 
     def get_progress(self, job: IngestJob) -> dict[str, Any]:
         percent = (
@@ -268,9 +287,18 @@ class JobOutput(serializers.Serializer):
         return {k: getattr(job, k) for k in ("added", "updated", "unchanged", "retired", "skipped", "failed")}
 
 
+class CommitOutput(serializers.Serializer):
+    sha = serializers.CharField()
+    author = serializers.CharField()
+    date = serializers.CharField(help_text="ISO 8601, with the committer's offset.")
+    message = serializers.CharField()
+    unreachable = serializers.BooleanField(default=False, help_text="A force-push left it out of the branch.")
+
+
 class VersionOutput(serializers.Serializer):
     version = serializers.IntegerField()
     status = serializers.CharField()
+    commit = serializers.SerializerMethodField(help_text="Git sources: the commit that made this version.")
     content_hash = serializers.CharField()
     size = serializers.IntegerField()
     chunk_count = serializers.IntegerField()
@@ -278,6 +306,14 @@ class VersionOutput(serializers.Serializer):
     warnings = serializers.JSONField()
     created_at = serializers.DateTimeField()
     status_changed_at = serializers.DateTimeField()
+
+    @extend_schema_field(CommitOutput(allow_null=True))
+    def get_commit(self, version: Any) -> dict[str, Any] | None:
+        commit = version.commit or {}
+        if not commit.get("sha"):
+            return None
+        return {"sha": commit["sha"], "author": commit.get("author", ""), "date": commit.get("date", ""),
+                "message": commit.get("message", ""), "unreachable": bool(commit.get("unreachable"))}  # fmt: skip
 
 
 class DocumentOutput(serializers.Serializer):
@@ -323,8 +359,37 @@ class DocumentOutput(serializers.Serializer):
         return data
 
 
+class LinkOutput(serializers.Serializer):
+    target = serializers.CharField(help_text="As written in the note, without its heading.")
+    heading = serializers.CharField()
+    embed = serializers.BooleanField()
+    problem = serializers.CharField(help_text="Why it resolves to no one note (blank when it does).")
+    document_id = serializers.CharField(allow_null=True)
+    document_key = serializers.CharField(allow_null=True)
+    id = serializers.UUIDField(allow_null=True)
+
+
+class BacklinkOutput(serializers.Serializer):
+    document_id = serializers.CharField()
+    document_key = serializers.CharField()
+    id = serializers.UUIDField()
+    heading = serializers.CharField()
+    embed = serializers.BooleanField()
+
+
 class DocumentDetailOutput(DocumentOutput):
     versions = VersionOutput(many=True)
+    links = LinkOutput(many=True, read_only=True, help_text="A vault note's links, as the caller may see them.")
+    backlinks = BacklinkOutput(many=True, read_only=True, help_text="The notes the caller sees that link to it.")
+
+    def to_representation(self, document: Document) -> dict[str, Any]:
+        from knowledge.links import document_links
+
+        data = super().to_representation(document)
+        viewer = self.context.get("viewer")
+        data.update(document_links(viewer=viewer, document=document) if viewer is not None else
+                    {"links": [], "backlinks": []})  # fmt: skip
+        return data
 
 
 class DocumentPageOutput(serializers.Serializer):

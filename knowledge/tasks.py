@@ -9,10 +9,11 @@ from core.errors import error_reference
 from knowledge import jobs
 from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline
+from knowledge.ingest.git import GitProblem
 from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.models import IngestJob
 from knowledge.options import IngestOptions
-from knowledge.services import FolderNotAllowed, job_folder, upload_files_done
+from knowledge.services import FolderNotAllowed, job_folder, job_git_location, upload_files_done
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,12 @@ def ingest_job_task(job_id: int) -> None:
         elif job.kind == IngestJob.Kind.FOLDER:
             root = job_folder(job)  # checked again here, right before reading
             pipeline.sync_folder(source=job.source, root=root, options=options, job=job)
-    except (FolderNotAllowed, SourceBusy) as exc:  # a refusal with its reason, not a crash
+        elif job.kind == IngestJob.Kind.GIT:
+            from knowledge.ingest.git_sync import sync_git
+
+            location = job_git_location(job)  # checked again here, right before reading
+            sync_git(source=job.source, location=location, options=options, job=job)
+    except (FolderNotAllowed, SourceBusy, GitProblem) as exc:  # a refusal with its reason, not a crash
         jobs.fail(job, str(exc))
         return
     except (jobs.JobCancelled, StorageFull):  # stopped, and the job already says why

@@ -49,9 +49,14 @@ def stage_version(document: Document, version: DocumentVersion, now: dt.datetime
             DocumentVersion.objects.filter(pk=version.pk).update(stated=version.stated)
     else:
         version.valid_from, version.valid_until = document.valid_from, document.valid_until
-    version.served_from, version.served_until = now, None
+    # A git source's version is served from its commit's date (what the repository said then), never after now.
+    committed = dt.datetime.fromisoformat(version.commit["date"]) if (version.commit or {}).get("date") else now
+    version.served_from, version.served_until = min(committed, now), None
     DocumentVersion.objects.filter(pk=version.pk).update(
-        valid_from=version.valid_from, valid_until=version.valid_until, served_from=now, served_until=None
+        valid_from=version.valid_from,
+        valid_until=version.valid_until,
+        served_from=version.served_from,
+        served_until=None,
     )
 
 

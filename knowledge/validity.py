@@ -124,7 +124,9 @@ def supersession_payload(document: Document) -> dict[str, float | None]:
 def first_served(document: Document) -> int | None:
     """The number of the document's first version that was ever served."""
     return (
-        document.versions.filter(status__in=[Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED])
+        document.versions.filter(
+            Q(status__in=[Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED]) | Q(historical=True, status=Status.PENDING)
+        )  # imported history, being indexed
         .order_by("version")
         .values_list("version", flat=True)
         .first()

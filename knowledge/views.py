@@ -21,6 +21,7 @@ from inference.models import ModelEntry
 from knowledge import ids, schedules, selectors, services, validity
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
+from knowledge.links import document_links
 from knowledge.models import Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
@@ -71,8 +72,11 @@ def source_list(request: TenantRequest) -> HttpResponse:
             request.POST.get("path", ""),
         )
         try:
-            if kind == "folder":
-                source = services.folder_source_create(tenant=tenant, name=name, path=path)
+            if kind in ("folder", "obsidian"):
+                source = services.folder_source_create(tenant=tenant, name=name, path=path, kind=kind)
+            elif kind == "git":
+                source = services.git_source_create(tenant=tenant, name=name, location=path,
+                                                    branch=request.POST.get("branch", "").strip())  # fmt: skip
             else:
                 source = services.source_create(tenant=tenant, kind="upload", name=name)
             services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
@@ -84,12 +88,13 @@ def source_list(request: TenantRequest) -> HttpResponse:
         return redirect("knowledge:source-list", tenant.slug)
     last_jobs = selectors.last_job_by_source(tenant=tenant)
     sources = list(selectors.source_list(viewer=request.viewer))
-    upcoming = schedules.next_runs(sources)
+    upcoming, previous = schedules.next_runs(sources), schedules.last_runs(sources)
     for source in sources:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
+        source.last_scheduled_at = previous.get(source.pk)
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
     context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
-               "principals": principal_names(tenant)}  # fmt: skip
+               "git_urls": settings.RAG_ALLOWED_GIT_URLS, "principals": principal_names(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
 
 
@@ -190,7 +195,7 @@ def source_delete(request: TenantRequest, source_id: str) -> HttpResponse:
 def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
     source = _source(request, source_id)
     try:  # the service checks the folder against the allowed roots
-        job = services.folder_sync_enqueue(
+        job = services.source_sync_enqueue(
             tenant=request.tenant, source=source, options=_ingest_options(request, mode=source.default_mode)
         )
     except (services.FolderNotAllowed, ValueError) as exc:
@@ -331,6 +336,7 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
         "versions": versions,
         "current": current,
         "chunks": chunks,
+        **document_links(viewer=request.viewer, document=document),
     }
     return render(request, "knowledge/document_detail.html", context)
 

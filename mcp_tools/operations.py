@@ -19,6 +19,7 @@ from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_paylo
 from inference.llm import ModelUnavailable
 from knowledge import selectors
 from knowledge.changes import BadCursor, changes_page
+from knowledge.links import document_links
 from knowledge.models import Document, Status
 from knowledge.search.bootstrap import bootstrap as bootstrap_pack
 from knowledge.search.retrieval import retrieve as retrieve_hits
@@ -216,6 +217,7 @@ def get_document(key: ApiKey, document_id: str, version: int | None = None, star
             {**c.location(document=document), "index": c.index, "status": c.status, "text": c.text} for c in page
         ],
         "next_start_chunk": following if following < total else None,
+        **document_links(viewer=_viewer(key), document=document),  # a vault note's links and backlinks
     }
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from inference.embedders import EmbedderIdentity
@@ -171,13 +171,28 @@ def _retry_later(version: DocumentVersion, exc: Exception) -> None:
     DocumentVersion.objects.filter(pk=version.pk).update(error=f"indexing failed, will retry: {exc}")
 
 
+def _ended_at(document: Document, old: DocumentVersion, now):
+    """When a superseded version stopped being served: when the first newer one began (a git commit's date for
+    a git source's versions, now for any other), never later than now."""
+    newer = (
+        DocumentVersion.objects.filter(document_id=document.pk, version__gt=old.version, served_from__isnull=False)
+        .exclude(status=Status.FAILED).aggregate(m=Min("served_from"))["m"]
+    )  # fmt: skip
+    return min(newer, now) if newer else now
+
+
 def _make_active(staged: list[tuple[DocumentVersion, Document, list[DocumentVersion]]], now) -> None:
     with transaction.atomic():
+        history = [version.pk for version, _, _ in staged if version.historical]
+        DocumentVersion.objects.filter(pk__in=history).update(status=Status.SUPERSEDED, status_changed_at=now)
+        Chunk.objects.filter(document_version__in=history).update(status=Status.SUPERSEDED)
         for version, document, previous in staged:
+            if version.historical:
+                continue
             timeline.version_served(document, version, previous, now)
             for old in previous:
                 DocumentVersion.objects.filter(pk=old.pk).update(
-                    status=Status.SUPERSEDED, status_changed_at=now, served_until=now
+                    status=Status.SUPERSEDED, status_changed_at=now, served_until=_ended_at(document, old, now)
                 )
                 Chunk.objects.filter(document_version=old).update(status=Status.SUPERSEDED)
             Document.objects.filter(pk=document.pk).update(
@@ -186,14 +201,17 @@ def _make_active(staged: list[tuple[DocumentVersion, Document, list[DocumentVers
                 title=version.title or document.title,
                 updated_at=now,
             )
-        done = [version.pk for version, _, _ in staged]
+        done = [version.pk for version, _, _ in staged if not version.historical]
         DocumentVersion.objects.filter(pk__in=done).update(status=Status.ACTIVE, status_changed_at=now)
         Chunk.objects.filter(document_version__in=done).update(status=Status.ACTIVE)
 
 
 def _store_and_flip(store: VectorStore, version: DocumentVersion, now) -> tuple[Document, list[DocumentVersion]]:
     """Upsert a pending version's points, then set its payload status to active (or retired) and its
-    predecessors' to superseded (served until now), in the store only."""
+    predecessors' to superseded (served until now), in the store only. Imported history (a git source's older
+    commits) is stored as superseded, over the window it was given, and changes nothing else."""
+    if version.historical:
+        return store_version_points(version, status=Status.SUPERSEDED), []
     staging = Document.objects.select_related("tenant", "source").get(pk=version.document_id)
     timeline.stage_version(staging, version, now)
     document = store_version_points(version, status=Status.PENDING)
@@ -208,7 +226,7 @@ def _store_and_flip(store: VectorStore, version: DocumentVersion, now) -> tuple[
         old_key = version_key(document.document_id, old.version)
         store.set_payload(
             version_identity(old), Scope(tenant=tenant, statuses=None, version_keys=[old_key]),
-            {"status": Status.SUPERSEDED, "served_until": validity.epoch(now)},
+            {"status": Status.SUPERSEDED, "served_until": validity.epoch(_ended_at(document, old, now))},
         )  # fmt: skip
     return document, previous
 
@@ -233,7 +251,8 @@ def sync_document(document: Document) -> None:
             groups[(tags, int(document.critical or chunk.critical), chunk.status)].append(chunk.point_id)
         for (tags, critical, status), point_ids in groups.items():
             payload = {"tags": list(tags), "critical": critical, "status": status, "title": document.title,
-                       "access": document.reader_list, **window}  # fmt: skip
+                       "access": document.reader_list, "document_id": document.document_id,
+                       "document_key": document.display_key, **window}  # fmt: skip
             store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
 
 

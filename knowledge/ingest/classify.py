@@ -10,6 +10,10 @@ PROSE_TYPES = {
     ".adoc": "text", ".org": "text", ".tex": "text", ".csv": "text", ".tsv": "text",
     ".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp",
 }  # fmt: skip
+# Images are read only where they are attachments (a vault's; knowledge/ingest/walker.py lets them through there),
+# by OCR; they are not among the formats an upload or a folder takes.
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"})
+IMAGE_TYPES = dict.fromkeys(sorted(IMAGE_SUFFIXES), "image")
 CODE_TYPES = {
     ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
     ".jsx": "javascript", ".ts": "typescript", ".tsx": "tsx", ".go": "go", ".rs": "rust", ".java": "java",
@@ -75,6 +79,8 @@ def _auto(key: str, head: str) -> tuple[str, str]:
         return "code", CODE_BASENAMES[lowered]
     if suffix in PROSE_TYPES:
         return "documental", PROSE_TYPES[suffix]
+    if suffix in IMAGE_TYPES:
+        return "documental", "image"
     if suffix in CODE_TYPES:
         return "code", CODE_TYPES[suffix]
     stem = lowered.split(".", 1)[0]

@@ -63,6 +63,8 @@ def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "sp
     """`progress(done, total)` is called after each page OCR reads (a scanned PDF takes seconds a page)."""
     if source_type == "pdf":
         return extract_pdf(data, key=key, ocr_languages=ocr_languages, progress=progress)
+    if source_type == "image":
+        return extract_image(data, key=key, ocr_languages=ocr_languages)
     if source_type in OFFICE_TYPES.values():
         return extract_office_document(data, key=key, source_type=source_type)
     try:
@@ -93,6 +95,25 @@ def extract_office_document(data: bytes, *, key: str, source_type: str) -> Extra
     pages = [Page(number=n, label=str(n), offset=offset) for n, offset in enumerate(office.page_offsets, 1)]
     return Extracted(text=text, title=office.title or _title_from_text(text, "markdown") or _title_from_key(key),
                      pages=pages)  # fmt: skip
+
+
+def extract_image(data: bytes, *, key: str, ocr_languages: str = "spa+eng") -> Extracted:
+    """An image attachment of a vault: its text, read by OCR in the OCR child process (knowledge/ingest/ocr.py).
+    An image without text (a photo, a diagram) is empty, skipped with that reason."""
+    from knowledge.ingest.ocr import OCRUnavailable, ocr_image
+
+    try:
+        result = ocr_image(data, PurePosixPath(key.lower()).suffix, languages=ocr_languages)
+    except OCRUnavailable as exc:
+        raise NeedsOCR(f"The image needs OCR, which is not available: {exc}") from exc
+    text = normalise_text(result.texts.get(1, "")).strip()
+    if not text:
+        reason = result.failures.get(1, "")
+        if "no text" in reason or not reason:
+            raise EmptyDocument("OCR found no text in the image.")
+        raise ExtractionError(f"The image could not be read: {reason}")
+    return Extracted(text=text, title=_title_from_key(key), pages=[Page(number=1, label="1", offset=0)],
+                     warnings=[f"read by OCR ({ocr_languages})"], ocr_pages=1)  # fmt: skip
 
 
 def _title_from_key(key: str) -> str:

@@ -1,4 +1,5 @@
-"""Scanned pages → text with Tesseract (one job: OCR of PDF pages that have no text layer).
+"""Scanned pages → text with Tesseract (one job: OCR of PDF pages that have no text layer, and of a vault's image
+attachments).
 
 Native code never runs in the caller's process: a child Python process (`python -m knowledge.ingest.ocr`, no Django)
 renders each page with PDFium (pypdfium2's wheel, no system library) at OCR_DPI and has Debian's `tesseract`
@@ -29,8 +30,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowledge.ids import OCR_LANGUAGES_RE
+from knowledge.ingest.classify import IMAGE_SUFFIXES
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +87,25 @@ def ocr_pdf_pages(
 ) -> OCRResult:
     """OCR the given 1-based pages of a PDF in a child process; one page's failure is recorded, the others go on.
     `progress(done, total)` is called before the first page and after each one."""
+    return _ocr_file(data, "document.pdf", pages, languages=languages, progress=progress)
+
+
+def ocr_image(data: bytes, suffix: str, *, languages: str) -> OCRResult:
+    """OCR an image (page 1 of the result), decoded by Pillow in the same child process a PDF's pages are."""
+    if suffix.lower() not in IMAGE_SUFFIXES:
+        raise ValueError(f"{suffix} is not an image format OCR reads")
+    return _ocr_file(data, f"image{suffix.lower()}", [1], languages=languages, progress=None)
+
+
+def _ocr_file(
+    data: bytes, name: str, pages: list[int], *, languages: str, progress: Callable[[int, int], None] | None
+) -> OCRResult:
     check_languages(languages)
     result = OCRResult()
     if progress is not None:
         progress(0, len(pages))
     with tempfile.TemporaryDirectory(prefix="ragsite-ocr-") as folder:
-        path = Path(folder) / "document.pdf"
+        path = Path(folder) / name
         path.write_bytes(data)
         stderr_path = Path(folder) / "stderr.txt"
         with stderr_path.open("wb") as stderr:
@@ -153,13 +172,16 @@ def _read_pages(path: str, languages: str, pages: list[int]) -> None:
     import pytesseract
 
     resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))  # Tesseract inherits it
-    document = pypdfium2.PdfDocument(path)
+    document = pypdfium2.PdfDocument(path) if path.endswith(".pdf") else None
     for number in pages:
         try:
-            page = document[number - 1]
-            width, height = page.get_size()
-            scale = min(OCR_DPI / 72, OCR_MAX_SIDE_PX / max(width, height, 1))
-            image = page.render(scale=scale).to_pil()
+            if document is None:  # an image: Pillow decodes it here (a decompression bomb is an error)
+                image = _image(path)
+            else:
+                page = document[number - 1]
+                width, height = page.get_size()
+                scale = min(OCR_DPI / 72, OCR_MAX_SIDE_PX / max(width, height, 1))
+                image = page.render(scale=scale).to_pil()
             text = pytesseract.image_to_string(image, lang=languages, timeout=OCR_PAGE_TIMEOUT_S)
             text = "\n".join(line.rstrip() for line in text.splitlines()).strip()
             report = {"page": number, "text": text} if len(text) >= 3 else {
@@ -169,6 +191,18 @@ def _read_pages(path: str, languages: str, pages: list[int]) -> None:
         except Exception as exc:  # a page that does not render, or Tesseract failing on it
             report = {"page": number, "error": f"OCR failed on the page ({type(exc).__name__}: {exc})"}
         print(json.dumps(report), flush=True)
+
+
+def _image(path: str) -> Image.Image:
+    """An image file's first frame, in RGB, no side over OCR_MAX_SIDE_PX."""
+    from PIL import Image
+
+    with Image.open(path) as opened:
+        opened.seek(0)
+        image = opened.convert("RGB")
+    if max(image.size) > OCR_MAX_SIDE_PX:
+        image.thumbnail((OCR_MAX_SIDE_PX, OCR_MAX_SIDE_PX))
+    return image
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import queue
@@ -24,10 +25,12 @@ from django.utils import timezone
 from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
 from knowledge import claims, ids, jobs, timeline, validity
+from knowledge import links as link_graph
 from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.index.vectorstore import point_id
+from knowledge.ingest import obsidian
 from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.ingest.classify import classify
 from knowledge.ingest.enrichment import READ_CHARS, enrich
@@ -36,7 +39,18 @@ from knowledge.ingest.metadata import file_metadata
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, JobFile, Source, Status, Tag, readers_text
+from knowledge.models import (
+    Chunk,
+    Document,
+    DocumentLink,
+    DocumentVersion,
+    IngestJob,
+    JobFile,
+    Source,
+    Status,
+    Tag,
+    readers_text,
+)  # fmt: skip
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from tenants.models import Tenant
 
@@ -260,9 +274,12 @@ class Lookahead:
 def ingest_bytes(
     *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
     options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None, embedder: Embedder | None = None,
-    lookahead: Lookahead | None = None,
+    lookahead: Lookahead | None = None, commit: dict | None = None, history: tuple | None = None,
+    force: bool = False, size: int | None = None,
 ) -> Outcome:  # fmt: skip
-    """Ingest one document's bytes as a new pending version, unless its content is unchanged."""
+    """Ingest one document's bytes as a new pending version, unless its content is unchanged (`force`: even then).
+    A git source's version carries its `commit`; `history` = (served_from, served_until) makes it imported history,
+    which the indexer stores as superseded, never serves now (knowledge/ingest/git_sync.py)."""
     mode, tags, enrichment, critical = options.mode, options.tags, options.enrichment, options.critical
     tenant = source.tenant
     normalised_key = ids.normalise_document_key(key)
@@ -278,7 +295,8 @@ def ingest_bytes(
             or current.enrichment.get("directives") != enrichment.directives
         )
         if (
-            current is not None
+            not force
+            and current is not None
             and current.content_hash == digest
             and document.status != Status.RETIRED
             and not (wants_enrichment)
@@ -326,15 +344,19 @@ def ingest_bytes(
         for name in tags:
             document.tags.add(Tag.objects.get_or_create(tenant=tenant, name=Tag.normalise(name))[0])
         # A newer pending version replaces one that was never activated.
-        DocumentVersion.objects.filter(document=document, status=Status.PENDING).update(status=Status.FAILED)
+        if history is None:
+            DocumentVersion.objects.filter(document=document, status=Status.PENDING, historical=False).update(
+                status=Status.FAILED
+            )
         number = (document.versions.aggregate(m=Max("version"))["m"] or 0) + 1
         version = DocumentVersion.objects.create(
             tenant=tenant, document=document, version=number, status=Status.PENDING, content_hash=digest,
-            size=len(data), mtime=mtime, title=title, chunk_count=len(drafts),
+            size=len(data) if size is None else size, mtime=mtime, title=title, chunk_count=len(drafts),
             embedding_provider=embedder.identity.provider, embedding_model=embedder.identity.model,
             embedding_dims=embedder.identity.dims, indexing_version=INDEXING_VERSION,
             warnings=extracted.warnings, job=job, enrichment=enriched,
-            stated=_stated(data, source_type, extracted.text),
+            stated=_stated(data, source_type, extracted.text), commit=commit or {}, historical=history is not None,
+            served_from=history[0] if history else None, served_until=history[1] if history else None,
         )  # fmt: skip
         rows = []
         for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
@@ -462,6 +484,21 @@ def retire_documents(*, source: Source, keep_keys: set[str]) -> int:
     return count
 
 
+def document_move(source: Source, old_key: str, new_key: str) -> bool:
+    """A renamed or moved file keeps its document (versions, history, curation) under its new key and id; False
+    when there is nothing to move or the new key is taken. Its points take the new id and key at the next drain;
+    the caller writes a version under the new key, so its chunks carry the new ids."""
+    old, new = ids.normalise_document_key(old_key), ids.normalise_document_key(new_key)
+    document = Document.objects.filter(source=source, document_key=old).first()
+    if document is None or Document.objects.filter(source=source, document_key=new).exists():
+        return False
+    Document.objects.filter(pk=document.pk).update(
+        document_key=new, document_id=ids.document_id(source.source_id, new_key), source_path=new_key,
+        needs_sync=True, updated_at=timezone.now(),
+    )  # fmt: skip
+    return True
+
+
 def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
     """key → (size, mtime) of each live document's current version, for the stat-only diff."""
     rows = DocumentVersion.objects.filter(
@@ -474,15 +511,20 @@ def sync_folder(
     *, source: Source, root: Path, options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None,
     progress: Callable[[IngestJob], None] | None = None,
 ) -> IngestJob:  # fmt: skip
-    """Bring a folder source up to date: add and update what changed, retire what disappeared."""
+    """Bring a folder source up to date: add and update what changed, retire what disappeared. A file that moved
+    (a new key with the content of one that went) keeps its document and history under the new key. A vault source
+    (knowledge/ingest/obsidian.py) reads its notes as Obsidian shows them and keeps their links."""
     job = job or IngestJob.objects.create(  # run in-process by the operator (CLI): a retry re-reads this root
         tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
         params={"path": str(Path(root).resolve()), "operator": True},
     )  # fmt: skip
     jobs.start(job)
-    # One sync of a source at a time (knowledge/jobs.py); enrichment adds a chunk per document, so no lookahead.
-    with source_locked(source, job), _stopped_when_full(job), _lookahead(options.enrichment is None) as lookahead:
-        entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES))
+    vault_kind = source.kind == Source.Kind.OBSIDIAN
+    # One sync of a source at a time (knowledge/jobs.py); enrichment adds a chunk per document, and a vault's notes
+    # are rendered before they are read, so neither reads ahead.
+    wanted = options.enrichment is None and not vault_kind
+    with source_locked(source, job), _stopped_when_full(job), _lookahead(wanted) as lookahead:
+        entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES, images=vault_kind))
         files = [e for e in entries if isinstance(e, WalkedFile)]
         skips = [e for e in entries if isinstance(e, Skip)]
         job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
@@ -491,9 +533,13 @@ def sync_folder(
         job.save()
         _files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
         known = _fast_unchanged(source)
+        vault = obsidian.Vault([f.key for f in files], root) if vault_kind else None
+        stale = _embedding_changed(source, files, known) if vault_kind else set()
+        moves = _Moves(source, known, files, vault)
         if lookahead is not None:
             lookahead.start(source.tenant, source, _changed(files, known), options.mode, job)
         keep: set[str] = set()
+        links: dict[str, list[obsidian.Link]] = {}
         embedder = get_embedder()
         for number, walked in enumerate(files):
             try:
@@ -508,25 +554,91 @@ def sync_folder(
                 job.documents_done = number + 1
                 continue
             keep.add(key)
-            if known.get(key) == (walked.size, walked.mtime) and options.enrichment is None and not options.critical:
+            if (known.get(key) == (walked.size, walked.mtime) and key not in stale and options.enrichment is None
+                    and not options.critical):  # fmt: skip
                 job.unchanged += 1
             else:
                 if lookahead is not None:
                     lookahead.fill(number)
+                data, how = _read_walked(walked, vault, options, links)
+                moved = moves.take(key, data, walked.path)
                 if not _ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
-                                   options=options, embedder=lookahead or embedder, lookahead=lookahead,
-                                   position=number):  # fmt: skip
+                                   options=how, embedder=lookahead or embedder, lookahead=lookahead,
+                                   position=number, data=data, size=walked.size, force=bool(moved)):  # fmt: skip
                     keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
+                if moved:
+                    JobFile.objects.filter(job=job, key=walked.key[:1000]).update(reason=f"moved from {moved}")
                 if lookahead is not None:
                     lookahead.forget(walked.key)
             job.documents_done = number + 1
             if number % 20 == 0 or number + 1 == len(files):
                 _checkpoint(job, progress)
         job.retired = retire_documents(source=source, keep_keys=keep)
+        if vault_kind:
+            link_graph.links_store(source, links)
+            job.params = {**(job.params or {}), "link_problems": link_graph.links_resolve(source)}
+            job.save(update_fields=["params"])
         timeline.resolve_pending_links(source_pk=source.pk)
         source.last_synced_at = timezone.now()
         source.save(update_fields=["last_synced_at"])
         return _finish(job, progress)
+
+
+def _read_walked(walked: WalkedFile, vault: obsidian.Vault | None, options: IngestOptions,
+                 links: dict[str, list[obsidian.Link]]) -> tuple[bytes | None, IngestOptions]:  # fmt: skip
+    """A walked file's bytes as they are ingested (None: read it when ingesting) and its options: a vault's note
+    rendered (knowledge/ingest/obsidian.py), its tags added to the job's and its links kept in `links`."""
+    if vault is None or not obsidian.is_note(walked.key):
+        return None, options
+    try:
+        text = walked.path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None, options  # the ingest reads it again and records why it cannot
+    rendered = obsidian.render(vault, walked.key, text)
+    links[ids.normalise_document_key(walked.key)] = rendered.links
+    tags = tuple(dict.fromkeys([*options.tags, *rendered.tags]))
+    return rendered.text.encode("utf-8"), dataclasses.replace(options, tags=tags)
+
+
+def _embedding_changed(source: Source, files: list[WalkedFile], known: dict) -> set[str]:
+    """Keys of vault notes that embed a file changed (or gone) since the last sync: their text shows its text."""
+    present = {f.key: (f.size, f.mtime) for f in files}
+    changed = {key for key, stat in known.items() if present.get(key) != stat}
+    if not changed:
+        return set()
+    rows = DocumentLink.objects.filter(source=source, embed=True, resolved__document_key__in=changed)
+    return set(rows.values_list("document__document_key", flat=True))
+
+
+class _Moves:
+    """Files that moved since the last sync: a new key whose content is that of a key that went."""
+
+    def __init__(self, source: Source, known: dict, files: list[WalkedFile], vault: obsidian.Vault | None) -> None:
+        present = set()
+        for walked in files:
+            try:
+                present.add(ids.normalise_document_key(walked.key))
+            except ids.InvalidIdentifier:
+                continue
+        gone = [key for key in known if key not in present]
+        self.source, self.known = source, known
+        self.gone: dict[str, str] = {}
+        if gone:
+            rows = DocumentVersion.objects.filter(
+                document__source=source, document__document_key__in=gone, status=Status.ACTIVE
+            ).values_list("content_hash", "document__document_key")
+            self.gone = dict(rows)
+
+    def take(self, key: str, data: bytes | None, path: Path) -> str:
+        """The old key this new file moved from ("" when it did not), its document moved to the new key."""
+        if not self.gone or key in self.known:
+            return ""
+        try:
+            data = path.read_bytes() if data is None else data
+        except OSError:
+            return ""  # the ingest reads it again and records why it cannot
+        old = self.gone.pop(hashlib.sha256(data).hexdigest(), "")
+        return old if old and document_move(self.source, old, key) else ""
 
 
 def ingest_files(
@@ -595,7 +707,8 @@ def _changed(files: list[WalkedFile], known: dict) -> list[tuple[int, str, Path]
 def _ingest_one(
     *, job: IngestJob, source: Source, key: str, options: IngestOptions, embedder: Embedder | Lookahead,
     path: Path | None = None, mtime: float | None = None, data: bytes | None = None,
-    lookahead: Lookahead | None = None, position: int = 0,
+    lookahead: Lookahead | None = None, position: int = 0, commit: dict | None = None, force: bool = False,
+    size: int | None = None,
 ) -> bool:  # fmt: skip
     """Ingest one file into the job's counts and its row of the job's file list; False when it was skipped
     (empty), so a sync retires its old version. A failure is recorded on the job and keeps the old version (True),
@@ -608,8 +721,8 @@ def _ingest_one(
             assert path is not None
             data = path.read_bytes()
         outcome = ingest_bytes(
-            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, options=options,
-            job=job, embedder=embedder, lookahead=lookahead,  # a Lookahead embeds too
+            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, options=options, size=size,
+            job=job, embedder=embedder, lookahead=lookahead, commit=commit, force=force,  # a Lookahead embeds too
         )  # fmt: skip
     except EmptyDocument:
         job.skipped += 1
@@ -701,13 +814,14 @@ def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
     return job
 
 
-def folder_source_get_or_create(*, tenant: Tenant, name: str, path: Path) -> Source:
+def folder_source_get_or_create(*, tenant: Tenant, name: str, path: Path, kind: str = "folder") -> Source:
+    """The tenant's folder (or vault) source of this name, reading `path` (the operator's CLI and setup)."""
     from knowledge.services import source_create
 
-    source_id = ids.source_id(tenant.slug, "folder", name)
+    source_id = ids.source_id(tenant.slug, kind, name)
     source = Source.objects.for_tenant(tenant).filter(source_id=source_id).first()
     if source is None:
-        source = source_create(tenant=tenant, kind="folder", name=name, path=str(path))
+        source = source_create(tenant=tenant, kind=kind, name=name, path=str(path))
     elif source.path != str(path):
         source.path = str(path)
         source.save(update_fields=["path"])

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pathspec
 
+from knowledge.ingest.classify import IMAGE_SUFFIXES
+
 SKIP_DIRS = {
     ".git", ".hg", ".svn", ".bzr", "node_modules", ".venv", "venv", "env", "__pycache__", "target", "build",
     "dist", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".idea", ".vscode", ".gradle",
@@ -92,8 +94,9 @@ def _text_reason(data: bytes) -> str | None:
     return None
 
 
-def walk(root: Path, *, max_bytes: int) -> Iterator[WalkedFile | Skip]:
-    """Yield every ingestible file under root, and a Skip for everything passed over (not for junk dirs' content)."""
+def walk(root: Path, *, max_bytes: int, images: bool = False) -> Iterator[WalkedFile | Skip]:
+    """Yield every ingestible file under root, and a Skip for everything passed over (not for junk dirs' content).
+    `images`: image files are attachments to read by OCR (a vault's), with the size limit of PDFs."""
     root = root.resolve()
     stack: list[tuple[Path, list[tuple[Path, pathspec.PathSpec]]]] = [(root, [])]
     while stack:
@@ -125,7 +128,7 @@ def walk(root: Path, *, max_bytes: int) -> Iterator[WalkedFile | Skip]:
             if not entry.is_file():
                 yield Skip(key, "not a regular file")
                 continue
-            reason = _file_skip_reason(entry, path, specs, max_bytes)
+            reason = _file_skip_reason(entry, path, specs, max_bytes, images=images)
             if reason:
                 yield Skip(key, reason)
                 continue
@@ -154,7 +157,7 @@ def size_limit(name: str, max_bytes: int) -> int:
     """PDFs are containers (fonts, images): their limit is RAG_MAX_PDF_BYTES, not the text-file limit."""
     from django.conf import settings
 
-    if Path(name).suffix.lower() in BINARY_OK_SUFFIXES:
+    if Path(name).suffix.lower() in BINARY_OK_SUFFIXES | IMAGE_SUFFIXES:
         return max(max_bytes, getattr(settings, "RAG_MAX_PDF_BYTES", max_bytes))
     return max_bytes
 
@@ -172,11 +175,12 @@ def content_skip_reason(name: str, data: bytes, *, max_bytes: int) -> str | None
 
 
 def _file_skip_reason(
-    entry: os.DirEntry, path: Path, specs: list[tuple[Path, pathspec.PathSpec]], max_bytes: int
+    entry: os.DirEntry, path: Path, specs: list[tuple[Path, pathspec.PathSpec]], max_bytes: int, *, images: bool
 ) -> str | None:
     if _ignored(specs, path, False):
         return "ignored by .gitignore"
-    reason = name_skip_reason(entry.name)
+    image = images and path.suffix.lower() in IMAGE_SUFFIXES
+    reason = None if image else name_skip_reason(entry.name)
     if reason:
         return reason
     size = entry.stat().st_size
@@ -185,6 +189,6 @@ def _file_skip_reason(
         return f"larger than the {max_bytes // 1024} KiB limit ({size // 1024} KiB)"
     if size == 0:
         return "empty"
-    if path.suffix.lower() in BINARY_OK_SUFFIXES:
+    if image or path.suffix.lower() in BINARY_OK_SUFFIXES:
         return None
     return sniff_text(path, size)

@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 
-from knowledge.models import ChunkLocation
+from knowledge.models import ChunkLocation, DocumentLink, Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
-from knowledge.selectors import live_chunks, live_documents
+from knowledge.selectors import live_chunks, live_documents, readers_match
 from knowledge.validity import Clock
 from tenants.principals import Viewer
 
@@ -72,6 +72,25 @@ def _topics(viewer: Viewer, filters: RetrieveFilters) -> list[dict[str, Any]]:
     return [{"topic": topic, "chunks": count} for topic, count in counts.most_common(12)]
 
 
+def _hubs(viewer: Viewer, filters: RetrieveFilters, limit: int = 5) -> list[dict[str, Any]]:
+    """A vault's hub notes: the ones most linked to by other notes the viewer sees (two at least), each with its
+    opening chunk. The first thing an agent should read of a vault."""
+    counts = (
+        DocumentLink.objects.for_tenant(viewer.tenant).filter(resolved__isnull=False, embed=False)
+        .filter(readers_match(viewer, path="document__")).exclude(document__status=Status.RETIRED)
+        .exclude(resolved_id=F("document_id")).values("resolved_id")
+        .annotate(n=Count("document_id", distinct=True)).filter(n__gte=2).order_by("-n", "resolved_id")[: limit * 4]
+    )  # fmt: skip
+    backlinks = {row["resolved_id"]: row["n"] for row in counts}
+    if not backlinks:
+        return []
+    openings = (
+        _scoped_chunks(viewer, filters).filter(document_id__in=list(backlinks), index=0).select_related("document")
+    )
+    ranked = sorted(openings, key=lambda c: (-backlinks[c.document_id], c.document.document_key))[:limit]
+    return [{"chunk": c, "backlinks": backlinks[c.document_id]} for c in ranked]
+
+
 def bootstrap(*, viewer: Viewer, intent: str = "", filters: RetrieveFilters | None = None, per_probe: int = 3) -> dict:
     filters = filters or RetrieveFilters()
     critical = list(
@@ -89,6 +108,15 @@ def bootstrap(*, viewer: Viewer, intent: str = "", filters: RetrieveFilters | No
     by_chunk: dict[int, dict[str, Any]] = {c.pk: point for c, point in zip(critical, critical_points, strict=True)}
     follow_up: list[str] = []
     overview: list[RetrievedChunk] = []
+    for hub in _hubs(viewer, filters):  # hub notes first: what most of a vault links to
+        chunk = hub["chunk"]
+        if chunk.pk in seen:
+            continue
+        seen.add(chunk.pk)
+        item = {"kind": "hub", "also": [], **chunk.location(), "excerpt": _excerpt(chunk.text),
+                "backlinks": hub["backlinks"]}  # fmt: skip
+        items.append(item)
+        by_chunk[chunk.pk] = item
     for kind, query in probes.items():
         hits = retrieve(viewer=viewer, query=query, top_k=per_probe + 3, filters=filters)
         if kind == "overview":

@@ -338,11 +338,11 @@ def test_index_check_finds_and_repairs_drift(tenant_a, tree, capsys):
 
 
 def test_a_background_job_syncs_a_folder_and_can_be_retried(tenant_a, tree, django_capture_on_commit_callbacks):
-    from knowledge.services import folder_sync_enqueue, job_retry
+    from knowledge.services import job_retry, source_sync_enqueue
 
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="corpus", path=tree)
     with django_capture_on_commit_callbacks(execute=True):
-        job = folder_sync_enqueue(tenant=tenant_a, source=source, options=IngestOptions(tags=("kb",)), operator=True)
+        job = source_sync_enqueue(tenant=tenant_a, source=source, options=IngestOptions(tags=("kb",)), operator=True)
     job.refresh_from_db()
     assert (job.state, job.added, job.documents_done, job.documents_total) == (IngestJob.State.PARTIAL, 7, 9, 9)
     assert job.chunks_done == job.chunks_total > 0 and job.seconds is not None

@@ -11,21 +11,36 @@ from inference.embedders import become_batch_process
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.index.storage import StorageFull, is_storage_full, storage_full_reason
-from knowledge.ingest import pipeline
+from knowledge.ingest import git, pipeline
 from knowledge.jobs import SourceBusy
-from knowledge.models import IngestJob
+from knowledge.models import IngestJob, Source
 from knowledge.schedules import MAX_MINUTES, source_set_sync_every
-from knowledge.services import folder_sync_enqueue, ingest_options, source_set_access, source_set_review_every
+from knowledge.services import (
+    FolderNotAllowed,
+    git_source_create,
+    ingest_options,
+    source_set_access,
+    source_set_review_every,
+    source_sync_enqueue,
+)  # fmt: skip
 from tenants.models import Tenant
 from tenants.principals import UnknownPrincipal, parse_principal_list, principals_check
 
 
 class Command(BaseCommand):
-    help = "Ingest a folder into a tenant (the operator's CLI may read any readable path)."
+    help = (
+        "Ingest a folder, an Obsidian vault or a git repository into a tenant (the operator's CLI may read any "
+        "readable path or URL)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
-        parser.add_argument("path")
+        parser.add_argument("path", help="a folder, a vault, or (--kind git) a repository's path or URL")
+        parser.add_argument("--kind", default="auto", choices=["auto", "folder", "obsidian", "git"],
+                            help="auto: a vault when the folder has .obsidian/ at its root, else a folder")  # fmt: skip
+        parser.add_argument("--branch", default="", help="git: the branch read (default: the repository's HEAD)")
+        parser.add_argument("--depth", type=int, default=None, metavar="COMMITS",
+                            help="git: commits of each file's history the first import reads (default 50)")  # fmt: skip
         parser.add_argument("--source", default="", help="source name (default: the folder's name)")
         parser.add_argument("--mode", default="auto", choices=["auto", "documental", "code"])
         parser.add_argument("--tags", default="", help="comma-separated tags for every document")
@@ -56,9 +71,16 @@ class Command(BaseCommand):
         owner = Tenant.objects.filter(slug=tenant).first()
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
+        kind = options.get("kind") or "auto"
+        url = kind == "git" and git.is_url(path)
         root = Path(path).expanduser().resolve()
-        if not root.is_dir():
+        if not url and not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
+        if kind == "auto":
+            kind = "obsidian" if (root / ".obsidian").is_dir() else "folder"
+        depth = options.get("depth")
+        if depth is not None and not 1 <= depth <= 100_000:
+            raise CommandError("--depth takes a number of commits from 1 to 100000.")
         if review_every is not None and not 0 <= review_every <= 3650:
             raise CommandError("--review-every takes a number of days from 1 to 3650 (0: never).")
         sync_every = options.get("sync_every")
@@ -70,9 +92,13 @@ class Command(BaseCommand):
             wanted = None if access is None else principals_check(tenant=owner, principals=parse_principal_list(access))
         except UnknownPrincipal as exc:
             raise CommandError(str(exc)) from exc
+        name = source or (git.repository_name(path) if url else root.name)
         try:
-            folder = pipeline.folder_source_get_or_create(tenant=owner, name=source or root.name, path=root)
-        except ids.InvalidIdentifier as exc:
+            if kind == "git":
+                folder = _git_source(owner, name, path if url else str(root), options.get("branch") or "", depth)
+            else:
+                folder = pipeline.folder_source_get_or_create(tenant=owner, name=name, path=root, kind=kind)
+        except (ids.InvalidIdentifier, FolderNotAllowed) as exc:
             raise CommandError(str(exc)) from exc
         if wanted is not None and sorted(wanted) != sorted(folder.access):
             changed = source_set_access(tenant=owner, source=folder, access=wanted)
@@ -98,13 +124,18 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if run_async:
-            job = folder_sync_enqueue(tenant=owner, source=folder, options=how, operator=True)
+            job = source_sync_enqueue(tenant=owner, source=folder, options=how, operator=True)
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
         try:
-            job = pipeline.sync_folder(source=folder, root=root, options=how, progress=self._progress)
-        except (SourceBusy, StorageFull) as exc:
+            if kind == "git":
+                from knowledge.ingest.git_sync import sync_git
+
+                job = sync_git(source=folder, options=how, progress=self._progress)
+            else:
+                job = pipeline.sync_folder(source=folder, root=root, options=how, progress=self._progress)
+        except (SourceBusy, StorageFull, git.GitProblem) as exc:
             raise CommandError(str(exc)) from exc
         except Exception as exc:
             if is_storage_full(exc):  # before the job could even be recorded
@@ -122,6 +153,8 @@ class Command(BaseCommand):
         )
         for error in job.errors:
             self.stdout.write(f"  failed  {error['key']}: {error['error']}")
+        for problem in (job.params or {}).get("link_problems", []):
+            self.stdout.write(f"  link    {problem}")
         if options.get("verbosity", 1) > 1:
             for skip in job.skips:
                 self.stdout.write(f"  skipped {skip['key']}: {skip['reason']}")
@@ -134,3 +167,17 @@ class Command(BaseCommand):
             f"{job.chunks_done} chunks"
         )
         sys.stderr.flush()
+
+
+def _git_source(tenant: Tenant, name: str, location: str, branch: str, depth: int | None) -> Source:
+    """The tenant's git source of this name (created by the operator: any repository it can read), its branch and
+    depth set as given."""
+    source_id = ids.source_id(tenant.slug, "git", name)
+    found = Source.objects.for_tenant(tenant).filter(source_id=source_id).first()
+    if found is None:
+        return git_source_create(tenant=tenant, name=name, location=location, branch=branch, history_depth=depth,
+                                 operator=True)  # fmt: skip
+    found.path, found.branch = location, branch or found.branch
+    found.history_depth = depth or found.history_depth
+    found.save(update_fields=["path", "branch", "history_depth"])
+    return found
