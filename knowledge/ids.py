@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 SOURCE_KINDS = ("upload", "folder", "external", "git", "obsidian")
-CHUNK_MODES = ("documental", "code", "summary")
+CHUNK_MODES = ("documental", "code", "summary", "card")
 DEFAULT_SOURCE_KIND = "upload"
 DEFAULT_SOURCE_NAME = "default"
 MAX_NAME_LENGTH = 200

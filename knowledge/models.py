@@ -273,6 +273,11 @@ class ChunkLocation(TypedDict):
     page_label: str  # the document's own label of `page` ("iv", "A-3", or its number); "" when not known
 
 
+# Chunks that rank their document but are never returned as an excerpt: a model-written summary (enrichment) and
+# a code file's card (knowledge/ingest/symbols.py). A hit on one is replaced by its document's best chunks.
+RANKING_ONLY_MODES = ("summary", "card")
+
+
 class Chunk(TenantOwned):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     document_version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="chunks")
@@ -281,6 +286,9 @@ class Chunk(TenantOwned):
     mode = models.CharField(max_length=20)
     heading = models.CharField(max_length=1000, blank=True, help_text='Heading path, e.g. "Install › Linux".')
     text = models.TextField()
+    # Code: the names the chunk defines, bare and qualified, as written and lower case ("send", "Client.send",
+    # "client.send"), from a parser (knowledge/ingest/symbols.py).
+    defines = models.JSONField(default=list, blank=True)
     line_start = models.PositiveIntegerField(null=True, blank=True)
     line_end = models.PositiveIntegerField(null=True, blank=True)
     page = models.PositiveIntegerField(null=True, blank=True, help_text="The page the chunk starts on.")

@@ -25,7 +25,7 @@ from typing import Any
 from django.db.models import Count, Max, OuterRef, Q, Subquery
 
 from knowledge import ids
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.models import RANKING_ONLY_MODES, Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
 from tenants.models import Tenant, TenantQuerySet
 from tenants.principals import Viewer
 
@@ -217,8 +217,10 @@ def recent_documents(*, viewer: Viewer, limit: int) -> list[Document]:
 
 
 def version_chunks(*, viewer: Viewer, version: DocumentVersion) -> TenantQuerySet[Chunk]:
-    """A version's source chunks in order: a model-written summary chunk ranks documents, it is never an excerpt."""
-    return visible_chunks(viewer).filter(document_version=version).exclude(mode="summary").order_by("index")
+    """A version's source chunks in order: a model-written summary or a code file's card ranks documents, it is
+    never an excerpt."""
+    chunks = visible_chunks(viewer).filter(document_version=version)
+    return chunks.exclude(mode__in=RANKING_ONLY_MODES).order_by("index")
 
 
 def document_history(*, viewer: Viewer, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:

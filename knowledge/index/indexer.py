@@ -72,6 +72,7 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
         "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
         "critical": int(document.critical or chunk.critical),
         "access": document.reader_list,
+        "defines": list(chunk.defines or []),
         **chunk.location(document=document),
     }
 

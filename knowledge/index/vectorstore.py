@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 DENSE = "dense"
 SPARSE = "bm25"
 RRF_K = 60
-KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access")
+KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access", "defines")
 # Validity and serving windows, epoch seconds (null: open); knowledge/validity.py writes them, `Scope.at` reads them.
 WINDOW_FIELDS = ("valid_from", "valid_until", "served_from", "served_until", "superseded_from", "superseded_until")
 POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
@@ -75,6 +75,7 @@ class Scope:
     served_at: float | None = None  # an as-of read: the version served at this instant
     superseded_at: float | None = None  # a read now: not superseded by a document in force at this instant
     excluded_document_ids: list[str] | None = None  # superseded at that instant
+    defines: list[str] | None = None  # points of code chunks that define one of these names
 
 
 @dataclass
@@ -131,6 +132,8 @@ def _conditions(m: Any, scope: Scope, *, edge: bool) -> Any:
         any_of("tags", scope.tags)
     if scope.principals is not None:
         any_of("access", scope.principals)
+    if scope.defines:
+        any_of("defines", scope.defines)
     if scope.mode:
         must.append(m.FieldCondition(key="mode", match=m.MatchValue(value=scope.mode)))
     if scope.critical_only:
@@ -298,7 +301,8 @@ class EdgeStore(_Planned):
                 if (path / "wal").exists() or path.exists() and any(path.iterdir()):
                     shard = m.EdgeShard.load(str(path))
                     # A store made before access lists or windows existed gets their indexes (idempotent).
-                    shard.update(m.UpdateOperation.create_field_index("access", m.PayloadSchemaType.Keyword))
+                    for key in ("access", "defines"):
+                        shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Keyword))
                     for key in WINDOW_FIELDS:
                         shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Float))
                 else:
@@ -445,7 +449,8 @@ class ClientStore(_Planned):
                 for key in WINDOW_FIELDS:
                     self.client.create_payload_index(name, key, m.PayloadSchemaType.FLOAT)
             else:  # a collection made before access lists or windows existed gets their indexes (no-ops on a newer one)
-                self.client.create_payload_index(name, "access", m.PayloadSchemaType.KEYWORD)
+                for key in ("access", "defines"):
+                    self.client.create_payload_index(name, key, m.PayloadSchemaType.KEYWORD)
                 for key in WINDOW_FIELDS:
                     self.client.create_payload_index(name, key, m.PayloadSchemaType.FLOAT)
             self._known.add(name)

@@ -30,6 +30,7 @@ class ChunkDraft:
     page_label: str = ""
     page_end: int | None = None  # the page its last character is on
     page_spans: list = field(default_factory=list)  # [[offset in text, page, label], …] where each page begins
+    defines: list[str] = field(default_factory=list)  # code: the names it defines (knowledge/ingest/symbols.py)
 
 
 @dataclass
@@ -244,7 +245,7 @@ TREE_SITTER_GRAMMARS = {
 
 
 @cache
-def _tree_sitter_parser(language: str):
+def tree_sitter_parser(language: str):
     import importlib
 
     import tree_sitter
@@ -293,7 +294,7 @@ def _tree_sitter_blocks(text: str, language: str) -> list[tuple[int, int, str]] 
     if language not in TREE_SITTER_GRAMMARS:
         return None
     try:
-        tree = _tree_sitter_parser(language).parse(text.encode("utf-8"))
+        tree = tree_sitter_parser(language).parse(text.encode("utf-8"))
     except Exception:  # a missing grammar package degrades to blank-line blocks
         return None
     spans = []

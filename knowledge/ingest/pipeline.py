@@ -30,7 +30,7 @@ from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.index.vectorstore import point_id
-from knowledge.ingest import obsidian
+from knowledge.ingest import obsidian, symbols
 from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
 from knowledge.ingest.classify import classify
 from knowledge.ingest.enrichment import READ_CHARS, enrich
@@ -40,6 +40,7 @@ from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
 from knowledge.models import (
+    RANKING_ONLY_MODES,
     Chunk,
     Document,
     DocumentLink,
@@ -56,8 +57,12 @@ from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
-INDEXING_VERSION = 2
+INDEXING_VERSION = 3
 CODE_PATH_INDEXING = 2  # from this version on, code chunks are embedded with their file's path
+# From this version on, code chunks carry the names they define and each code file has a card: a code file indexed
+# before is read again by its source's next sync, even unchanged (knowledge/ingest/symbols.py).
+SYMBOLS_INDEXING = 3
+CARD_HEADING = "File card"
 
 
 @dataclass
@@ -121,7 +126,22 @@ def prepare_text(source: Source, key: str, data: bytes, mode: str, *, job: Inges
     extracted = extract(data, key=key, source_type=source_type, ocr_languages=source.ocr_languages, progress=progress)
     drafts = _drafts(extracted.text, mode=doc_mode, source_type=source_type)
     assign_pages(drafts, [(p.offset, p.number, p.label) for p in extracted.pages])
+    if doc_mode == "code" and drafts:
+        _add_symbols(drafts, extracted.text, key=key, language=source_type)
     return Prepared(doc_mode, source_type, extracted, drafts)
+
+
+def _add_symbols(drafts: list[ChunkDraft], text: str, *, key: str, language: str) -> None:
+    """Each code chunk's definitions, and the file's card as one more chunk (ranked, never returned itself)."""
+    found = symbols.file_symbols(text, language)
+    if found is None or not found.symbols:
+        return
+    for draft, names in zip(drafts, symbols.chunk_defines(found, [(d.line_start, d.line_end) for d in drafts]),
+                            strict=True):  # fmt: skip
+        draft.defines = names
+    card = ChunkDraft(symbols.card_text(ids.display_name(ids.normalise_document_key(key)), found), 0, 0, CARD_HEADING)
+    card.line_start = card.line_end = None  # type: ignore[assignment]  # a card has no lines: it is never shown
+    drafts.append(card)
 
 
 class Lookahead:
@@ -299,6 +319,7 @@ def ingest_bytes(
             and current is not None
             and current.content_hash == digest
             and document.status != Status.RETIRED
+            and not (document.mode == "code" and current.indexing_version < SYMBOLS_INDEXING)
             and not (wants_enrichment)
         ):
             if critical and not document.critical:
@@ -360,8 +381,8 @@ def ingest_bytes(
         )  # fmt: skip
         rows = []
         for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
-            chunk_mode = "summary" if draft.heading == "Summary" and draft.line_start is None else doc_mode
-            chunk_id = ids.chunk_id(document_id, chunk_mode, 0 if chunk_mode == "summary" else index)
+            chunk_mode = _draft_mode(draft, doc_mode)
+            chunk_id = ids.chunk_id(document_id, chunk_mode, 0 if chunk_mode in RANKING_ONLY_MODES else index)
             sparse_i, sparse_v = document_vector(lexical_text(display_key, title, draft.heading, draft.text))
             rows.append(
                 Chunk(
@@ -373,6 +394,7 @@ def ingest_bytes(
                     mode=chunk_mode,
                     heading=draft.heading[:1000],
                     text=draft.text,
+                    defines=draft.defines,
                     line_start=draft.line_start,
                     line_end=draft.line_end,
                     page=draft.page,
@@ -392,6 +414,15 @@ def ingest_bytes(
             )
         Chunk.objects.bulk_create(rows, batch_size=500)
     return Outcome(key, result, chunks=len(drafts), ocr_pages=extracted.ocr_pages, document_pk=document.pk)
+
+
+def _draft_mode(draft: ChunkDraft, doc_mode: str) -> str:
+    """A chunk's mode: its document's, or summary (a model wrote it) or card (a code file's card)."""
+    if draft.line_start is None and draft.heading == "Summary":
+        return "summary"
+    if draft.line_start is None and draft.heading == CARD_HEADING:
+        return "card"
+    return doc_mode
 
 
 def _stated(data: bytes, source_type: str, text: str) -> dict:
@@ -501,9 +532,11 @@ def document_move(source: Source, old_key: str, new_key: str) -> bool:
 
 def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
     """key → (size, mtime) of each live document's current version, for the stat-only diff."""
-    rows = DocumentVersion.objects.filter(
-        document__source=source, status=Status.ACTIVE, document__status=Status.ACTIVE
-    ).values_list("document__document_key", "size", "mtime")
+    rows = (
+        DocumentVersion.objects.filter(document__source=source, status=Status.ACTIVE, document__status=Status.ACTIVE)
+        .exclude(document__mode="code", indexing_version__lt=SYMBOLS_INDEXING)  # read again: symbols and card
+        .values_list("document__document_key", "size", "mtime")
+    )
     return {key: (size, mtime) for key, size, mtime in rows}
 
 

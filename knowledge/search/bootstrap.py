@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Count, F, Q
 
-from knowledge.models import ChunkLocation, DocumentLink, Status
+from knowledge.models import RANKING_ONLY_MODES, ChunkLocation, DocumentLink, Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import live_chunks, live_documents, readers_match
 from knowledge.validity import Clock
@@ -37,7 +37,8 @@ def _excerpt(text: str) -> str:
 
 def _scoped_chunks(viewer: Viewer, filters: RetrieveFilters):
     """The live chunks in scope, of documents in force (unless the caller asked for the others too)."""
-    chunks = live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags).exclude(mode="summary")
+    chunks = live_chunks(viewer=viewer, source_ids=filters.source_ids, tags=filters.tags)
+    chunks = chunks.exclude(mode__in=RANKING_ONLY_MODES)
     if filters.include_expired:
         return chunks
     return chunks.filter(Clock.for_read(viewer.tenant, filters.as_of).in_force(path="document__"))

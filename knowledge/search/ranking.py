@@ -37,3 +37,32 @@ def identifiers(query: str) -> list[str]:
         if token not in found:
             found.append(token)
     return found
+
+
+def definition_names(query: str) -> list[str]:
+    """The names a question mentions that a definition may carry: `Client.send` gives Client.send and send. A name
+    written with a capital is matched as written (SCHEMA is not the class Schema), one written in lower case
+    matches any case (definitions are indexed both ways). An option (--force) or a header (X-Api-Key) is not a
+    definition's name."""
+    names: list[str] = []
+    for found in identifiers(query):
+        token = re.sub(r"\(.*$", "", found.strip().strip("`")).strip()
+        if not re.fullmatch(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*", token):
+            continue
+        for name in (token.replace("::", "."), re.split(r"\.|::", token)[-1]):
+            if len(name) >= 3 and name not in names:
+                names.append(name)
+    return names
+
+
+TEST_PATH_RE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|_test\.\w+$|\.(spec|test)\.\w+$")
+TESTS_ASKED_RE = re.compile(r"\b(tests?|tested|testing|fixtures?|spec|pruebas?)\b", re.IGNORECASE)
+
+
+def is_test_path(key: str) -> bool:
+    """A test file's key: tests/…, test_x.py, x_test.go, x.spec.ts."""
+    return bool(TEST_PATH_RE.search(key.replace(":", "/")))
+
+
+def mentions_tests(query: str) -> bool:
+    return bool(TESTS_ASKED_RE.search(query))

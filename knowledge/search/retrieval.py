@@ -8,6 +8,9 @@ narrow within what that viewer may see, and the principals go into the vector qu
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,9 +18,9 @@ from django.conf import settings
 
 from inference.embedders import get_embedder
 from knowledge.index.lexical import query_vector
-from knowledge.index.vectorstore import Hit, Scope, get_store
-from knowledge.models import Chunk, DocumentVersion, Status
-from knowledge.search.ranking import rrf_merge
+from knowledge.index.vectorstore import RRF_K, Hit, Scope, get_store
+from knowledge.models import RANKING_ONLY_MODES, Chunk, DocumentVersion, Status
+from knowledge.search.ranking import definition_names, is_test_path, mentions_tests, rrf_merge
 from knowledge.search.specific import Plan, plan
 from knowledge.selectors import query_principals
 from knowledge.validity import Clock, Freshness
@@ -72,6 +75,7 @@ class RetrievedChunk:
     similarity: float | None = None  # cosine similarity of the dense leg, when it found the chunk
     page: int | None = None  # the page the matching text is on (a chunk may span pages); None: the chunk's
     rerank: float | None = None  # the cross-encoder's logit, when the hit was reranked
+    defines: list[str] = field(default_factory=list)  # names of the question this chunk defines (code)
     freshness: Freshness | None = None  # is what it says still true (knowledge/validity.py)
 
     @property
@@ -101,6 +105,8 @@ class RetrievedChunk:
         }  # fmt: skip
         if self.rerank is not None:
             signals["rerank"] = round(self.rerank, 4)
+        if self.defines:
+            signals["defines"] = ", ".join(self.defines)  # type: ignore[assignment]
         return signals
 
 
@@ -127,8 +133,18 @@ class RetrieveFilters:
         )
 
 
+INDEX_CHECK_TTL_S = 10.0  # a tenant found consistent is not asked again for this long (one SQL query a read)
+_index_checked: dict[tuple[int, Any], float] = {}
+
+
 def check_index(tenant: Tenant) -> None:
+    """IndexMismatch when the tenant's vectors come from another embedder than the configured one. A tenant found
+    consistent is trusted for INDEX_CHECK_TTL_S: the embedder only changes with the configuration, and a reindex
+    leaves the index consistent."""
     identity = get_embedder().identity
+    key = (tenant.public_id, identity)
+    if _index_checked.get(key, 0.0) > time.monotonic():
+        return
     other = (
         DocumentVersion.objects.for_tenant(tenant)
         .filter(status=Status.ACTIVE)
@@ -142,6 +158,7 @@ def check_index(tenant: Tenant) -> None:
             f"configured embedder is {identity.provider}/{identity.model} ({identity.dims}-d). "
             f"Run: manage.py reindex {tenant.slug}"
         )
+    _index_checked[key] = time.monotonic() + INDEX_CHECK_TTL_S
 
 
 def _hydrate(viewer: Viewer, ranked: list[Hit]) -> dict[str, Chunk]:
@@ -173,10 +190,33 @@ class Round:
     similarity: dict[str, float]  # point id → cosine similarity to the question (dense leg)
 
 
+QUERY_CACHE_SIZE = 1024  # query texts whose embedding is kept (an agent, a chat client and a bench repeat them)
+_query_cache: OrderedDict[tuple[int, Any, str], list[float]] = OrderedDict()
+_query_cache_lock = threading.Lock()
+
+
+def query_embedding(query: str) -> list[float]:
+    """The configured embedder's vector of a query, from a small LRU cache when the same text was asked lately
+    (the same embedder object: a swapped or reconfigured embedder never reads another's vectors)."""
+    embedder = get_embedder()
+    key = (id(embedder), embedder.identity, query)
+    with _query_cache_lock:
+        cached = _query_cache.get(key)
+        if cached is not None:
+            _query_cache.move_to_end(key)
+            return cached
+    vector = embedder.embed([query])[0].tolist()
+    with _query_cache_lock:
+        _query_cache[key] = vector
+        while len(_query_cache) > QUERY_CACHE_SIZE:
+            _query_cache.popitem(last=False)
+    return vector
+
+
 def _one_round(query: str, scope: Scope, limit: int) -> Round:
     embedder = get_embedder()
     legs = get_store().hybrid(
-        embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=query_vector(query), limit=limit
+        embedder.identity, scope, dense=query_embedding(query), sparse=query_vector(query), limit=limit
     )
     return Round(
         ranked=legs.fused,
@@ -269,29 +309,36 @@ def retrieve(
     limit = max(top_k * 3, CANDIDATES)
     intent = plan(query) if specific else None
     found = _specific_round(query, base_scope, limit, intent) if intent else _one_round(query, base_scope, limit)
-    chunks = _hydrate(viewer, found.ranked)
-    boost_value = settings.RAG_CRITICAL_BOOST
-    results = []
-    for hit in found.ranked:
-        chunk = chunks.get(hit.id)
-        if chunk is None:
-            continue  # a point whose chunk is gone (drift): never invent a result
-        relevant = _relevant(found.dense_rank, found.lexical_rank, hit.id)
-        boost = boost_value if hit.payload.get("critical") and relevant else 0.0
-        if intent is not None:
-            boost += intent.bonus(chunk)
-        results.append(
-            RetrievedChunk(
-                chunk=chunk,
-                score=hit.score + boost,
-                dense_rank=found.dense_rank.get(hit.id),
-                lexical_rank=found.lexical_rank.get(hit.id),
-                boost=boost,
-                tags=list(hit.payload.get("tags") or []),
-                similarity=found.similarity.get(hit.id),
-            )
-        )
-    results.sort(key=lambda r: r.score, reverse=True)
+    defining = _definitions(query, base_scope)
+    ranked = [*found.ranked, *(hit for hit in defining.values() if hit.id not in {h.id for h in found.ranked})]
+    scored = _boosted(query, ranked, found, defining)
+    chunks: dict[str, Chunk] = {}
+    if intent is not None:  # the intent's bonus reads each candidate's text: all of them are hydrated
+        chunks = _hydrate(viewer, ranked)
+        scored = [(hit, boost + intent.bonus(chunks[hit.id]), names) for hit, boost, names in scored
+                  if hit.id in chunks]  # fmt: skip
+    scored.sort(key=lambda item: item[0].score + item[1], reverse=True)
+    # Only the hits that can be returned are read from SQL (the ranking above needs nothing but the payloads): the
+    # first `wanted`, more when some turn out gone or hidden in SQL.
+    wanted = max(top_k, RERANK_CANDIDATES) if rerank else top_k + SUMMARY_EXPANSION * 2
+    results: list[RetrievedChunk] = []
+    cursor = 0
+    while len(results) < wanted and cursor < len(scored):
+        batch = scored[cursor : cursor + wanted - len(results) + HYDRATE_SPARE]
+        cursor += len(batch)
+        if intent is None:
+            chunks.update(_hydrate(viewer, [hit for hit, _, _ in batch]))
+        for hit, boost, names in batch:
+            chunk = chunks.get(hit.id)
+            if chunk is None:
+                continue  # a point whose chunk is gone (drift) or that SQL hides: never invent a result
+            results.append(
+                RetrievedChunk(
+                    chunk=chunk, score=hit.score + boost, dense_rank=found.dense_rank.get(hit.id),
+                    lexical_rank=found.lexical_rank.get(hit.id), boost=boost, tags=list(hit.payload.get("tags") or []),
+                    similarity=found.similarity.get(hit.id), defines=names,
+                )
+            )  # fmt: skip
     if rerank:
         results = cross_encoder_fused(query, results[: max(top_k, RERANK_CANDIDATES)])
     results = source_text_only(viewer, query, results[: top_k + SUMMARY_EXPANSION * 2], base_scope)[:top_k]
@@ -302,15 +349,60 @@ def retrieve(
     return results
 
 
-SUMMARY_MODE = "summary"  # a chunk a model wrote (knowledge/ingest/enrichment.py): it may rank, never be returned
-SUMMARY_EXPANSION = 2  # source chunks of its document that take a summary hit's place
+HYDRATE_SPARE = 4  # hits read from SQL beyond those that can be returned, for the ones SQL drops
+
+
+def _boosted(
+    query: str, ranked: list[Hit], found: Round, defining: dict[str, Hit]
+) -> list[tuple[Hit, float, list[str]]]:
+    """Each candidate with what is added to its fused score, from its payload alone: the critical mark (when
+    relevant), the definition of a name the question writes, a test file's penalty."""
+    boost_value = settings.RAG_CRITICAL_BOOST
+    tests_asked, query_names = mentions_tests(query), definition_names(query)
+    order = list(defining)
+    scored = []
+    for hit in ranked:
+        payload = hit.payload
+        relevant = _relevant(found.dense_rank, found.lexical_rank, hit.id)
+        boost = boost_value if payload.get("critical") and relevant else 0.0
+        names = [name for name in query_names if name in (payload.get("defines") or [])] if hit.id in defining else []
+        if names:  # it defines what the question names: first, above every chunk that only uses it
+            boost += DEFINITION_BOOST * (1.0 - 0.1 * order.index(hit.id))
+        elif not tests_asked and payload.get("mode") == "code" and is_test_path(str(payload.get("document_key") or "")):
+            boost -= TEST_PENALTY  # a test that calls it ranks below the code it tests
+        scored.append((hit, boost, names))
+    return scored
+
+
+SUMMARY_EXPANSION = 2  # source chunks of its document that take a summary's place
+CARD_EXPANSION = 1  # a card's: the file's best chunk (measured: two crowded out other files, evaluation.md)
+DEFINITION_HITS = 3  # the chunks that define a name of the question lifted first (a name defined in many places)
+DEFINITION_BOOST = 2.0 / (RRF_K + 1)  # above any fused score: both legs ranking a chunk first give 2 / (k + 1)
+TEST_PENALTY = 0.5 / (RRF_K + 1)  # a test file's chunk below the code it exercises, unless tests are asked for
+
+
+def _definitions(query: str, scope: Scope) -> dict[str, Hit]:
+    """The code chunks that define a name the question mentions (`DEFAULT_LIMITS`, `Client.send`), best first:
+    a lexical search inside the vector query, restricted to points whose `defines` holds one of the names, with
+    every condition of the scope (tenant, principals, validity) still in force. A question about tests looks for
+    tests, not for the code they exercise: then only definitions in test files count; otherwise a test file's helper
+    that happens to carry the name is not its definition."""
+    names = definition_names(query)
+    if not names:
+        return {}
+    embedder = get_embedder()
+    hits = get_store().search(embedder.identity, replace(scope, defines=names), dense=None,
+                              sparse=query_vector(" ".join(names)), limit=DEFINITION_HITS * 4)  # fmt: skip
+    tests = mentions_tests(query)
+    hits = [hit for hit in hits if is_test_path(str(hit.payload.get("document_key") or "")) == tests]
+    return {hit.id: hit for hit in hits[:DEFINITION_HITS]}
 
 
 def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], scope: Scope) -> list[RetrievedChunk]:
     """Only source text is evidence: a hit on a model-written summary is replaced, at its rank, by its document's
     best source chunks for the query (those already ranked lower move up; the rest come from a search within that
     document, the viewer's principals still in the query). A summary may rank a document; it is never returned."""
-    summaries = [hit for hit in results if hit.chunk.mode == SUMMARY_MODE]
+    summaries = [hit for hit in results if hit.chunk.mode in RANKING_ONLY_MODES]
     if not summaries:
         return results
     documents = list(dict.fromkeys(hit.chunk.document.document_id for hit in summaries))
@@ -319,7 +411,7 @@ def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], 
     extra: dict[str, list[RetrievedChunk]] = {}
     for point in found.ranked:
         chunk = chunks.get(point.id)
-        if chunk is not None and chunk.mode != SUMMARY_MODE:
+        if chunk is not None and chunk.mode not in RANKING_ONLY_MODES:
             extra.setdefault(chunk.document.document_id, []).append(
                 RetrievedChunk(chunk=chunk, score=point.score, dense_rank=found.dense_rank.get(point.id),
                                lexical_rank=found.lexical_rank.get(point.id),
@@ -328,15 +420,18 @@ def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], 
     out: list[RetrievedChunk] = []
     taken: set[str] = set()
     for hit in results:
-        if hit.chunk.mode != SUMMARY_MODE:
+        if hit.chunk.mode not in RANKING_ONLY_MODES:
             if hit.chunk.chunk_id not in taken:
                 out.append(hit)
                 taken.add(hit.chunk.chunk_id)
             continue
         document = hit.chunk.document.document_id
-        ranked_lower = [h for h in results if h.chunk.document.document_id == document and h.chunk.mode != SUMMARY_MODE]
+        ranked_lower = [
+            h for h in results if h.chunk.document.document_id == document and h.chunk.mode not in RANKING_ONLY_MODES
+        ]
         for source in [*ranked_lower, *extra.get(document, [])]:
-            if len([h for h in out if h.chunk.document.document_id == document]) >= SUMMARY_EXPANSION:
+            wanted = CARD_EXPANSION if hit.chunk.mode == "card" else SUMMARY_EXPANSION
+            if len([h for h in out if h.chunk.document.document_id == document]) >= wanted:
                 break
             if source.chunk.chunk_id not in taken:
                 source.score = max(source.score, hit.score)  # it takes the summary's rank
@@ -372,13 +467,11 @@ def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, fil
     clock = Clock.for_read(viewer.tenant, filters.as_of)
     scope = viewer_scope(viewer, filters, clock)
     if leg == "dense":
-        hits = get_store().search(
-            embedder.identity, scope, dense=embedder.embed([query])[0].tolist(), sparse=None, limit=top_k
-        )
+        hits = get_store().search(embedder.identity, scope, dense=query_embedding(query), sparse=None, limit=top_k)
     else:
         hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
     chunks = _hydrate(viewer, hits)
-    found = [chunks[h.id] for h in hits if h.id in chunks and chunks[h.id].mode != SUMMARY_MODE]
+    found = [chunks[h.id] for h in hits if h.id in chunks and chunks[h.id].mode not in RANKING_ONLY_MODES]
     scores = {h.id: h.score for h in hits}
     return [
         RetrievedChunk(chunk=chunk, score=scores[chunk.point_id],

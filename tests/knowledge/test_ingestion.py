@@ -95,8 +95,10 @@ def test_a_fixture_tree_ingests_with_the_exact_outcome_for_each_file(tenant_a, t
     assert {d.mode for k, d in documents.items() if k.startswith(("src/", "scripts/"))} == {"code"}
     assert documents["docs/install.md"].mode == "documental"
 
-    server = documents["src/app/server.py"].chunks.get()
+    server = documents["src/app/server.py"].chunks.get(mode="code")
     assert (server.line_start, server.line_end) == (1, 10)
+    card = documents["src/app/server.py"].chunks.get(mode="card")  # the file's card: path and definitions
+    assert card.text.startswith("File src/app/server.py") and card.line_start is None
     linux = Chunk.objects.get(document=documents["docs/install.md"], text__contains="apt install")
     assert linux.heading.startswith("Install")
 
