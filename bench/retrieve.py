@@ -7,10 +7,12 @@ Dense vectors: the packaged embedder on 2,000 of those chunks, then, to reach N 
 of embedding, each further point mixes two real chunk vectors plus noise (renormalised). A second
 tenant holds a fifth as many points, so the tenant filter does real work.
 
-Prints p50/p95 of: the Qdrant hybrid query alone (prefetch dense + sparse, RRF, tenant filter),
-retrieve() in-process (embedding + Qdrant + SQL hydration), and POST /api/v1/.../retrieve/ through
-gunicorn at concurrency 1 and 8 — with the ratios to the Qdrant query alone. Target: API p95 <= 150 ms
-at concurrency 1.
+Prints p50/p95 of: the Qdrant hybrid query alone (prefetch dense + sparse, RRF, tenant filter), the
+query embedding plus that query (the engine's own time for a new question), retrieve() in-process (embedding +
+Qdrant + SQL hydration), and POST /api/v1/.../retrieve/ through gunicorn at concurrency 1 (the ten questions
+repeated, as agents and clients repeat them, so their embeddings come from the cache; and every question new) and
+at concurrency 8, with the ratios. Targets (the retrieve-speed issue): HTTP p50 <= 1.5x (embedding + Qdrant),
+>= 100 requests/s at concurrency 8 with p95 <= 150 ms, no error.
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ import numpy as np
 from _corpus import QUERIES, load, pct, text_pool
 from _django import setup
 
-from tenants.principals import Viewer
-
 
 def line(name: str, values: list[float], base: float | None = None) -> str:
     p50, p95 = pct(values, 0.5), pct(values, 0.95)
@@ -45,6 +45,7 @@ def main() -> None:
     from knowledge.index.lexical import query_vector
     from knowledge.index.vectorstore import Scope, get_store, reset_store
     from knowledge.services import source_create
+    from tenants.principals import Viewer
     from tenants.services import api_key_issue, tenant_create
 
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
@@ -69,12 +70,19 @@ def main() -> None:
     vectors = [(embedder.embed([q])[0].tolist(), query_vector(q)) for q in QUERIES]
     for dense, sparse in vectors:  # warm-up
         store.hybrid(identity, scope, dense=dense, sparse=sparse, limit=50)
-    qdrant = []
+    qdrant, engine = [], []
     for _ in range(10):
         for dense, sparse in vectors:
             t0 = time.perf_counter()
             store.hybrid(identity, scope, dense=dense, sparse=sparse, limit=50)
             qdrant.append((time.perf_counter() - t0) * 1000)
+    for round_ in range(5):
+        for query in QUERIES:
+            t0 = time.perf_counter()
+            fresh = f"{query} {round_}"  # not cached anywhere
+            store.hybrid(identity, scope, dense=embedder.embed([fresh])[0].tolist(), sparse=query_vector(fresh),
+                         limit=50)  # fmt: skip
+            engine.append((time.perf_counter() - t0) * 1000)
     from knowledge.search.retrieval import retrieve
 
     in_process = []
@@ -87,7 +95,14 @@ def main() -> None:
     reset_store()  # hand the store to the web server, which takes ownership at start-up
 
     port = 8799
-    env = {**os.environ, "RAG_DATA_DIR": str(data_dir), "PORT": str(port), "RAG_DEBUG": "true", "RAG_WEB_THREADS": "8"}
+    env = {
+        **os.environ,
+        "RAG_DATA_DIR": str(data_dir),
+        "PORT": str(port),
+        "RAG_DEBUG": "true",
+        "RAG_WEB_THREADS": "8",
+        "RAG_API_RATE": "100000/min",
+    }  # the engine is measured, not the per-key throttle (600/min by default)
     root = Path(__file__).resolve().parent.parent
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "ragsite.wsgi", "--config", "ragsite/gunicorn_conf.py",
@@ -97,14 +112,20 @@ def main() -> None:
     try:
         url = f"http://127.0.0.1:{port}/api/v1/tenants/bench/retrieve/"
 
+        errors: list[str] = []
+
         def call(query: str) -> float:
             request = urllib.request.Request(
                 url, data=json.dumps({"query": query, "top_k": 8}).encode(), method="POST",
                 headers={"Authorization": f"Api-Key {raw_key}", "Content-Type": "application/json"},
             )  # fmt: skip
             t0 = time.perf_counter()
-            with urllib.request.urlopen(request, timeout=60) as response:
-                assert response.status == 200 and json.loads(response.read())["hits"]
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    if response.status != 200 or not json.loads(response.read())["hits"]:
+                        errors.append(f"{response.status} for {query!r}")
+            except urllib.error.HTTPError as exc:
+                errors.append(f"{exc.code} for {query!r}")
             return (time.perf_counter() - t0) * 1000
 
         for _ in range(60):
@@ -113,9 +134,17 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(1)
+        for _ in range(60):
+            try:
+                call("warm up")
+                break
+            except OSError:
+                time.sleep(1)
+        errors.clear()
         for query in QUERIES:
             call(query)
         serial = [call(random.choice(QUERIES)) for _ in range(100)]
+        new = [call(f"{random.choice(QUERIES)} {n}") for n in range(50)]  # never asked before: embedded
         concurrent: list[float] = []
         lock = threading.Lock()
 
@@ -136,12 +165,32 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     base = pct(qdrant, 0.5)
+    floor = pct(engine, 0.5)
+    rate = len(concurrent) / wall
     print()
     print(line("Qdrant hybrid query alone (RRF, tenant filter)", qdrant))
+    print(line("query embedding + Qdrant query (a new question)", engine, base))
     print(line("retrieve() in-process (embed + Qdrant + SQL)", in_process, base))
-    print(line("HTTP API, concurrency 1", serial, base))
-    print(line("HTTP API, concurrency 8", concurrent, base) + f"   {len(concurrent) / wall:.0f} req/s")
-    print(f"target: API p95 <= 150 ms at concurrency 1 -> {'met' if pct(serial, 0.95) <= 150 else 'NOT met'}")
+    print(
+        line("HTTP API, concurrency 1 (repeated questions)", serial, base)
+        + f"   {pct(serial, 0.5) / floor:.2f}x embed+Qdrant"
+    )
+    print(
+        line("HTTP API, concurrency 1 (every question new)", new, base)
+        + f"   {pct(new, 0.5) / floor:.2f}x embed+Qdrant"
+    )
+    print(line("HTTP API, concurrency 8", concurrent, base) + f"   {rate:.0f} req/s")
+    print(f"errors: {len(errors)}" + (f" ({errors[:3]})" if errors else ""))
+    met = pct(serial, 0.5) <= 1.5 * floor
+    print(
+        f"target HTTP p50 <= 1.5x (embedding + Qdrant): {pct(serial, 0.5):.1f} vs {1.5 * floor:.1f} ms -> "
+        f"{'met' if met else 'NOT met'} (every question new: {pct(new, 0.5):.1f} ms)"
+    )
+    fast = rate >= 100 and pct(concurrent, 0.95) <= 150 and not errors
+    print(
+        f"target >= 100 req/s at concurrency 8, p95 <= 150 ms, no error: {rate:.0f} req/s, p95 "
+        f"{pct(concurrent, 0.95):.0f} ms -> {'met' if fast else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":
