@@ -585,7 +585,16 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     for job in source.jobs.filter(kind="upload"):  # the raw uploaded files go too: "cannot be undone" means it
         upload_files_remove(job)
     source_schedule_remove(source)
+    _git_clone_remove(source)
     source.delete()
+
+
+def _git_clone_remove(source: Source) -> None:
+    """A git URL source's bare clone (RAG_GIT_CACHE_DIR) goes with the source."""
+    from knowledge.ingest.git_sync import cache_dir
+
+    if source.kind == Source.Kind.GIT:
+        shutil.rmtree(cache_dir(source), ignore_errors=True)
 
 
 def tenant_delete(*, tenant: Tenant) -> None:
@@ -595,6 +604,7 @@ def tenant_delete(*, tenant: Tenant) -> None:
     shutil.rmtree(uploads, ignore_errors=True)
     for source in Source.objects.for_tenant(tenant):
         source_schedule_remove(source)  # django-q2's rows are not the tenant's: no cascade reaches them
+        _git_clone_remove(source)
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
 
 

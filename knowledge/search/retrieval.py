@@ -134,7 +134,7 @@ class RetrieveFilters:
 
 
 INDEX_CHECK_TTL_S = 10.0  # a tenant found consistent is not asked again for this long (one SQL query a read)
-_index_checked: dict[tuple[int, Any], float] = {}
+_index_checked: dict[tuple[Any, Any], float] = {}
 
 
 def check_index(tenant: Tenant) -> None:

@@ -197,6 +197,12 @@ def test_ingest_command_imports_a_repository_by_path_and_by_url(tenant_a, repo, 
     call_command("ingest", "acme", f"file://{repo.path}", "--kind", "git", "--source", "cloned", "--branch", "main")
     cloned = Source.objects.get(source_id="src:acme:git:cloned")
     assert Document.objects.filter(source=cloned).count() == 2 and len(_versions("guide.md")) == 6
+    from knowledge.ingest.git_sync import cache_dir
+    from knowledge.services import source_delete
+
+    assert (cache_dir(cloned) / "HEAD").is_file()  # a bare clone, kept for the next sync
+    source_delete(tenant=tenant_a, source=cloned)
+    assert not cache_dir(cloned).exists()  # and gone with its source
 
 
 def test_the_api_creates_syncs_and_schedules_git_sources_inside_what_the_server_allows(
