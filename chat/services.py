@@ -32,7 +32,9 @@ from knowledge.claims import (
     says_not_found,
     split_claims,
 )
+from knowledge.ingest.obsidian import embedded_source
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
+from knowledge.selectors import document_by_key
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -122,10 +124,20 @@ class Sentence:
 
 
 def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, Any]:
-    """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages)."""
+    """A citation; its page is the one the cited sentences' support sits on (a chunk may span pages). Text a vault
+    note embeds from another note is cited to that note, with the note it was read in as `embedded_in`."""
     chunk = hit.chunk
     page = page_of(chunk, cited_text) if cited_text else hit.location_page
-    return {"n": n, **chunk.location(page=page), "label": hit.label_at(page), "freshness": hit.freshness}
+    citation = {"n": n, **chunk.location(page=page), "label": hit.label_at(page), "freshness": hit.freshness}
+    embedded = embedded_source(chunk.text, cited_text) if cited_text and "[Embedded from " in chunk.text else ""
+    if embedded:
+        document = chunk.document
+        origin = document_by_key(document=document, key=embedded)
+        if origin is not None:
+            citation["embedded_in"] = {"document_id": document.document_id, "document_key": document.display_key}
+            citation.update(document_id=origin.document_id, document_key=origin.display_key, title=origin.title,
+                            label=f"{origin.display_key} (embedded in {hit.label_at(page)})")  # fmt: skip
+    return citation
 
 
 STALE_NOTES = {

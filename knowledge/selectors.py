@@ -302,6 +302,11 @@ def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
     return {job.source_id: job for job in jobs if job.source_id is not None}
 
 
+def document_by_key(*, document: Document, key: str) -> Document | None:
+    """The document of `key` in the same source as `document` (a vault note another one embeds)."""
+    return Document.objects.filter(tenant_id=document.tenant_id, source_id=document.source_id, document_key=key).first()
+
+
 def document_rows(*, viewer: Viewer, document: Document) -> TenantQuerySet[Document]:
     """The one document as rows a curation service changes."""
     return visible_documents(viewer).filter(pk=document.pk)

@@ -255,3 +255,20 @@ def _render_line(vault: Vault, key: str, line: str, result: Rendered, tags: list
         return f"\n[Embedded from {where}]\n{part}\n[End of embed from {embedded}]\n"
 
     return LINK_RE.sub(replace, line)
+
+
+EMBED_BLOCK_RE = re.compile(
+    r"\[Embedded from (?P<key>[^\]\n#]+)(?:#[^\]\n]*)?\]\n(?P<body>.*?)\n\[End of embed from (?P=key)\]", re.S
+)
+
+
+def embedded_source(text: str, cited: str) -> str:
+    """The vault key of the note an embed put `cited` into this chunk's `text` from ("" when the cited text is the
+    note's own): a citation of embedded text is a citation of the note it comes from."""
+    wanted = " ".join(cited.split())
+    if not wanted:
+        return ""
+    for match in EMBED_BLOCK_RE.finditer(text):
+        if wanted in " ".join(match.group("body").split()):
+            return match.group("key")
+    return ""

@@ -231,3 +231,16 @@ def test_image_attachments_are_read_by_ocr_and_a_photo_without_text_is_skipped(t
     assert "assets/whiteboard.png" in [h.chunk.document.document_key for h in hits]
     offsite = Document.objects.get(document_key="Offsite.md")
     assert [link.resolved_id for link in offsite.links_out.all()] == [board.pk]  # the attachment is in the graph
+
+
+def test_embedded_text_is_cited_to_the_note_it_comes_from(vault, tenant_a):  # type: ignore[no-untyped-def]
+    from chat.services import citation_of
+
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="new staff onboarding offsite Lisbon", top_k=8)
+    onboarding = next(h for h in hits if h.chunk.document.document_key == "Onboarding.md")
+    embedded = citation_of(1, onboarding, "The offsite happens in September in Lisbon.")
+    assert embedded["document_key"] == "Calendar.md" and embedded["embedded_in"]["document_key"] == "Onboarding.md"
+    assert embedded["document_id"] == Document.objects.get(document_key="Calendar.md").document_id
+    assert embedded["label"].startswith("Calendar.md (embedded in Onboarding.md")
+    own = citation_of(1, onboarding, "New staff read Home first.")
+    assert own["document_key"] == "Onboarding.md" and "embedded_in" not in own
