@@ -153,3 +153,22 @@ def test_a_name_written_with_capitals_means_that_case(tenant_a, tmp_path):  # ty
     assert upper[0].chunk.document.document_key == "lib/errors.py" and upper[0].signals["defines"] == "SCHEMA"
     lower = retrieve(viewer=Viewer.everything(tenant_a), query="where is `schema.load`", top_k=3)
     assert lower[0].chunk.document.document_key == "lib/schema.py"
+
+
+def test_code_indexed_before_symbols_is_read_again_by_the_next_sync(code, tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    from knowledge.ingest import pipeline
+    from knowledge.models import DocumentVersion
+
+    config = Document.objects.get(document_key="pkg/config.py")
+    # As an index built before symbols and cards: no card, no names, indexing version 2.
+    Chunk.objects.filter(document=config, mode="card").delete()
+    Chunk.objects.filter(document=config).update(defines=[])
+    DocumentVersion.objects.filter(document=config).update(indexing_version=2)
+    job = pipeline.sync_folder(source=code, root=tmp_path / "pkg")
+    indexer.drain()
+    assert job.updated == 1 and job.unchanged == 3  # only the file indexed before; the prose and others untouched
+    current = Document.objects.get(pk=config.pk)
+    assert current.version == 2 and Chunk.objects.filter(document_version__document=current, mode="card",
+                                                          document_version__version=2).exists()  # fmt: skip
+    again = pipeline.sync_folder(source=code, root=tmp_path / "pkg")
+    assert again.updated == 0 and again.unchanged == 4
