@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from inference.embedders import get_embedder
 from knowledge import ids, jobs, timeline
+from knowledge.index.storage import is_storage_full
 from knowledge.ingest import git
 from knowledge.ingest.extraction import ExtractionError
 from knowledge.ingest.pipeline import (  # the steps every source's sync shares
@@ -34,6 +35,7 @@ from knowledge.ingest.pipeline import (  # the steps every source's sync shares
     ingest_bytes,
     retire_documents,
 )  # fmt: skip
+from knowledge.ingest.walker import size_limit
 from knowledge.jobs import report_activity, source_locked
 from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
@@ -122,14 +124,23 @@ def _history(job: IngestJob, source: Source, key: str, history: git.FileHistory,
     one is passed over (its newest version is what the job reports on). Returns how many were written."""
     made = 0
     changes = history.changes
+    limit = size_limit(key, settings.RAG_MAX_FILE_BYTES)
     for change, following in zip(changes[:-1], changes[1:], strict=True):
         window = (change.commit.date, following.commit.date)
+        data = git.blob_bytes(repository, change.blob)
+        if not data or len(data) > limit:  # an old version over the size limit, or empty: not history worth keeping
+            continue
         try:
-            outcome = ingest_bytes(source=source, key=key, data=git.blob_bytes(repository, change.blob),
-                                   source_path=key, mtime=change.commit.date.timestamp(), job=job, embedder=embedder,
+            outcome = ingest_bytes(source=source, key=key, data=data, source_path=key,
+                                   mtime=change.commit.date.timestamp(), job=job, embedder=embedder,
                                    commit=change.commit.as_dict(change.blob), history=window)  # fmt: skip
         except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
             logger.info("%s at %s not imported: %s", key, change.commit.sha[:12], exc)
+            continue
+        except Exception as exc:  # one old version's bug never stops the batch; the log has it
+            if is_storage_full(exc):  # every version after it would fail the same way: the job stops and says why
+                raise
+            logger.exception("%s at %s not imported (unexpected error)", key, change.commit.sha[:12])
             continue
         made += outcome.result != "unchanged"
     return made

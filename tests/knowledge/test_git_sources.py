@@ -275,3 +275,26 @@ def test_the_sources_page_creates_a_git_source(tenant_a, repo, tmp_path, setting
     bad = client_a.post("/t/acme/sources/", {"kind": "git", "name": "etc", "path": "/etc"}, follow=True)
     assert "outside the folders this server allows" in bad.content.decode()
     assert Source.objects.get(kind="git").branch == "main"
+
+
+def test_an_old_version_over_the_size_limit_is_left_out_of_the_history(tenant_a, tmp_path, settings):
+    settings.RAG_MAX_FILE_BYTES = 2000
+    repository = Repo(tmp_path / "big")
+    repository.commit("A huge first draft", {"notes.md": "# Notes\n\n" + "word " * 2000})
+    repository.commit("Trimmed", {"notes.md": "# Notes\n\nShort and useful.\n"})
+    job = _sync(git_source_create(tenant=tenant_a, name="big", location=str(repository.path), operator=True))
+    assert job.state == IngestJob.State.SUCCEEDED
+    assert [v.commit["message"] for v in _versions("notes.md")] == ["Trimmed"]
+
+
+def test_another_tenant_can_neither_see_nor_sync_a_git_source(tenant_a, tenant_b, repo):
+    source = _source(tenant_a, repo)
+    _sync(source)
+    guide = Document.objects.get(source=source, document_key="guide.md")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_b)[1]}")
+    assert other.get(f"/api/v1/tenants/globex/documents/{guide.public_id}/").status_code == 404
+    assert other.post(f"/api/v1/tenants/globex/sources/{source.public_id}/sync/").status_code == 404
+    assert other.patch(f"/api/v1/tenants/globex/sources/{source.public_id}/", {"sync_every_minutes": 5},
+                       format="json").status_code == 404  # fmt: skip
+    assert not retrieve(viewer=Viewer.everything(tenant_b), query="return an item within", top_k=3)

@@ -244,3 +244,13 @@ def test_embedded_text_is_cited_to_the_note_it_comes_from(vault, tenant_a):  # t
     assert embedded["label"].startswith("Calendar.md (embedded in Onboarding.md")
     own = citation_of(1, onboarding, "New staff read Home first.")
     assert own["document_key"] == "Onboarding.md" and "embedded_in" not in own
+
+
+def test_another_tenant_gets_nothing_of_a_vault(vault, tenant_a, tenant_b):  # type: ignore[no-untyped-def]
+    calendar = Document.objects.get(document_key="Calendar.md")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_b)[1]}")
+    assert other.get(f"/api/v1/tenants/globex/documents/{calendar.public_id}/").status_code == 404
+    pack = bootstrap(viewer=Viewer.everything(tenant_b))
+    assert [item for item in pack["items"] if item["kind"] == "hub"] == []
+    assert not retrieve(viewer=Viewer.everything(tenant_b), query="company calendar year plan", top_k=3)
