@@ -244,6 +244,8 @@ RAG_SOURCE_LOCK_WAIT_S = env_int("RAG_SOURCE_LOCK_WAIT_S", default=600, minimum=
 RAG_WORKER_STOP_S = env_int("RAG_WORKER_STOP_S", default=7, minimum=1)
 # How often the web process looks for running jobs whose worker process died (kill -9, OOM): knowledge/jobs.py.
 RAG_JOB_RECOVERY_INTERVAL_S = env_int("RAG_JOB_RECOVERY_INTERVAL_S", default=30, minimum=1)
+# The embedded store indexes (HNSW) new points when no search has come for this long: searches wait while it runs.
+RAG_STORE_OPTIMIZE_QUIET_S = env_int("RAG_STORE_OPTIMIZE_QUIET_S", default=20, minimum=0)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:

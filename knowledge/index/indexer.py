@@ -347,6 +347,14 @@ def wait_until_indexed(version_filter: Q, *, timeout: float = 600.0, poll: float
             time.sleep(poll)
 
 
+def optimize_when_quiet() -> bool:
+    """Index what was written to the embedded store since its last optimization, once no search has come for
+    RAG_STORE_OPTIMIZE_QUIET_S seconds (a search waits while it runs); a Qdrant server optimizes by itself."""
+    store = get_store()
+    optimize = getattr(store, "optimize", None)
+    return bool(optimize and optimize(quiet_for=settings.RAG_STORE_OPTIMIZE_QUIET_S))
+
+
 _background: threading.Thread | None = None
 
 
@@ -366,6 +374,7 @@ def start_background_indexer(*, interval: float = 1.0) -> None:
             try:
                 close_old_connections()
                 drain()
+                optimize_when_quiet()
                 if time.monotonic() - recovered_at >= settings.RAG_JOB_RECOVERY_INTERVAL_S:
                     recovered_at = time.monotonic()
                     recover_orphaned_jobs()  # a worker killed mid-job leaves it running: queue it again

@@ -19,6 +19,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,7 @@ class _Planned:
 
     edge: bool
     prefetch_field: str  # what a fused request calls its legs
+    fuse_here = False  # fuse the two legs in this process (in-process engine) or in one batch on the server
 
     def _models(self, identity: EmbedderIdentity) -> Any:
         raise NotImplementedError
@@ -217,6 +219,27 @@ class _Planned:
 
     def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
         raise NotImplementedError
+
+    def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _fuse_here(self, m: Any, identity: EmbedderIdentity, each: list[Any], *, limit: int) -> Legs:
+        """The two legs run once and are fused here with the engine's own RRF (1 / (k + 0-based rank), summed),
+        then only the `limit` fused points' payloads are read: half the engine work of running the legs again as
+        prefetches of a fused request. Ties keep the dense leg's order, then the lexical leg's."""
+        dense_leg, lexical_leg = self._run(m, identity, each)
+        fused: dict[str, float] = {}
+        for ranking in (dense_leg, lexical_leg):
+            for rank, point in enumerate(ranking):
+                fused[str(point.id)] = fused.get(str(point.id), 0.0) + 1.0 / (RRF_K + rank)
+        top = sorted(fused, key=fused.__getitem__, reverse=True)[:limit]  # stable: ties keep first-seen order
+        payloads = self._points(identity, top)
+        return Legs(
+            [Hit(pid, fused[pid], payloads[pid]) for pid in top if pid in payloads],
+            [str(p.id) for p in dense_leg],
+            [str(p.id) for p in lexical_leg],
+            {str(p.id): float(p.score) for p in dense_leg},
+        )
 
     def _one_leg(self, m: Any, leg: _Leg, flt: Any, idf: Any, *, limit: int, payload: bool) -> Any:
         return m.QueryRequest(
@@ -257,6 +280,8 @@ class _Planned:
         legs = _legs(dense, sparse)
         each = [self._one_leg(m, leg, flt, idf, limit=prefetch, payload=False) for leg in legs]
         has_sparse = len(legs) == 2
+        if has_sparse and self.fuse_here:
+            return self._fuse_here(m, identity, each, limit=limit)
         if has_sparse:
             fused = self._fused(m, legs, flt, idf, limit=limit, prefetch=prefetch)
         else:
@@ -272,7 +297,7 @@ class _Planned:
 
 # --- Qdrant Edge ----------------------------------------------------------------------------
 class EdgeStore(_Planned):
-    edge, prefetch_field = True, "prefetches"
+    edge, prefetch_field, fuse_here = True, "prefetches", True
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -280,6 +305,8 @@ class EdgeStore(_Planned):
         self._shards: dict[str, Any] = {}
         self._locks: dict[str, int] = {}
         self._mutex = threading.RLock()
+        self._written: set[str] = set()  # collections written since their last optimize()
+        self.last_read = 0.0  # time.monotonic() of the last search: optimize() waits for a quiet moment
 
     def _shard(self, identity: EmbedderIdentity) -> Any:
         import qdrant_edge as m
@@ -300,6 +327,7 @@ class EdgeStore(_Planned):
             try:
                 if (path / "wal").exists() or path.exists() and any(path.iterdir()):
                     shard = m.EdgeShard.load(str(path))
+                    self._written.add(name)  # written before this process: optimize() finds out at no cost
                     # A store made before access lists or windows existed gets their indexes (idempotent).
                     for key in ("access", "defines"):
                         shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Keyword))
@@ -339,6 +367,7 @@ class EdgeStore(_Planned):
         ]
         with self._mutex:
             shard.update(m.UpdateOperation.upsert_points(edge_points))
+            self._written.add(identity.collection)
 
     def delete(self, identity: EmbedderIdentity, scope: Scope) -> None:
         import qdrant_edge as m
@@ -347,6 +376,7 @@ class EdgeStore(_Planned):
             return
         with self._mutex:
             self._shard(identity).update(m.UpdateOperation.delete_points_by_filter(_conditions(m, scope, edge=True)))
+            self._written.add(identity.collection)
 
     def set_payload(self, identity: EmbedderIdentity, scope: Scope, payload: dict[str, Any]) -> None:
         import qdrant_edge as m
@@ -393,7 +423,26 @@ class EdgeStore(_Planned):
         return {"query": m.Fusion.Rrf(k=RRF_K)}
 
     def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
+        self.last_read = time.monotonic()
         return list(self._shard(identity).query_batch(m.QueryBatchRequest(requests)))
+
+    def optimize(self, *, quiet_for: float = 0.0) -> bool:
+        """Build the HNSW index of points written since the last call and merge small segments (Qdrant Edge does
+        this only when asked). A search waits while it runs (seconds per 10,000 new points), so the owner calls it
+        after `quiet_for` seconds without a search; True if it ran."""
+        with self._mutex:
+            if not self._written or time.monotonic() - self.last_read < quiet_for:
+                return False
+            for name in sorted(self._written):
+                started = time.monotonic()
+                if name in self._shards and self._shards[name].optimize():
+                    logger.info("Optimized the vector store %s in %.1f s", name, time.monotonic() - started)
+            self._written.clear()
+            return True
+
+    def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
+        records = self._shard(identity).retrieve(ids, with_payload=True, with_vector=False) if ids else []
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     def flush(self) -> None:
         with self._mutex:

@@ -170,3 +170,37 @@ def test_lexical_scores_use_this_tenants_statistics_only_on_both_backends(store,
     after = top_score()
     assert before[0] == after[0] == "doc1"
     assert after[1] == pytest.approx(before[1], rel=1e-4)
+
+
+def test_the_embedded_store_fuses_its_two_legs_exactly_as_the_engine_would(tmp_path):  # type: ignore[no-untyped-def]
+    """The embedded store runs each leg once and fuses here; the engine's own RRF over the same legs gives the same
+    points with the same scores (only the order among equal scores may differ)."""
+    store = EdgeStore(tmp_path / "q")
+    words = ["api", "key", "header", "token", "rotation", "policy", "proxy", "object", "install", "debian"]
+    rng = np.random.default_rng(3)
+    store.upsert(IDENTITY, [_point(n, "A", " ".join(rng.choice(words, 5))) for n in range(60)])
+    query, dense, scope = query_vector("api key rotation"), _unit(99), Scope(tenant="A")
+    here = store.hybrid(IDENTITY, scope, dense=dense, sparse=query, limit=20, prefetch=40)
+    store.fuse_here = False
+    engine = store.hybrid(IDENTITY, scope, dense=dense, sparse=query, limit=20, prefetch=40)
+    store.close()
+    assert len(here.fused) == 20 and here.dense == engine.dense and here.lexical == engine.lexical
+    assert {h.id: round(h.score, 6) for h in here.fused} == {h.id: round(h.score, 6) for h in engine.fused}
+    assert all(h.payload["tenant"] == "A" for h in here.fused)
+    assert [h.score for h in here.fused] == sorted((h.score for h in here.fused), reverse=True)
+
+
+def test_the_embedded_store_optimizes_what_was_written_only_in_a_quiet_moment(tmp_path):  # type: ignore[no-untyped-def]
+    store = EdgeStore(tmp_path / "q")
+    store.upsert(IDENTITY, [_point(n, "A", f"note {n} about api keys") for n in range(50)])
+    scope, dense = Scope(tenant="A"), _unit(7)
+    before = [h.id for h in store.search(IDENTITY, scope, dense=dense, sparse=None, limit=10)]
+    assert store.optimize(quiet_for=3600) is False  # a search just came: not now
+    assert store.optimize(quiet_for=0) is True
+    assert store.optimize(quiet_for=0) is False  # nothing written since
+    assert [h.id for h in store.search(IDENTITY, scope, dense=dense, sparse=None, limit=10)] == before
+    store.close()
+    reopened = EdgeStore(tmp_path / "q")  # written by an earlier process: looked at once
+    assert reopened.count(IDENTITY, scope) == 50
+    assert reopened.optimize(quiet_for=0) is True and reopened.optimize(quiet_for=0) is False
+    reopened.close()
