@@ -122,6 +122,7 @@ class AnswerRecord(Attributed):
         CHAT = "chat", "Chat"
         API = "api", "REST API"
         MCP = "mcp", "MCP"
+        OPENAI = "openai", "OpenAI-compatible API"
 
     channel = models.CharField(max_length=10, choices=Channel.choices)
     question = models.TextField()

@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,9 @@ class Answer:
     # not_verified: the source sentences most likely to hold the answer, verbatim ({"n", "text", "score"})
     evidence: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # where the time to first token went
+    question: str = ""  # what was answered: the question, or a follow-up read with the turn before it
+    prompt_tokens: int = 0  # the model's tokens: the whole prompt (system turn included) and what it wrote
+    completion_tokens: int = 0
 
 
 @dataclass(kw_only=True)
@@ -498,46 +501,77 @@ class AnswerAdmission:
 ADMISSION = AnswerAdmission()
 
 
-def stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | Sentence | Answer]:
+def stream_answer(
+    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = ()
+) -> Iterator[Sources | Sentence | Answer]:
     """Yield the Sources as soon as retrieval is done, then each sentence of the model's as soon as it is checked,
-    then the final Answer. The model's unchecked draft is never yielded.
+    then the final Answer. The model's unchecked draft is never yielded. `earlier`: the questions asked before in
+    this conversation, oldest first (a follow-up may be read with the one before it: `in_context`).
 
     Raises AnswersBusy at the first step when this process already has its limit of pending answers."""
     ADMISSION.enter()
     entered = time.perf_counter()
     try:
-        yield from _stream_answer(viewer=viewer, question=question, options=options)
+        yield from _stream_answer(viewer=viewer, question=question, options=options, earlier=earlier)
     finally:
         ADMISSION.leave(time.perf_counter() - entered)
 
 
-def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) -> Iterator[Sources | Sentence | Answer]:
+# A follow-up's own best evidence sentence scoring below this (cross-encoder logit: an unrelated passage scores
+# about -11, a near miss about -1) means it does not stand alone: "and which document says so?".
+FOLLOW_UP_LOGIT = 0.0
+
+
+def in_context(
+    *, viewer: Viewer, question: str, earlier: Sequence[str], options: AnswerSettings, budget_chars: int | None
+) -> tuple[str, Sources]:
+    """The question as it is answered, and its sources. A question that finds evidence of its own is answered as
+    asked (a new topic stays a new topic); one that does not ("and which document says so?", "what about Spain?")
+    is read with the question before it, and that reading is kept when its evidence is stronger."""
+    sources = prepare(viewer=viewer, question=question, options=options, budget_chars=budget_chars)
+    previous = next((text.strip() for text in reversed(earlier) if text.strip()), "")
+    alone = sources.strength
+    if not previous or (sources.excerpts and alone is not None and alone >= FOLLOW_UP_LOGIT):
+        return question, sources
+    together = f"{previous} {question}"
+    joined = prepare(viewer=viewer, question=together, options=options, budget_chars=budget_chars)
+    if joined.excerpts and (alone is None or (joined.strength is not None and joined.strength > alone)):
+        joined.timings = {**joined.timings, "follow_up_retrieve_ms": sources.timings.get("retrieve_ms", 0.0)}
+        return together, joined
+    return question, sources
+
+
+def _stream_answer(
+    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str]
+) -> Iterator[Sources | Sentence | Answer]:
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
     model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
     budget = context_budget(model.prefill_rate if model is not None else None)
-    sources = prepare(viewer=viewer, question=question, options=options, budget_chars=budget)
+    question, sources = in_context(viewer=viewer, question=question, earlier=earlier, options=options,
+                                   budget_chars=budget)  # fmt: skip
     timings = {**sources.timings, "sources_ms": elapsed(), "context_chars": budget}
     yield sources
     if not sources.excerpts:
         text = NOTHING_RETRIEVED[language_of(question)]
-        yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed())
+        yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed(), question=question)
         return
     if sources.missing:
         text = unknown_identifiers_refusal(question, sources.missing)
         yield _unanswered(text, "not_found", f"No document mentions {', '.join(sources.missing)}.", sources,
-                          elapsed())  # fmt: skip
+                          elapsed(), question=question)  # fmt: skip
         return
     if weak_evidence(sources):
         text = REFUSALS[language_of(question)]
         reason = (f"The best excerpt sentence does not answer the question (cross-encoder logit "
                   f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).")  # fmt: skip
-        yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings)
+        yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings, question=question)
         return
     if model is None:
         text, citations = extractive_answer(sources.excerpts)
-        yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations)
+        yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations,
+                          question=question)  # fmt: skip
         return
     budget = model.n_ctx - options.max_tokens - 64
     prompt, evidence = focused_prompt(question, sources, options, model.count_tokens, budget)
@@ -547,6 +581,7 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
     timings["warm_ms"] = elapsed()
     checker = SentenceChecker(answer_verifier(question, evidence), elapsed)
     ttft: float | None = None
+    written = 0  # the model streams one token a delta
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
                           top_p=options.top_p)  # fmt: skip
     try:
@@ -556,6 +591,7 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
                 model.record_prefill(int(timings["prompt_tokens"]), (ttft - timings["warm_ms"]) / 1000)
                 logger.info("answer: first token after %.0f ms (model %s, about %d prompt tokens)", ttft,
                             model.name, timings["prompt_tokens"])  # fmt: skip
+            written += 1
             yield from checker.feed(delta)
         yield from checker.finish()
     finally:
@@ -569,17 +605,19 @@ def _stream_answer(*, viewer: Viewer, question: str, options: AnswerSettings) ->
         answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
         hits=sources.hits, reason=" ".join(part for part in (gateway.fallback_note(), verdict.reason) if part),
         ttft_ms=ttft, total_ms=elapsed(), claims=verdict.claims, evidence=verdict.evidence,
-        timings={k: round(v, 1) for k, v in timings.items()},
+        timings={k: round(v, 1) for k, v in timings.items()}, question=question,
+        prompt_tokens=sum(model.count_tokens(m["content"]) for m in prompt.messages), completion_tokens=written,
     )  # fmt: skip
 
 
 def _unanswered(
     text: str, status: str, reason: str, sources: Sources, total_ms: float, *,
-    citations: list[dict[str, Any]] | None = None, timings: dict[str, float] | None = None,
+    citations: list[dict[str, Any]] | None = None, timings: dict[str, float] | None = None, question: str = "",
 ) -> Answer:  # fmt: skip
     """An answer the model did not write: a refusal, or the excerpts themselves when no model is available."""
     return Answer(answer=text, generated=False, model="", status=status, citations=citations or [],
-                  hits=sources.hits, reason=reason, total_ms=total_ms, timings=timings or {})  # fmt: skip
+                  hits=sources.hits, reason=reason, total_ms=total_ms, timings=timings or {},
+                  question=question)  # fmt: skip
 
 
 def preload_chat_model(wait_s: float | None = None) -> None:
@@ -601,9 +639,9 @@ def preload_chat_model(wait_s: float | None = None) -> None:
             return
 
 
-def answer_question(*, viewer: Viewer, question: str, options: AnswerSettings) -> Answer:
+def answer_question(*, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = ()) -> Answer:
     result = None
-    for item in stream_answer(viewer=viewer, question=question, options=options):
+    for item in stream_answer(viewer=viewer, question=question, options=options, earlier=earlier):
         if isinstance(item, Answer):
             result = item
     assert result is not None

@@ -47,20 +47,26 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:
                 yield sse("sources", sources_payload(item))
             elif isinstance(item, services.Sentence):
                 yield sse("sentence", sentence_payload(item))
-    except IndexMismatch as exc:  # the operator's remedy ("manage.py reindex …"), not internals
-        yield sse("error", {"detail": str(exc)})
-    except ModelUnavailable as exc:  # the model process died mid-answer: say so plainly, and when to retry
-        yield sse("error", {"detail": exc.reason, "retry_after": exc.retry_after})
-    except StoreBusy:
-        yield sse("error", {"detail": StoreUnavailable.default_detail})
-    except Exception:  # the stream has started: report in-band, the status line is already sent
-        reference = error_reference()
-        logger.exception("Answer stream failed (ref %s)", reference)
-        yield sse("error", {"detail": "The answer failed; the error was logged.", "reference": reference})
+    except Exception as exc:  # the stream has started: report in-band, the status line is already sent
+        yield sse("error", stream_failure(exc))
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
             close()
+
+
+def stream_failure(exc: Exception) -> dict[str, Any]:
+    """What a stream that failed after it started says in-band: the operator's remedy for an index built with
+    another embedder, when to retry for a model that died mid-answer or a busy store, else a reference to the log."""
+    if isinstance(exc, IndexMismatch):
+        return {"detail": str(exc)}
+    if isinstance(exc, ModelUnavailable):
+        return {"detail": exc.reason, "retry_after": exc.retry_after}
+    if isinstance(exc, StoreBusy):
+        return {"detail": StoreUnavailable.default_detail}
+    reference = error_reference()
+    logger.exception("Answer stream failed (ref %s)", reference, exc_info=exc)
+    return {"detail": "The answer failed; the error was logged.", "reference": reference}
 
 
 def chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

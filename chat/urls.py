@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import api, views
+from chat import api, openai_api, views
 
 app_name = "chat"
 
@@ -14,4 +14,10 @@ urlpatterns = [
 api_urlpatterns = [
     path("tenants/<slug:tenant_slug>/answer/", api.AnswerApi.as_view(), name="answer"),
     path("tenants/<slug:tenant_slug>/answers/<str:answer_id>/verdicts/", api.VerdictApi.as_view(), name="verdicts"),
+]
+
+openai_urlpatterns = [
+    path("models", openai_api.ModelsApi.as_view(), name="models"),
+    path("models/<path:model>", openai_api.ModelApi.as_view(), name="model"),
+    path("chat/completions", openai_api.ChatCompletionsApi.as_view(), name="chat-completions"),
 ]

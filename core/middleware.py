@@ -16,7 +16,7 @@ CSP = (
 # The interactive API docs (Swagger UI from drf-spectacular-sidecar) start from an inline script.
 CSP_API_DOCS = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'")
 PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=(), interest-cohort=()"
-PRIVATE_PREFIXES = ("/t/", "/api/", "/admin/", "/accounts/")
+PRIVATE_PREFIXES = ("/t/", "/api/", "/v1/", "/admin/", "/accounts/")
 
 
 class SecurityHeadersMiddleware:

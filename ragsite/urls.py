@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chat.urls import api_urlpatterns as chat_api
+from chat.urls import openai_urlpatterns as openai_api
 from inference.views import health
 from tenants.views import ThrottledPasswordResetView, home
 
@@ -20,6 +21,7 @@ urlpatterns = [
     path("api/v1/", include("knowledge.urls")),
     path("api/v1/", include((chat_api, "chat-api"))),
     path("api/v1/", include("feedback.urls_api")),
+    path("v1/", include((openai_api, "openai"))),  # OpenAI-compatible: base URL <server>/v1 (docs/openai.md)
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("tenants.urls_pages")),
