@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -517,28 +518,41 @@ def stream_answer(
         ADMISSION.leave(time.perf_counter() - entered)
 
 
-# A follow-up's own best evidence sentence scoring below this (cross-encoder logit: an unrelated passage scores
-# about -11, a near miss about -1) means it does not stand alone: "and which document says so?".
-FOLLOW_UP_LOGIT = 0.0
+# A follow-up refers back: a short message (FOLLOW_UP_MAX_WORDS) with a word that points at what was said before, or
+# one that opens with a connector. Measured against the public questions, which stand alone (bench/follow_ups.py):
+# the cross-encoder's score of a message's own evidence could not tell them apart (a hard real question scores as
+# low as "and which document says so?", and a joined reading borrows the earlier question's strength).
+FOLLOW_UP_MAX_WORDS = 8
+REFERRING = frozenset(
+    "so that this these those it its them they there such same "  # English (articles are not pointers)
+    "eso esto ello esa ese esas esos esta este estas estos aquello ahí allí mismo misma".split()  # Spanish
+)
+CONNECTORS = ("and ", "also ", "but ", "what about ", "how about ", "then ", "y ", "e ", "pero ", "también ",
+              "entonces ", "¿y ", "¿qué hay de ", "¿y si ")  # fmt: skip
+
+
+def follows_up(message: str) -> bool:
+    words = re.findall(r"\w+", message.lower())
+    if not words or len(words) > FOLLOW_UP_MAX_WORDS:
+        return False
+    opening = message.lower().lstrip(" ¡\t")
+    return bool(REFERRING.intersection(words)) or opening.startswith(CONNECTORS)
 
 
 def in_context(
     *, viewer: Viewer, question: str, earlier: Sequence[str], options: AnswerSettings, budget_chars: int | None
 ) -> tuple[str, Sources]:
-    """The question as it is answered, and its sources. A question that finds evidence of its own is answered as
-    asked (a new topic stays a new topic); one that does not ("and which document says so?", "what about Spain?")
-    is read with the question before it, and that reading is kept when its evidence is stronger."""
-    sources = prepare(viewer=viewer, question=question, options=options, budget_chars=budget_chars)
+    """The question as it is answered, and its sources. A message that refers back to the conversation ("and which
+    document says so?", "what about Spain?") is read together with the question before it; any other is answered
+    as asked (a new topic stays a new topic, and an out-of-scope question is refused, not answered from the
+    earlier question's evidence)."""
     previous = next((text.strip() for text in reversed(earlier) if text.strip()), "")
-    alone = sources.strength
-    if not previous or (sources.excerpts and alone is not None and alone >= FOLLOW_UP_LOGIT):
-        return question, sources
-    together = f"{previous} {question}"
-    joined = prepare(viewer=viewer, question=together, options=options, budget_chars=budget_chars)
-    if joined.excerpts and (alone is None or (joined.strength is not None and joined.strength > alone)):
-        joined.timings = {**joined.timings, "follow_up_retrieve_ms": sources.timings.get("retrieve_ms", 0.0)}
-        return together, joined
-    return question, sources
+    if previous and follows_up(question):
+        together = f"{previous} {question}"
+        joined = prepare(viewer=viewer, question=together, options=options, budget_chars=budget_chars)
+        if joined.excerpts:
+            return together, joined
+    return question, prepare(viewer=viewer, question=question, options=options, budget_chars=budget_chars)
 
 
 def _stream_answer(
