@@ -168,3 +168,19 @@ def test_an_unknown_path_under_v1_is_a_json_404_in_openais_shape_never_a_page(te
         response = client.post(url, {}, format="json")
         error = _error(response, 404)
         assert error["type"] == "invalid_request_error" and "private" in response["Cache-Control"]
+
+
+def test_a_short_message_that_points_back_is_a_follow_up_and_a_question_of_its_own_is_not():
+    from chat.services import follows_up
+
+    for message in ("And which document says so?", "Where is that written?", "What about Spain?", "¿Y dónde lo dice?",
+                    "Can you quote it?", "¿Eso vale también para Debian?"):  # fmt: skip
+        assert follows_up(message), message
+    for message in (
+        "Within how many days are returns accepted?",
+        "What is the default value of MAX_COOKIE_SIZE?",
+        "¿Cuál es la versión de aptitude?",
+        "How do I reset my password?",
+        "Why does the server refuse the request when it is larger than the configured limit of 16 MB?",
+    ):
+        assert not follows_up(message), message
