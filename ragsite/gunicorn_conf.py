@@ -1,9 +1,9 @@
-"""gunicorn settings for the embedded mode: the web worker owns the embedded vector store.
+"""gunicorn settings for the embedded mode: a web worker owns the embedded vector store.
 
-With the embedded Qdrant Edge store exactly one process may open it. The web worker takes it at
-start-up (so the CLI and the django-q2 workers always defer to it) and runs the indexer thread
-that applies what those processes wrote to SQL. With QDRANT_URL set, nothing here is needed and
-any number of workers may run.
+With the embedded Qdrant Edge store exactly one process may open it. The first web worker takes it at
+start-up (so the CLI and the django-q2 workers always defer to it), runs the indexer thread that applies
+what those processes wrote to SQL, and serves the searches of the other web workers (RAG_WEB_WORKERS).
+With QDRANT_URL set, every worker reaches the server itself.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
-# The embedded store has a single owner: keep one worker (scale with threads) unless QDRANT_URL is set.
-workers = int(os.environ.get("RAG_WEB_WORKERS", "1")) if os.environ.get("QDRANT_URL") else 1
+# The embedded store has a single owner, the first worker to start; other workers read through it (its searches
+# cross a local socket: knowledge/index/shared.py). With QDRANT_URL every worker reaches the server itself.
+workers = int(os.environ.get("RAG_WEB_WORKERS", "1"))
 threads = int(os.environ.get("RAG_WEB_THREADS", "8"))
 timeout = 300
 # On SIGTERM, requests in flight (an answer streaming) get this long to end; `up.sh` stops within 10 s.
@@ -25,7 +26,7 @@ def post_worker_init(worker) -> None:
     from feedback.runner import start_runner
     from knowledge.index.indexer import take_store_ownership
 
-    if take_store_ownership():  # the process that can search also runs the evaluation runs queued by the page
+    if take_store_ownership(share=True):  # the owner also runs the evaluation runs queued by the page
         start_runner()
     if os.environ.get("RAG_LLM_PRELOAD", "true").lower() not in ("0", "false", "no", "off"):
         import threading

@@ -118,6 +118,10 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(DATA_DIR / "ragsite.sqlite3"),
             "OPTIONS": dict(SQLITE_OPTIONS),
+            # Kept open between requests, as on PostgreSQL: opening SQLite (and its PRAGMAs) on every request
+            # was a tenth of a retrieve's time in the web process (bench/retrieve.py, docs/evaluation.md).
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
         }
     }
 

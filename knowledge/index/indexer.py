@@ -19,6 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
@@ -29,7 +30,16 @@ from django.utils import timezone
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
 from knowledge.index import storage
-from knowledge.index.vectorstore import Scope, StoreBusy, StorePoint, VectorStore, get_store
+from knowledge.index.shared import StoreServer
+from knowledge.index.vectorstore import (
+    Scope,
+    StoreBusy,
+    StorePoint,
+    VectorStore,
+    get_store,
+    is_shared_server,
+    use_owner_store,
+)
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, readers_text
 
 logger = logging.getLogger(__name__)
@@ -386,16 +396,28 @@ def start_background_indexer(*, interval: float = 1.0) -> None:
     _background.start()
 
 
-def take_store_ownership(*, interval: float = 1.0) -> bool:
-    """Open the store now (taking its lock) and start the indexer thread; False if another process owns it."""
+_server: StoreServer | None = None
+
+
+def take_store_ownership(*, interval: float = 1.0, share: bool = False) -> bool:
+    """Open the store now (taking its lock) and start the indexer thread; False if another process owns it.
+
+    `share` (web processes): the owner also serves the other web processes' searches over a local socket, and a
+    process that is not the owner reads through it (shared.py), so several web processes can answer retrieves."""
     from inference.embedders import get_embedder
 
-    global _owner
+    global _owner, _server
     try:
         get_store().ensure_collection(get_embedder().identity)
     except StoreBusy:
-        logger.warning("The embedded vector store is owned by another process; this one will not index.")
+        if share:
+            use_owner_store()
+            logger.info("The embedded vector store is owned by another web process; this one reads through it.")
+        else:
+            logger.warning("The embedded vector store is owned by another process; this one will not index.")
         return False
     _owner = True
+    if share and not is_shared_server() and _server is None:
+        _server = StoreServer(get_store(), Path(settings.RAG_QDRANT_PATH))
     start_background_indexer(interval=interval)
     return True

@@ -604,6 +604,17 @@ def get_store() -> VectorStore:
         return _store
 
 
+def use_owner_store() -> None:
+    """From now on this process reaches the embedded store through the web process that owns it (shared.py)."""
+    global _store
+    from knowledge.index.shared import OwnerStore
+
+    with _store_lock:
+        if _store is not None:
+            _store.close()
+        _store = OwnerStore(Path(settings.RAG_QDRANT_PATH))
+
+
 def is_shared_server() -> bool:
     """True when every process may write (a server); False for the single-owner embedded store."""
     return bool(settings.QDRANT_URL)

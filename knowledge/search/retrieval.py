@@ -321,6 +321,8 @@ def retrieve(
     # Only the hits that can be returned are read from SQL (the ranking above needs nothing but the payloads): the
     # first `wanted`, more when some turn out gone or hidden in SQL.
     wanted = max(top_k, RERANK_CANDIDATES) if rerank else top_k + SUMMARY_EXPANSION * 2
+    if not rerank and not any(hit.payload.get("mode") in RANKING_ONLY_MODES for hit, _, _ in scored[:wanted]):
+        wanted = top_k  # no summary or card among them: nothing is replaced by its document's source chunks
     results: list[RetrievedChunk] = []
     cursor = 0
     while len(results) < wanted and cursor < len(scored):
