@@ -172,13 +172,13 @@ def flat(errors: Any) -> list[Any]:
 
 
 class ModelsApi(OpenAIApiView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="openai_models_list", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"object": "list", "data": [model_object(m, self.tenant) for m in model_ids(self.tenant)]})
 
 
 class ModelApi(OpenAIApiView):
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="openai_model_retrieve", responses={200: dict})
     def get(self, request: Request, model: str) -> Response:
         model_assistant(self.tenant, model)
         return Response(model_object(model.strip(), self.tenant))
@@ -189,7 +189,7 @@ class ChatCompletionsApi(OpenAIApiView):
 
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(request=ChatCompletionInput, responses={200: dict})
+    @extend_schema(operation_id="openai_chat_completions", request=ChatCompletionInput, responses={200: dict})
     def post(self, request: Request) -> Response | StreamingHttpResponse:
         incoming = ChatCompletionInput(data=request.data)
         incoming.is_valid(raise_exception=True)
