@@ -112,7 +112,8 @@ class ChatCompletionInput(serializers.Serializer):
             raise serializers.ValidationError(
                 {"messages": [f"The last user message is longer than {MAX_QUESTION_CHARS} characters."]}
             )
-        data["question"], data["earlier"] = asked[-1], asked[:-1]
+        # Earlier turns only condition a follow-up's retrieval: a long pasted one counts by its first characters.
+        data["question"], data["earlier"] = asked[-1], [text[:MAX_QUESTION_CHARS] for text in asked[:-1]]
         return data
 
 

@@ -184,3 +184,20 @@ def test_a_short_message_that_points_back_is_a_follow_up_and_a_question_of_its_o
         "Why does the server refuse the request when it is larger than the configured limit of 16 MB?",
     ):
         assert not follows_up(message), message
+
+
+def test_a_long_earlier_turn_is_accepted_and_only_its_first_characters_condition_a_follow_up(tenant_a, tmp_path):
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": "# Warranty\n\nTwo years.\n"})
+    client = _client(api_key_issue(tenant=tenant_a)[1])
+    messages = [
+        {"role": "user", "content": "How long is the warranty? " + "x" * 50_000},
+        {"role": "assistant", "content": "Two years."},
+        {"role": "user", "content": "Where is that written?"},
+    ]
+    response = client.post("/v1/chat/completions", {"model": "acme", "messages": messages}, format="json")
+    assert response.status_code == 200, response.content[:300]
+    from chat.models import AnswerRecord
+
+    asked = AnswerRecord.objects.get(public_id=response.json()["answer_id"]).question
+    assert asked.startswith("How long is the warranty?") and asked.endswith("Where is that written?")
+    assert len(asked) <= 2000 + len(" Where is that written?")
