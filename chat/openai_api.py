@@ -30,6 +30,7 @@ from chat.api import EventStreamRenderer, admitted
 from chat.models import AnswerRecord, Assistant
 from chat.streaming import chain, sse_response, stream_failure
 from core.parsers import SafeJSONParser
+from knowledge.shapes import plain_errors
 from tenants.authentication import ApiKeyAuthentication, BearerApiKeyAuthentication
 from tenants.models import ApiKey, Tenant
 from tenants.principals import Viewer, viewer_for
@@ -153,23 +154,10 @@ class OpenAIApiView(APIView):
 def error_body(status_code: int, data: Any) -> dict[str, Any]:
     """DRF's error data in OpenAI's shape; a validation error names its first field as `param`."""
     kind, code = ERROR_KINDS.get(status_code, ("server_error" if status_code >= 500 else "invalid_request_error", None))
-    param = None
-    if isinstance(data, dict) and "detail" in data:
-        message = str(data["detail"])
-    elif isinstance(data, dict) and data:
-        param = next(iter(data))
-        message = "; ".join(f"{field}: {' '.join(map(str, flat(errors)))}" for field, errors in data.items())
-    else:
-        message = " ".join(map(str, flat(data))) or "Invalid request."
+    detail = isinstance(data, dict) and "detail" in data
+    param = next(iter(data)) if isinstance(data, dict) and data and not detail else None
+    message = str(data["detail"]) if detail else plain_errors(data) or "Invalid request."
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-def flat(errors: Any) -> list[Any]:
-    if isinstance(errors, dict):
-        return [f"{key}: {' '.join(map(str, flat(value)))}" for key, value in errors.items()]
-    if isinstance(errors, list):
-        return [item for error in errors for item in flat(error)]
-    return [errors]
 
 
 class ModelsApi(OpenAIApiView):

@@ -112,6 +112,14 @@ def _reads(company: dict[str, Any], client: APIClient, identity: str) -> dict[st
         "changes": client.get(f"{base}/changes/?since=2000-01-01"),
         "review": client.get(f"{base}/review/"),
     }
+    # The OpenAI-compatible door: keys only (a session gets 401); no model here, so the answer is the excerpts.
+    openai_client = APIClient()
+    if identity not in SESSION_USERS:
+        openai_client.credentials(HTTP_AUTHORIZATION=f"Bearer {company['keys'][identity]}")
+    question = {"model": "acme", "messages": [{"role": "user", "content": QUESTION}]}
+    calls["openai"] = openai_client.post("/v1/chat/completions", question, format="json")
+    calls["openai-stream"] = openai_client.post("/v1/chat/completions", {**question, "stream": True}, format="json")
+    calls["openai-models"] = openai_client.get("/v1/models")
     if identity not in SESSION_USERS:  # Dify speaks with keys only
         key, setting = company["keys"][identity], {"top_k": 5}
         for door, knowledge_id in (("dify", "hr-files"), ("dify-open", "handbook")):
@@ -120,7 +128,13 @@ def _reads(company: dict[str, Any], client: APIClient, identity: str) -> dict[st
                 {"knowledge_id": knowledge_id, "query": QUESTION, "retrieval_setting": setting},
                 format="json", HTTP_AUTHORIZATION=f"Bearer {key}",
             )  # fmt: skip
-    return {name: (response.status_code, response.content.decode()) for name, response in calls.items()}
+    return {name: (response.status_code, _body(response)) for name, response in calls.items()}
+
+
+def _body(response) -> str:  # type: ignore[no-untyped-def]
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
 
 
 @pytest.mark.parametrize("identity", list(IDENTITIES))
@@ -145,6 +159,10 @@ def test_every_rest_door_shows_the_restricted_document_exactly_to_those_who_may_
     assert ("salaries.md" in got["retrieve-every-version"][1]) is sees
     if "dify" in got:
         assert got["dify"][0] == (200 if sees else 404)
+    if identity in SESSION_USERS:
+        assert got["openai"][0] == got["openai-stream"][0] == got["openai-models"][0] == 401
+    else:
+        assert (CANARY in got["openai"][1]) is sees and (CANARY in got["openai-stream"][1]) is sees
     # The open document is there for everyone, and a restricted corpus costs the others no recall: five hits
     # when five exist... here the open handbook is the best hit left.
     hits = json.loads(got["retrieve"][1])["hits"]

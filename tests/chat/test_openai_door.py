@@ -201,3 +201,28 @@ def test_a_long_earlier_turn_is_accepted_and_only_its_first_characters_condition
     asked = AnswerRecord.objects.get(public_id=response.json()["answer_id"]).question
     assert asked.startswith("How long is the warranty?") and asked.endswith("Where is that written?")
     assert len(asked) <= 2000 + len(" Where is that written?")
+
+
+def test_every_v1_route_takes_any_key_of_its_tenant_and_nothing_else(tenant_a, tenant_b, client_a, tmp_path):
+    """The routes are enumerated from the URL configuration (a new /v1/ route is covered the day it is added): each
+    declares that a read key may call it; a read or a write key may, a session or no key gets 401."""
+    from django.urls import URLResolver, get_resolver
+
+    from chat.openai_api import OpenAIApiView
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": "# Warranty\n\nTwo years.\n"})
+    v1 = next(r for r in get_resolver().url_patterns if isinstance(r, URLResolver) and str(r.pattern) == "v1/")
+    routes = [(f"/v1/{p.pattern}".replace("<path:model>", "acme"), p.callback.view_class) for p in v1.url_patterns]
+    assert {view.__name__ for _, view in routes} == {"ModelsApi", "ModelApi", "ChatCompletionsApi"}
+    body = {"model": "acme", "messages": [{"role": "user", "content": "How long is the warranty?"}]}
+    read, write = api_key_issue(tenant=tenant_a, scope="read")[1], api_key_issue(tenant=tenant_a, scope="write")[1]
+    other = api_key_issue(tenant=tenant_b)[1]
+    for url, view in routes:
+        assert issubclass(view, OpenAIApiView) and view.door_role == "read key", url
+        method = "post" if hasattr(view, "post") else "get"
+        for key in (read, write):
+            assert getattr(_client(key), method)(url, body, format="json").status_code == 200, (url, key[:8])
+        for client in (_client(), client_a):
+            _error(getattr(client, method)(url, body, format="json"), 401)
+        if url != "/v1/models":  # another tenant's key: its own list, never this tenant's model
+            _error(getattr(_client(other), method)(url, body, format="json"), 404)

@@ -28,7 +28,8 @@ def _point(n: int, tenant: str, text: str) -> StorePoint:
                       payload)  # fmt: skip
 
 
-def test_another_process_reads_and_deletes_through_the_owner_but_never_upserts(tmp_path):
+def test_another_process_reads_and_deletes_through_the_owner_but_never_upserts(tmp_path, monkeypatch):
+    monkeypatch.setattr("knowledge.index.shared.OWNER_WAIT_S", 0.5)  # how long a gone owner is waited for
     owner = EdgeStore(tmp_path / "q")
     owner.upsert(IDENTITY, [_point(n, "A" if n % 2 else "B", f"note {n} about api keys") for n in range(20)])
     server = StoreServer(owner, tmp_path / "q")
