@@ -35,7 +35,7 @@ from knowledge.claims import (
 )
 from knowledge.ingest.obsidian import embedded_source
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
-from knowledge.selectors import document_by_key
+from knowledge.selectors import embedded_origin
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -136,7 +136,7 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     embedded = embedded_source(chunk.text, cited_text) if cited_text and "[Embedded from " in chunk.text else ""
     if embedded:
         document = chunk.document
-        origin = document_by_key(document=document, key=embedded)
+        origin = embedded_origin(document=document, key=embedded)
         if origin is not None:
             citation["embedded_in"] = {"document_id": document.document_id, "document_key": document.display_key}
             citation.update(document_id=origin.document_id, document_key=origin.display_key, title=origin.title,

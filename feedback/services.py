@@ -129,7 +129,7 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix, cases
             raise FixRefused("Choose the file that holds the answer.")
         try:
             job = knowledge_services.upload_enqueue(tenant=tenant, source=None, uploads=[wanted.upload])
-        except knowledge_services.UploadQuotaExceeded as exc:
+        except (knowledge_services.UploadQuotaExceeded, knowledge_services.UploadNotStored) as exc:
             raise FixRefused(str(exc)) from exc
         stored = list(job.params.get("files") or [])
         if not stored:  # the job row goes with the transaction; its folder goes now

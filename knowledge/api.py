@@ -100,6 +100,20 @@ def _source(view: TenantApiView, source_id: str) -> Source:
     return found_or_404(selectors.source_get(viewer=view.viewer, public_id=source_id))
 
 
+SOURCE_WRITE_REFUSED = (
+    "This source holds documents you may not see: only someone who sees all of it may upload to it, sync, change "
+    "or delete it."
+)
+
+
+def _writable_source(view: TenantApiView, source: Source) -> Source:
+    """A write to the whole source (a new version of any of its documents, a sync, its settings, its deletion)
+    needs a caller who sees every document in it; one message for every refusal, naming no document."""
+    if selectors.source_hides_documents(viewer=view.viewer, source=source):
+        raise exceptions.PermissionDenied(SOURCE_WRITE_REFUSED)
+    return source
+
+
 def _access_context(view: TenantApiView) -> dict[str, bool]:
     """Access lists are shown to whoever may change them: an admin's session or a write key acting for all."""
     key = view.request.auth
@@ -219,7 +233,7 @@ class SourceDetailApi(TenantApiView):
 
     @extend_schema(request=UpdateSerializer, responses={200: SourceOutput})
     def patch(self, request: Request, tenant_slug: str, source_id: str) -> Response:
-        source = _source(self, source_id)
+        source = _writable_source(self, _source(self, source_id))
         incoming = self.UpdateSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
@@ -245,7 +259,7 @@ class SourceDetailApi(TenantApiView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, tenant_slug: str, source_id: str) -> Response:
-        source = _source(self, source_id)
+        source = _writable_source(self, _source(self, source_id))
         try:
             services.source_delete(tenant=self.tenant, source=source)
         except StoreBusy as exc:
@@ -283,7 +297,7 @@ class SourceUploadApi(TenantApiView):
         responses={202: JobOutput},
     )  # noqa: E501
     def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
-        source = _source(self, source_id)
+        source = _writable_source(self, _source(self, source_id))
         too_large = request_too_large(request.META)
         if too_large:
             return Response({"detail": too_large}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
@@ -314,16 +328,19 @@ class SourceUploadApi(TenantApiView):
             raise serializers.ValidationError({"enrich_model": [str(exc)]}) from exc
         uploads = [(f.name, f.read()) for f in files]
         try:
-            job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options)
+            job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options,
+                                          writer=self.viewer.principal_list)  # fmt: skip
         except services.UploadQuotaExceeded as exc:
             raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
+        except services.UploadNotStored as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class SourceSyncApi(TenantApiView):
     @extend_schema(request=None, responses={202: JobOutput})
     def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
-        source = _source(self, source_id)
+        source = _writable_source(self, _source(self, source_id))
         if not source.syncable:
             raise serializers.ValidationError(
                 {"source": ["Only folder, vault and git sources can be re-synced; upload files instead."]}
@@ -372,6 +389,8 @@ class JobRetryApi(TenantApiView):
         job = _job(self, job_id)
         if not job.is_finished:
             raise serializers.ValidationError({"job": ["The job is still running."]})
+        if job.source is not None:
+            _writable_source(self, job.source)
         try:
             job = services.job_retry(tenant=self.tenant, job=job)  # or a new job of its failed files
         except services.FolderNotAllowed as exc:
@@ -380,6 +399,8 @@ class JobRetryApi(TenantApiView):
             raise serializers.ValidationError({"job": [str(exc)]}) from exc
         except services.UploadQuotaExceeded as exc:  # its failed files, sent again, would pass the tenant's quota
             raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
+        except services.UploadNotStored as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_507_INSUFFICIENT_STORAGE)
         return Response(
             JobOutput(selectors.job_report(viewer=self.viewer, job=job)).data, status=status.HTTP_202_ACCEPTED
         )
@@ -451,7 +472,7 @@ class DocumentDetailApi(TenantApiView):
         if when:
             try:
                 services.document_set_validity(
-                    tenant=self.tenant, document=document, changes=when, actor=self.actor(request)
+                    tenant=self.tenant, document=document, changes=when, actor=self.actor(request), viewer=self.viewer
                 )
             except validity.InvalidValidity as exc:
                 field = str(exc).split(":", 1)[0] if ":" in str(exc)[:20] else "valid_until"

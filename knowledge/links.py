@@ -26,7 +26,8 @@ def links_store(source: Source, links_by_key: dict[str, list[Link]]) -> None:
         DocumentLink.objects.filter(document_id__in=list(documents.values())).delete()
         DocumentLink.objects.bulk_create([
             DocumentLink(tenant_id=source.tenant_id, source=source, document_id=documents[key],
-                         target=link.target[:1000], heading=link.heading[:500], embed=link.embed)
+                         target=link.target[:1000], heading=link.heading[:500], embed=link.embed,
+                         carried=link.carried)
             for key, links in links_by_key.items() if key in documents
             for link in dict.fromkeys(links)
         ], batch_size=500)  # fmt: skip

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from django.core.validators import RegexValidator
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
 from tenants.models import TenantOwned, list_of_tenant
+from tenants.principals import Viewer
 
 
 class Tag(TenantOwned):
@@ -104,6 +109,19 @@ def readers_text(principals: list[str]) -> str:
     return " " + " ".join(sorted(set(principals))) + " "
 
 
+def readers_match(viewer: Viewer, *, path: str = "") -> Q:
+    """Rows (documents, or through `path` chunks) whose enforced access list holds one of the viewer's principals.
+    For a viewer who sees everything it is a condition every row meets, never an empty Q(): Django drops an empty
+    Q from `X | Q()`, which would turn "X or visible" into "X" alone."""
+    if viewer.principals is None:
+        return Q(pk__isnull=False)
+    if not viewer.principals:
+        return Q(pk__in=[])
+    return functools.reduce(
+        operator.or_, (Q(**{f"{path}readers__contains": f" {p} "}) for p in sorted(viewer.principals))
+    )
+
+
 def stricter_access(old: list[str], new: list[str]) -> list[str]:
     """A list that lets through no one either list keeps out: enforced while a change reaches the payloads.
     `tenant` lets every member through, so the other list decides; otherwise the principals both lists share
@@ -113,6 +131,33 @@ def stricter_access(old: list[str], new: list[str]) -> list[str]:
     if "tenant" in old:
         return sorted(set(new))
     return sorted(set(old) & set(new))
+
+
+def strictest(lists: Iterable[Iterable[str]]) -> list[str]:
+    """One list that admits no one any of the lists keeps out (stricter_access over all of them)."""
+    result: list[str] | None = None
+    for access in lists:
+        result = sorted(set(access)) if result is None else stricter_access(result, list(access))
+    return result or []
+
+
+def carried_lists(document_pks: Iterable[int]) -> dict[int, list[list[str]]]:
+    """For each of these documents, the effective lists of the notes whose text its served version carries."""
+    found: dict[int, list[list[str]]] = {}
+    links = DocumentLink.objects.filter(document_id__in=list(document_pks), carried=True, resolved__isnull=False)
+    for link in links.select_related("resolved__source"):
+        if link.resolved is not None:
+            found.setdefault(link.document_id, []).append(link.resolved.effective_access)
+    return found
+
+
+def enforced_access(document: Document, carried: dict[int, list[list[str]]] | None = None) -> list[str]:
+    """Who may read the document's text: its effective list, made stricter by the effective list of every note whose
+    text its served version carries (a vault embed; `carried`: carried_lists, read ahead for many documents).
+    Derived text carries the strictest access of what it came from; the next sync renders an embed that not every
+    reader of the note may see as a placeholder, and the list widens again."""
+    lists = (carried if carried is not None else carried_lists([document.pk])).get(document.pk, [])
+    return strictest([document.effective_access, *lists])
 
 
 class Status(models.TextChoices):
@@ -358,6 +403,10 @@ class DocumentLink(TenantOwned):
     target = models.CharField(max_length=1000, help_text="The link's target as written, without its heading.")
     heading = models.CharField(max_length=500, blank=True, help_text='"Heading" or "^block", when it names one.')
     embed = models.BooleanField(default=False, help_text="![[…]]: the target's text is shown in the note.")
+    carried = models.BooleanField(
+        default=False, help_text="The embed's text is in the note's served text (not a placeholder): the note's "
+        "readers are limited to those the embedded note admits (enforced_access).",
+    )  # fmt: skip
     resolved = models.ForeignKey("Document", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="links_in")  # fmt: skip
     problem = models.CharField(max_length=2000, blank=True)

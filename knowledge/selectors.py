@@ -15,8 +15,6 @@ Writes live in knowledge/services.py; shapes (what a location or a hit looks lik
 from __future__ import annotations
 
 import copy
-import functools
-import operator
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,9 +23,19 @@ from typing import Any
 from django.db.models import Count, Max, OuterRef, Q, Subquery
 
 from knowledge import ids
-from knowledge.models import RANKING_ONLY_MODES, Chunk, Document, DocumentVersion, IngestJob, Source, Status, Tag
+from knowledge.models import (
+    RANKING_ONLY_MODES,
+    Chunk,
+    Document,
+    DocumentVersion,
+    IngestJob,
+    Source,
+    Status,
+    Tag,
+    readers_match,
+)
 from tenants.models import Tenant, TenantQuerySet
-from tenants.principals import Viewer
+from tenants.principals import Viewer, admits_all_of
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -38,17 +46,6 @@ def _uuid(value: str) -> uuid.UUID | None:
 
 
 # --- the access rule ----------------------------------------------------------------------------------------
-def readers_match(viewer: Viewer, *, path: str = "") -> Q:
-    """Rows (documents, or through `path` chunks) whose enforced access list holds one of the viewer's principals."""
-    if viewer.principals is None:
-        return Q()
-    if not viewer.principals:
-        return Q(pk__in=[])
-    return functools.reduce(
-        operator.or_, (Q(**{f"{path}readers__contains": f" {p} "}) for p in sorted(viewer.principals))
-    )
-
-
 def visible_documents(viewer: Viewer) -> TenantQuerySet[Document]:
     """Every document of the viewer's tenant the viewer may see (any status)."""
     return Document.objects.for_tenant(viewer.tenant).filter(readers_match(viewer))
@@ -74,6 +71,20 @@ def query_principals(viewer: Viewer) -> list[str] | None:
     if all(viewer.sees(access) for access in lists):
         return None
     return viewer.principal_list
+
+
+def source_hides_documents(*, viewer: Viewer, source: Source) -> bool:
+    """Whether the source holds a document (of any status) the viewer may not see: a write to the whole source
+    (upload, sync, delete, settings) by such a viewer is refused, with a message that names no document."""
+    if viewer.sees_all:
+        return False
+    return Document.objects.for_tenant(viewer.tenant).filter(source=source).exclude(readers_match(viewer)).exists()
+
+
+def document_writable_by(principals: list[str] | None, document: Document) -> bool:
+    """Whether a write recorded as made by these principals (a job's `readers`; None: someone who sees all) may
+    create a version of, retire or re-point this document: they may see it."""
+    return principals is None or not set(principals).isdisjoint(document.reader_list)
 
 
 # --- the scope rule ------------------------------------------------------------------------------------------
@@ -302,9 +313,15 @@ def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
     return {job.source_id: job for job in jobs if job.source_id is not None}
 
 
-def document_by_key(*, document: Document, key: str) -> Document | None:
-    """The document of `key` in the same source as `document` (a vault note another one embeds)."""
-    return Document.objects.filter(tenant_id=document.tenant_id, source_id=document.source_id, document_key=key).first()
+def embedded_origin(*, document: Document, key: str) -> Document | None:
+    """The note of `key` in the same source as `document` whose text `document` carries (a vault embed), when
+    everyone who may read `document` may read it too; None otherwise, so a citation never names a note its reader
+    may not see (whoever the reader is: the rule holds for every viewer of the cited chunk)."""
+    origin = Document.objects.filter(tenant_id=document.tenant_id, source_id=document.source_id,
+                                     document_key=key).first()  # fmt: skip
+    if origin is None or not admits_all_of(origin.reader_list, document.reader_list):
+        return None
+    return origin
 
 
 def document_rows(*, viewer: Viewer, document: Document) -> TenantQuerySet[Document]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import uuid
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +17,8 @@ from django.utils import timezone
 
 from core.errors import error_reference
 from knowledge import ids, jobs, timeline
+from knowledge.access import access_enforce
+from knowledge.index.storage import is_storage_full
 from knowledge.models import (
     Chunk,
     Document,
@@ -25,13 +28,11 @@ from knowledge.models import (
     Source,
     Status,
     Tag,
-    readers_text,
-    stricter_access,
 )
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
 from knowledge.schedules import source_schedule_remove
 from tenants.models import Tenant, TenantQuerySet
-from tenants.principals import principals_check
+from tenants.principals import Viewer, principals_check
 
 logger = logging.getLogger(__name__)
 
@@ -55,26 +56,36 @@ def source_create(
 
 
 # --- access ---------------------------------------------------------------------------------------------------
-INLINE_ACCESS_DOCUMENTS = 200  # a larger change is left to the background indexer; the sources page shows progress
-
-
-def _access_changed(documents: Iterable[Document]) -> int:
-    """These documents' effective access may have changed: enforce the stricter of old and new in SQL at once and
-    leave the vector payloads to the indexer (sync_access), which then enforces the new list alone. A small change
-    is applied as the request commits; a large one by the store owner's indexer thread, in the background."""
-    from knowledge.index import indexer
-
-    changed = 0
-    for document in documents:
-        target = sorted(set(document.effective_access))
-        if target == sorted(set(document.reader_list)) and not document.access_pending:
-            continue
-        enforced = stricter_access(document.reader_list, target)
-        Document.objects.filter(pk=document.pk).update(readers=readers_text(enforced), access_pending=True)
-        changed += 1
-    if 0 < changed <= INLINE_ACCESS_DOCUMENTS:
-        transaction.on_commit(indexer.drain)
+def access_changed(*, tenant: Tenant, document_pks: Iterable[int]) -> int:
+    """The access of these documents changed (their list, their source's, or a group they name is gone): they and
+    every note that embeds one of them are enforced anew (a note carrying their text is as strict as that text),
+    and every note whose embeds may now render differently is rendered again by a sync of its vault (until then it
+    keeps the stricter list, or its placeholder)."""
+    pks = set(document_pks)
+    embedders = set(
+        Document.objects.for_tenant(tenant).filter(links_out__embed=True, links_out__resolved_id__in=list(pks))
+        .values_list("pk", flat=True)
+    )  # fmt: skip
+    affected = Document.objects.for_tenant(tenant).filter(pk__in=list(pks | embedders)).select_related("source")
+    changed = access_enforce(affected)
+    embedding = Document.objects.for_tenant(tenant).filter(
+        pk__in=list(pks | embedders), links_out__embed=True, status=Status.ACTIVE
+    ).distinct()  # fmt: skip
+    _render_again(tenant, list(embedding.select_related("source")))
     return changed
+
+
+def _render_again(tenant: Tenant, notes: list[Document]) -> None:
+    """Vault notes whose embeds render by their readers' access: their next sync reads them again (the fast check
+    sees no mtime), and one is queued now where the vault may be read."""
+    if not notes:
+        return
+    DocumentVersion.objects.filter(document__in=notes, status=Status.ACTIVE).update(mtime=None)
+    for source in {note.source for note in notes if note.source.kind == Source.Kind.OBSIDIAN}:
+        try:
+            source_sync_enqueue(tenant=tenant, source=source, trigger="access")
+        except FolderNotAllowed as exc:  # the notes keep the stricter list until the vault is synced
+            logger.warning("Vault %s was not synced after an access change: %s", source.source_id, exc)
 
 
 def source_set_access(*, tenant: Tenant, source: Source, access: list[str]) -> int:
@@ -86,7 +97,7 @@ def source_set_access(*, tenant: Tenant, source: Source, access: list[str]) -> i
     with transaction.atomic():
         source.save(update_fields=["access"])
         inheriting = Document.objects.for_tenant(tenant).filter(source=source, access__isnull=True)
-        return _access_changed(inheriting.select_related("source"))
+        return access_changed(tenant=tenant, document_pks=inheriting.values_list("pk", flat=True))
 
 
 def document_set_access(*, tenant: Tenant, document: Document, access: list[str] | None) -> None:
@@ -96,8 +107,25 @@ def document_set_access(*, tenant: Tenant, document: Document, access: list[str]
     document.access = None if access is None else principals_check(tenant=tenant, principals=access)
     with transaction.atomic():
         Document.objects.filter(pk=document.pk).update(access=document.access)
-        _access_changed(Document.objects.filter(pk=document.pk).select_related("source"))
+        access_changed(tenant=tenant, document_pks=[document.pk])
     document.refresh_from_db()
+
+
+def principal_forget(*, tenant: Tenant, principal: str) -> int:
+    """A principal is gone (a deleted group): it leaves every access list of the tenant's sources and documents,
+    and the documents they govern are enforced anew (a payload update). Returns how many lists changed."""
+    changed_sources = [s for s in Source.objects.for_tenant(tenant) if principal in (s.access or [])]
+    changed_documents = [d for d in Document.objects.for_tenant(tenant).filter(access__isnull=False)
+                         if principal in (d.access or [])]  # fmt: skip
+    for source in changed_sources:
+        Source.objects.filter(pk=source.pk).update(access=[p for p in source.access if p != principal])
+    for document in changed_documents:
+        Document.objects.filter(pk=document.pk).update(access=[p for p in document.access or [] if p != principal])
+    governed = set(
+        Document.objects.filter(source__in=changed_sources, access__isnull=True).values_list("pk", flat=True)
+    )
+    access_changed(tenant=tenant, document_pks=governed | {d.pk for d in changed_documents})
+    return len(changed_sources) + len(changed_documents)
 
 
 def access_pending_count(*, tenant: Tenant, source: Source | None = None) -> int:
@@ -203,12 +231,16 @@ def documents_retire(*, tenant: Tenant, documents: TenantQuerySet[Document], act
     return len(pks)
 
 
-def document_set_validity(*, tenant: Tenant, document: Document, changes: dict[str, Any], actor: str) -> Document:
+def document_set_validity(*, tenant: Tenant, document: Document, changes: dict[str, Any], actor: str,
+                          viewer: Viewer | None = None) -> Document:  # fmt: skip
     """Set a document's validity dates, review date or `supersedes` (knowledge/timeline.py); raises
-    validity.InvalidValidity naming the field. The points' windows follow through the indexer."""
+    validity.InvalidValidity naming the field. The points' windows follow through the indexer. `supersedes` names
+    only a document `viewer` (the caller; None: the tenant itself, an admin's tool) may see: one it may not see is
+    answered like one that does not exist."""
     if document.tenant_id != tenant.pk:
         raise PermissionError("Documents of another tenant cannot be changed here.")
-    changed = timeline.document_set_validity(document=document, changes=changes, actor=actor)
+    changed = timeline.document_set_validity(document=document, changes=changes, actor=actor,
+                                             viewer=viewer or Viewer.everything(tenant))  # fmt: skip
     _flag_for_sync([document.pk])
     return changed
 
@@ -304,7 +336,8 @@ def job_retry_failed(*, tenant: Tenant, job: IngestJob) -> IngestJob:
     if not uploads:
         raise UploadFilesGone("No failed file of this job is kept any more; upload them again.")
     options = IngestOptions.from_params(job.params or {})
-    retry = upload_enqueue(tenant=tenant, source=job.source, uploads=uploads, options=options)
+    retry = upload_enqueue(tenant=tenant, source=job.source, uploads=uploads, options=options,
+                           writer=(job.params or {}).get("writer"))  # fmt: skip
     retry.params = {**retry.params, "retry_of": str(job.public_id)}
     retry.save(update_fields=["params"])
     for key, _ in uploads:
@@ -364,9 +397,14 @@ def folder_path_check(path: str) -> Path:
         raise FolderNotAllowed(f"{path} does not exist or cannot be read.") from exc
     if not resolved.is_dir():
         raise FolderNotAllowed(f"{path} is not a folder.")
-    if not any(resolved == root or root in resolved.parents for root in roots):
+    if not _inside_roots(resolved):
         raise FolderNotAllowed(f"{path} is outside the folders this server allows.")
     return resolved
+
+
+def _inside_roots(resolved: Path) -> bool:
+    """A resolved path inside one of RAG_ALLOWED_FOLDER_ROOTS."""
+    return any(resolved == root or root in resolved.parents for root in settings.RAG_ALLOWED_FOLDER_ROOTS)
 
 
 def job_folder(job) -> Path:
@@ -394,11 +432,19 @@ def git_location_check(location: str) -> str:
     """A repository named by a web or API user: a URL must start with one of RAG_ALLOWED_GIT_URLS (compared
     without its credential), a local repository must be a folder inside RAG_ALLOWED_FOLDER_ROOTS (resolved first,
     so neither '..' nor a symlink escapes). file:// URLs are refused: a local repository is named by its path."""
-    from knowledge.ingest.git import is_url, public_url
+    from knowledge.ingest.git import GitProblem, git_dir, git_dir_links, is_url, public_url
 
     location = location.strip()
     if not is_url(location):
-        return str(folder_path_check(location))
+        folder = folder_path_check(location)
+        try:  # the repository exactly there, and every place its git directory leads libgit2 to: inside the roots
+            places = [git_dir(folder)]
+            places += git_dir_links(places[0])
+        except (GitProblem, OSError) as exc:
+            raise FolderNotAllowed(str(exc) if isinstance(exc, GitProblem) else f"{location} cannot be read.") from exc
+        if not all(_inside_roots(place) for place in places):
+            raise FolderNotAllowed(f"{location}: its git directory lies outside the folders this server allows.")
+        return str(folder)
     shown = public_url(location)
     if location.startswith("file:"):
         raise FolderNotAllowed(f"{shown}: name a local repository by its path, not a file:// URL.")
@@ -432,8 +478,12 @@ def git_source_create(*, tenant: Tenant, name: str, location: str, branch: str =
 
 
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],
-                   options: IngestOptions = DEFAULT_OPTIONS) -> IngestJob:  # fmt: skip
-    """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job."""
+                   options: IngestOptions = DEFAULT_OPTIONS, writer: list[str] | None = None) -> IngestJob:  # fmt: skip
+    """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job. `writer`: the
+    principals of a caller who does not see everything (Viewer.principal_list): the job then changes no document
+    they cannot see, should one become hidden before it runs. The files are stored first and the job and its file
+    list created in one transaction after: when anything fails (a full disk), no job is left queued and no file is
+    left on disk (UploadNotStored)."""
     from django.conf import settings
     from django_q.tasks import async_task
 
@@ -447,26 +497,40 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
             f"waiting to be indexed (the limit is {settings.RAG_TENANT_QUEUED_BYTES // 2**20} MiB); "
             "retry when the running jobs have finished."
         )
-    job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD)
-    folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(job.public_id)
+    public_id = uuid.uuid4()
+    folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(public_id)
     try:
         keys, skips, errors, stored, listed = _store_uploads(folder, uploads, budget)
-    except Exception:  # never leave a job queued for ever, nor half its files on disk
+        if keys == [] and any("could not be stored" in e.get("error", "") for e in errors):
+            raise UploadNotStored("no file of the upload could be stored: the disk holding uploads is full or "
+                                  "not writable")  # fmt: skip
+        params = {**options.to_params(), "dir": str(folder), "files": keys, "skips": skips, "errors": errors,
+                  "bytes": stored, **({"writer": sorted(writer)} if writer is not None else {})}  # fmt: skip
+        with transaction.atomic():
+            job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.UPLOAD,
+                                           public_id=public_id, params=params, files_total=len(listed),
+                                           documents_total=len(keys))  # fmt: skip
+            JobFile.objects.bulk_create([JobFile(tenant=tenant, job=job, position=n, **row)
+                                         for n, row in enumerate(listed)], batch_size=500)  # fmt: skip
+    except Exception as exc:  # never a job queued for ever, nor its files on disk
         shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, UploadNotStored):
+            raise
         reference = error_reference()
-        logger.exception("Upload of job %s could not be stored (ref %s)", job.public_id, reference)
-        jobs.fail(job, "The upload could not be stored; the details were logged.", reference=reference)
-        raise
-    job.params = {**options.to_params(), "dir": str(folder), "files": keys, "skips": skips, "errors": errors,
-                  "bytes": stored}  # fmt: skip
-    job.files_total, job.documents_total = len(listed), len(keys)
-    job.save(update_fields=["params", "files_total", "documents_total"])
-    JobFile.objects.bulk_create([JobFile(tenant=tenant, job=job, position=n, **row) for n, row in enumerate(listed)],
-                                batch_size=500)  # fmt: skip
+        logger.exception("Upload to %s could not be stored (ref %s)", source.source_id, reference)
+        reason = "the disk is full" if is_storage_full(exc) else "the details were logged"
+        raise UploadNotStored(f"it could not be stored ({reason}; ref {reference})") from exc
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
     )
     return job
+
+
+class UploadNotStored(Exception):
+    """An upload that could not be kept (a full disk): nothing of it was kept and no job was created."""
+
+    def __str__(self) -> str:
+        return f"The upload was not accepted: {self.args[0]}. Nothing of it was kept; send it again later."
 
 
 class UploadQuotaExceeded(Exception):

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from knowledge import validity
 from knowledge.models import Document, DocumentEvent, DocumentVersion, Status
+from tenants.principals import Viewer
 
 Kind = DocumentEvent.Kind
 
@@ -129,7 +130,8 @@ def restored(document: Document, version: DocumentVersion, now: dt.datetime, *, 
 
 
 # --- curation: validity and review -----------------------------------------------------------------------------
-def document_set_validity(*, document: Document, changes: dict[str, Any], actor: str) -> Document:
+def document_set_validity(*, document: Document, changes: dict[str, Any], actor: str,
+                          viewer: Viewer | None = None) -> Document:  # fmt: skip
     """Set any of valid_from, valid_until, review_by (dates or None) and supersedes (a reference, or None to clear);
     raises InvalidValidity naming the field. The served version takes the new window; the payloads follow."""
     fresh = Document.objects.select_related("source", "tenant").get(pk=document.pk)
@@ -138,7 +140,7 @@ def document_set_validity(*, document: Document, changes: dict[str, Any], actor:
     validity.check_window(*window)
     target = None
     if changes.get("supersedes"):
-        target = validity.resolve_reference(fresh, changes["supersedes"])
+        target = validity.resolve_reference(fresh, changes["supersedes"], viewer)
     with transaction.atomic():
         update: dict[str, Any] = {**values, "updated_at": timezone.now(), "needs_sync": True}
         if "review_by" in values:

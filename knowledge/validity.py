@@ -24,7 +24,8 @@ from typing import Any, TypedDict
 from django.db.models import Q
 from django.utils import timezone
 
-from knowledge.models import Document, DocumentVersion, Status
+from knowledge.models import Document, DocumentVersion, Status, readers_match
+from tenants.principals import Viewer
 
 FIELDS = ("valid_from", "valid_until", "review_by")
 STATUSES = ("current", "review_due", "expired", "superseded", "not_yet_valid")
@@ -164,13 +165,18 @@ def superseded_at(tenant: Any, at: dt.datetime, *, as_of: bool = False) -> dict[
     return found
 
 
-def resolve_reference(document: Document, ref: str) -> Document:
-    """The document `ref` names (its id, document id, or key in its own source, then in the tenant's others);
-    raises InvalidValidity when it names nothing, the document itself, or would close a loop."""
+def resolve_reference(document: Document, ref: str, viewer: Viewer | None = None) -> Document:
+    """The document `ref` names (its id, document id, or key in its own source, then in the tenant's others) among
+    those the writer may see; raises InvalidValidity when it names nothing, the document itself, or would close a
+    loop. A document the writer may not see answers exactly like none. The writer is `viewer` (a request's caller),
+    else the document's own readers (a file that states `supersedes`: an open file re-points only open documents)."""
     from knowledge import ids
 
     ref = str(ref or "").strip()
-    tenant_docs = Document.objects.for_tenant(document.tenant).exclude(status=Status.FAILED)
+    viewer = viewer or Viewer(document.tenant, frozenset(document.reader_list))
+    tenant_docs = (
+        Document.objects.for_tenant(document.tenant).filter(readers_match(viewer)).exclude(status=Status.FAILED)
+    )
     target = None
     try:
         target = tenant_docs.filter(public_id=uuid.UUID(ref)).first()
@@ -309,6 +315,11 @@ class Clock:
         }
 
 
+MAX_PROBLEM_CHARS = 500  # one recorded problem (it quotes the file's value)
+MAX_PROBLEMS = 10
+MAX_REF_CHARS = 1900  # Document.supersedes_ref
+
+
 # --- what a file states ------------------------------------------------------------------------------------------
 def stated_values(metadata: dict[str, Any]) -> dict[str, Any]:
     """The validity a file states (frontmatter, Office properties), checked: {field: ISO date or ref, "problems": […]}.
@@ -334,9 +345,10 @@ def stated_values(metadata: dict[str, Any]) -> dict[str, Any]:
         if ref is None:
             problems.append("supersedes: name one document.")
     if ref not in (None, ""):
-        stated["supersedes"] = str(ref).strip()
-    if problems:
-        stated["problems"] = problems
+        stated["supersedes"] = str(ref).strip()[:MAX_REF_CHARS]
+    if problems:  # each quotes the file: cut, and a few at most
+        stated["problems"] = [p if len(p) <= MAX_PROBLEM_CHARS else p[: MAX_PROBLEM_CHARS - 1] + "…"
+                              for p in problems[:MAX_PROBLEMS]]  # fmt: skip
     return stated
 
 

@@ -230,7 +230,7 @@ def upload(request: TenantRequest) -> HttpResponse:
             job = services.upload_enqueue(
                 tenant=tenant, source=source, uploads=[(str(f.name), f.read()) for f in files], options=options
             )  # fmt: skip
-        except (UploadRejected, services.UploadQuotaExceeded, ValueError) as exc:
+        except (UploadRejected, services.UploadQuotaExceeded, services.UploadNotStored, ValueError) as exc:
             messages.error(request, str(exc))
             return redirect("knowledge:upload", tenant.slug)
         return redirect("knowledge:job-detail", tenant.slug, job.public_id)
@@ -281,7 +281,8 @@ def job_retry(request: TenantRequest, job_id: str) -> HttpResponse:
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     try:
         retried = services.job_retry(tenant=request.tenant, job=job)
-    except (services.UploadFilesGone, services.FolderNotAllowed, services.UploadQuotaExceeded) as exc:
+    except (services.UploadFilesGone, services.FolderNotAllowed, services.UploadQuotaExceeded,
+            services.UploadNotStored) as exc:  # fmt: skip
         messages.error(request, str(exc))
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     return redirect("knowledge:job-detail", request.tenant.slug, retried.public_id)
@@ -365,7 +366,7 @@ def document_validity(request: TenantRequest, document_id: str) -> HttpResponse:
         if changes["supersedes"] and document.supersedes and changes["supersedes"] == document.supersedes.document_key:
             del changes["supersedes"]  # unchanged
         services.document_set_validity(tenant=request.tenant, document=document, changes=changes,
-                                       actor=request.user.get_username())  # fmt: skip
+                                       actor=request.user.get_username(), viewer=request.viewer)  # fmt: skip
     except validity.InvalidValidity as exc:
         error = str(exc)
     context = {**_validity_context(request, _document(request, document_id)), "validity_error": error}

@@ -49,6 +49,14 @@ class Viewer:
         return self.principals is None or not self.principals.isdisjoint(access)
 
 
+def admits_all_of(outer: Iterable[str], inner: Iterable[str]) -> bool:
+    """Whether every viewer an `inner` access list admits is admitted by `outer` too, whatever groups they are in
+    now or later: `outer` is open to the tenant, or names every principal `inner` names. (A viewer let in by both
+    through different principals, say user:bob and group:hr, is not counted: membership changes.)"""
+    wider = set(outer)
+    return TENANT in wider or set(inner) <= wider
+
+
 class _Directory:
     """What resolving principals reads about one tenant: its groups and, per username, the member's role and groups.
     Loaded for the names asked about only (a request), or for everyone (the list of who sees a document)."""

@@ -40,7 +40,7 @@ from knowledge.index.vectorstore import (
     is_shared_server,
     use_owner_store,
 )
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, readers_text
+from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, enforced_access, readers_text
 
 logger = logging.getLogger(__name__)
 
@@ -270,10 +270,12 @@ def sync_document(document: Document) -> None:
 def sync_access(document: Document) -> bool:
     """Apply a document's new access list to every point of it (one payload update per embedder: no re-embedding,
     no new version), then enforce it in SQL. Until then SQL enforced the stricter of the old and new lists and the
-    points still carried the old one, so no viewer saw the document early. False if it changed again meanwhile
-    (the next drain applies the newer list)."""
+    points still carried the old one, so no viewer saw the document early. False if it changed again meanwhile,
+    or a version of it awaits activation (the next drain applies the newer list, after that version)."""
     document = Document.objects.select_related("tenant", "source").get(pk=document.pk)
-    target = sorted(set(document.effective_access))
+    if document.versions.filter(status=Status.PENDING, historical=False).exists():
+        return False  # its list may rest on a text not served yet (a vault note rendered again): after activation
+    target = sorted(set(enforced_access(document)))
     tenant = str(document.tenant.public_id)
     identities = {version_identity(v) for v in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED])}
     store = get_store()
@@ -282,7 +284,7 @@ def sync_access(document: Document) -> bool:
         store.set_payload(identity, scope, {"access": target})
     with transaction.atomic():
         fresh = Document.objects.select_for_update().select_related("source").get(pk=document.pk)
-        if sorted(set(fresh.effective_access)) != target:
+        if sorted(set(enforced_access(fresh))) != target:
             return False
         Document.objects.filter(pk=document.pk).update(readers=readers_text(target), access_pending=False)
     return True

@@ -13,6 +13,7 @@ ingests and keeps the links (knowledge/links.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -27,6 +28,7 @@ HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 BLOCK_ID_RE = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$")
 MAX_EMBED_CHARS = 20_000  # one embed's text in the embedding note; the rest is cut, and says so
 MAX_EMBEDS = 50  # embeds rendered per note; further ones are shown as links
+NOT_SHOWN = "[embedded note not shown]"  # an embed some reader of the note may not see: no text, no name
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Link:
     target: str  # as written, without heading: "People/Ana"
     heading: str  # "Role", "^block" or ""
     embed: bool
+    carried: bool = False  # an embed whose text was rendered into the note
 
 
 @dataclass
@@ -59,10 +62,14 @@ def _stem(key: str) -> str:
 
 
 class Vault:
-    """The vault's files, for resolving links and reading what an embed embeds."""
+    """The vault's files, for resolving links and reading what an embed embeds. `may_embed(note, embedded)` says
+    whether every reader of the note may read the embedded one (by vault keys); when not, the embed renders as a
+    placeholder. Without it every embed renders (a vault read by one reader, or in tests)."""
 
-    def __init__(self, keys: list[str], root: Path | None = None) -> None:
+    def __init__(self, keys: list[str], root: Path | None = None,
+                 may_embed: Callable[[str, str], bool] | None = None) -> None:  # fmt: skip
         self.root = root
+        self.may_embed = may_embed or (lambda note, embedded: True)
         self.keys = sorted(keys)
         self._by_name: dict[str, list[str]] = {}
         self._by_path: dict[str, str] = {}
@@ -131,11 +138,13 @@ def header_lists(header: str) -> tuple[list[str], list[str]]:
     the problem, knowledge/ingest/metadata.py)."""
     import yaml
 
+    from knowledge.ingest.metadata import UnsafeYAML, load_yaml
+
     if not header:
         return [], []
     try:
-        data = yaml.load(header.strip().strip("-").strip(".") or "{}", Loader=yaml.BaseLoader)  # noqa: S506
-    except yaml.YAMLError:
+        data = load_yaml(header.strip().strip("-").strip(".") or "{}")
+    except (yaml.YAMLError, UnsafeYAML):
         return [], []
     if not isinstance(data, dict):
         return [], []
@@ -236,25 +245,34 @@ def _render_line(vault: Vault, key: str, line: str, result: Rendered, tags: list
             return match.group(0)
         bang, target, heading, alias = match.group(1), match.group(2), (match.group(3) or "")[1:], match.group(4)
         link = Link(target=target.strip(), heading=heading.strip(), embed=bool(bang))
-        if link.target or link.heading:
-            result.links.append(link)
         shown = _visible(target, heading, alias or "")
-        if not bang:
-            return shown
-        embedded, _ = vault.resolve(link.target) if link.target else (key, [])
-        if embedded is None or not is_note(embedded) or len(result.embedded) >= MAX_EMBEDS:
-            return shown  # an attachment (ingested as its own file) or a link that names no one note
-        part = section(vault.text_of(embedded), link.heading)
-        part = LINK_RE.sub(lambda m: _visible(m.group(2), (m.group(3) or "")[1:], m.group(4) or ""), part)
-        if not part:
-            return shown
-        if len(part) > MAX_EMBED_CHARS:
-            part = part[:MAX_EMBED_CHARS] + " […]"
-        result.embedded.append(embedded)
-        where = embedded + (f"#{link.heading}" if link.heading else "")
-        return f"\n[Embedded from {where}]\n{part}\n[End of embed from {embedded}]\n"
+        rendered = _embed(vault, key, link, result, shown) if bang else shown
+        if link.target or link.heading:
+            carried = bool(bang) and rendered.startswith("\n[Embedded from ")
+            result.links.append(Link(link.target, link.heading, link.embed, carried=carried))
+        return rendered
 
     return LINK_RE.sub(replace, line)
+
+
+def _embed(vault: Vault, key: str, link: Link, result: Rendered, shown: str) -> str:
+    """An embed as the note shows it: the embedded section's text, marked; the link's visible text when it names no
+    one note (an attachment is ingested as its own file); a placeholder when not every reader of the note may read
+    the embedded one (its text is not copied: derived text never widens access)."""
+    embedded, _ = vault.resolve(link.target) if link.target else (key, [])
+    if embedded is None or not is_note(embedded) or len(result.embedded) >= MAX_EMBEDS:
+        return shown
+    if embedded != key and not vault.may_embed(key, embedded):
+        return NOT_SHOWN
+    part = section(vault.text_of(embedded), link.heading)
+    part = LINK_RE.sub(lambda m: _visible(m.group(2), (m.group(3) or "")[1:], m.group(4) or ""), part)
+    if not part:
+        return shown
+    if len(part) > MAX_EMBED_CHARS:
+        part = part[:MAX_EMBED_CHARS] + " […]"
+    result.embedded.append(embedded)
+    where = embedded + (f"#{link.heading}" if link.heading else "")
+    return f"\n[Embedded from {where}]\n{part}\n[End of embed from {embedded}]\n"
 
 
 EMBED_BLOCK_RE = re.compile(

@@ -26,6 +26,7 @@ from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
 from knowledge import claims, ids, jobs, timeline, validity
 from knowledge import links as link_graph
+from knowledge.access import access_enforce
 from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
@@ -53,7 +54,9 @@ from knowledge.models import (
     readers_text,
 )  # fmt: skip
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
+from knowledge.selectors import document_writable_by
 from tenants.models import Tenant
+from tenants.principals import admits_all_of
 
 logger = logging.getLogger(__name__)
 
@@ -566,7 +569,7 @@ def sync_folder(
         job.save()
         _files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
         known = _fast_unchanged(source)
-        vault = obsidian.Vault([f.key for f in files], root) if vault_kind else None
+        vault = obsidian.Vault([f.key for f in files], root, _embed_rule(source)) if vault_kind else None
         stale = _embedding_changed(source, files, known) if vault_kind else set()
         moves = _Moves(source, known, files, vault)
         if lookahead is not None:
@@ -611,6 +614,8 @@ def sync_folder(
             link_graph.links_store(source, links)
             job.params = {**(job.params or {}), "link_problems": link_graph.links_resolve(source)}
             job.save(update_fields=["params"])
+            access_enforce(Document.objects.filter(source=source, links_out__embed=True).distinct()
+                           .select_related("source"))  # fmt: skip
         timeline.resolve_pending_links(source_pk=source.pk)
         source.last_synced_at = timezone.now()
         source.save(update_fields=["last_synced_at"])
@@ -631,6 +636,21 @@ def _read_walked(walked: WalkedFile, vault: obsidian.Vault | None, options: Inge
     links[ids.normalise_document_key(walked.key)] = rendered.links
     tags = tuple(dict.fromkeys([*options.tags, *rendered.tags]))
     return rendered.text.encode("utf-8"), dataclasses.replace(options, tags=tags)
+
+
+def _embed_rule(source: Source) -> Callable[[str, str], bool]:
+    """Whether a vault note may show another's text: every reader of the note may read the embedded one, by their
+    lists now (a note not yet ingested has its source's). Otherwise the embed renders as a placeholder."""
+    lists = {key: (own if own is not None else source.access)
+             for key, own in Document.objects.filter(source=source).values_list("document_key", "access")}  # fmt: skip
+
+    def access_of(key: str) -> list[str]:
+        try:
+            return lists.get(ids.normalise_document_key(key), source.access)
+        except ids.InvalidIdentifier:
+            return []
+
+    return lambda note, embedded: admits_all_of(access_of(embedded), access_of(note))
 
 
 def _embedding_changed(source: Source, files: list[WalkedFile], known: dict) -> set[str]:
@@ -674,6 +694,22 @@ class _Moves:
         return old if old and document_move(self.source, old, key) else ""
 
 
+HIDDEN_WRITE = (
+    "Not ingested: access to this source changed while the upload waited; only someone who sees all of "
+    "it may upload to it."
+)  # the same words whether the name is taken by a hidden document or not
+
+
+def _hidden_from(writer: list[str], source: Source, key: str) -> bool:
+    """Whether the upload's key names a document its uploader may not see (made hidden after the upload was
+    accepted): a new version of it would overwrite what its readers are served."""
+    try:
+        document = Document.objects.filter(source=source, document_key=ids.normalise_document_key(key)).first()
+    except ids.InvalidIdentifier:
+        return False
+    return document is not None and not document_writable_by(writer, document)
+
+
 def ingest_files(
     *, source: Source, files: list[tuple[str, bytes]], options: IngestOptions = DEFAULT_OPTIONS,
     job: IngestJob | None = None, skips: list[dict] | None = None, errors: list[dict] | None = None,
@@ -689,8 +725,13 @@ def ingest_files(
         if not job.files.exists():  # uploads list their files when they are stored (knowledge/services.py)
             _files_listed(job, [(k, JobFile.Status.WAITING, "") for k, _ in files])
         embedder = get_embedder()
+        writer = (job.params or {}).get("writer")
         for number, (key, data) in enumerate(files):
             report_activity(job, f"Document {number + 1} of {len(files)}: {ids.display_name(key)}")
+            if writer is not None and _hidden_from(writer, source, key):
+                _record_failure(job, key, HIDDEN_WRITE, kind="rejected", position=number)
+                job.documents_done = number + 1
+                continue
             _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder,
                         position=number)  # fmt: skip
             job.documents_done = number + 1

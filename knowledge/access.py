@@ -1,0 +1,35 @@
+"""The write side of document access: enforcing a document's list after it changed, in SQL at once and in the
+vector payloads through the indexer. Who may read a document is models.enforced_access (its own or its source's
+list, made stricter by the notes whose text it carries); who a request reads as is tenants/principals.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from knowledge.models import Document, carried_lists, enforced_access, readers_text, stricter_access
+
+INLINE_ACCESS_DOCUMENTS = 200  # a larger change is left to the background indexer; the sources page shows progress
+
+
+def access_enforce(documents: Iterable[Document]) -> int:
+    """These documents' enforced access may have changed (models.enforced_access: their own or their source's list,
+    made stricter by what their text carries): enforce the stricter of old and new in SQL at once and leave the
+    vector payloads to the indexer (sync_access), which then enforces the new list alone. A small change is applied
+    as the request commits; a large one by the store owner's indexer thread, in the background."""
+    from knowledge.index import indexer
+
+    changed = 0
+    documents = list(documents)
+    carried = carried_lists(d.pk for d in documents)
+    for document in documents:
+        target = sorted(set(enforced_access(document, carried)))
+        if target == sorted(set(document.reader_list)) and not document.access_pending:
+            continue
+        enforced = stricter_access(document.reader_list, target)
+        Document.objects.filter(pk=document.pk).update(readers=readers_text(enforced), access_pending=True)
+        changed += 1
+    if 0 < changed <= INLINE_ACCESS_DOCUMENTS:
+        transaction.on_commit(indexer.drain)
+    return changed
