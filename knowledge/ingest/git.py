@@ -20,7 +20,7 @@ from typing import NoReturn, cast
 
 import pathspec
 import pygit2
-from pygit2.enums import DeltaStatus, FetchPrune, FileMode, SortMode
+from pygit2.enums import DeltaStatus, FetchPrune, FileMode, RepositoryOpenFlag, SortMode
 
 from knowledge import ids
 from knowledge.ingest.walker import SKIP_DIRS, Skip, name_skip_reason, size_limit
@@ -127,15 +127,52 @@ def _explained(exc: Exception, location: str) -> GitProblem:
     return GitProblem(f"{where} cannot be reached ({public_url(text)})")
 
 
+def git_dir(folder: Path) -> Path:
+    """The git directory of the repository exactly at `folder`, never a parent's: its `.git` folder, the folder its
+    `.git` file's `gitdir:` line names, or the folder itself when it is a bare repository; resolved (symlinks
+    followed), so the caller checks the place that will be read. GitProblem when the folder is none of these."""
+    dot = folder / ".git"
+    if dot.is_file():
+        try:
+            line = dot.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+        except OSError as exc:
+            raise GitProblem(f"{folder}/.git cannot be read") from exc
+        if not line.startswith("gitdir:") or not line[7:].strip():
+            raise GitProblem(f"{folder}/.git is neither a repository nor a gitdir: file")
+        return (folder / line[7:].strip()).resolve()
+    if dot.is_dir():
+        return dot.resolve()
+    if (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir():
+        return folder.resolve()
+    raise GitProblem(f"{folder} is not a git repository (the folders above it are not searched)")
+
+
+def git_dir_links(directory: Path) -> list[Path]:
+    """The other places a git directory makes libgit2 read: `commondir` (a worktree's shared directory) and every
+    object store listed in objects/info/alternates, resolved."""
+    found: list[Path] = []
+    common = directory / "commondir"
+    if common.is_file():
+        found.append((directory / common.read_text(errors="replace").strip()).resolve())
+    for place in [directory, *found]:
+        alternates = place / "objects" / "info" / "alternates"
+        if alternates.is_file():
+            for line in alternates.read_text(errors="replace").splitlines()[:100]:
+                if line.strip() and not line.startswith("#"):
+                    found.append(((place / "objects") / line.strip()).resolve())
+    return found
+
+
 def open_repository(location: str, cache: Path, *, timeout_s: float) -> pygit2.Repository:
-    """The repository at a local path (read in place), or a bare clone of a URL kept under `cache`, fetched now."""
+    """The repository exactly at a local path (read in place: its git directory, never a parent's), or a bare clone
+    of a URL kept under `cache`, fetched now."""
     pygit2.settings.server_connect_timeout = int(min(timeout_s, 30) * 1000)
     pygit2.settings.server_timeout = int(timeout_s * 1000)
     if not is_url(location):
-        found = pygit2.discover_repository(location)
-        if found is None:
-            raise GitProblem(f"{location} is not a git repository")
-        return pygit2.Repository(found)
+        try:
+            return pygit2.Repository(str(git_dir(Path(location))), flags=RepositoryOpenFlag.NO_SEARCH)
+        except pygit2.GitError as exc:
+            raise GitProblem(f"{location} is not a git repository that can be read") from exc
     try:
         if (cache / "HEAD").is_file():
             repository = pygit2.Repository(str(cache))
