@@ -15,6 +15,37 @@ from defusedxml import ElementTree
 OOXML_TYPES = ("docx", "xlsx", "pptx")
 ODF_TYPES = ("odt", "ods", "odp")
 MAX_PART_BYTES = 1 << 20  # a properties part larger than this is not read
+MAX_HEADER_CHARS = 64 * 1024  # a frontmatter header longer than this is not read
+MAX_HEADER_NODES = 5_000  # scalars, lists and maps in one header
+MAX_PROBLEM_CHARS = 500  # one recorded problem, as stored and shown
+
+
+class UnsafeYAML(ValueError):
+    """A YAML header that is not read: aliases (a few hundred bytes can stand for gigabytes), or too large."""
+
+
+def load_yaml(text: str) -> Any:
+    """A small YAML document as str, list and dict (every scalar as written), read only after its events show it
+    bounded: no aliases (`*name` reuses a node, so a 400-byte file can expand to gigabytes), at most
+    MAX_HEADER_NODES nodes, at most MAX_HEADER_CHARS characters. UnsafeYAML or yaml.YAMLError otherwise."""
+    import yaml
+
+    if len(text) > MAX_HEADER_CHARS:
+        raise UnsafeYAML(f"the header is longer than {MAX_HEADER_CHARS // 1024} KiB")
+    nodes = 0
+    for event in yaml.parse(text, Loader=yaml.BaseLoader):  # events only: nothing is built or expanded
+        if isinstance(event, yaml.AliasEvent):
+            raise UnsafeYAML("the header uses a YAML alias (*name), which is not accepted")
+        if isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            nodes += 1
+            if nodes > MAX_HEADER_NODES:
+                raise UnsafeYAML(f"the header has more than {MAX_HEADER_NODES} values")
+    return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506  # BaseLoader builds only str, list, dict
+
+
+def problem_text(text: str) -> str:
+    """A recorded problem, cut to MAX_PROBLEM_CHARS (it quotes what the file says)."""
+    return text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 1] + "…"
 
 
 def file_metadata(data: bytes, *, source_type: str, text: str = "") -> dict[str, Any]:
@@ -27,7 +58,7 @@ def file_metadata(data: bytes, *, source_type: str, text: str = "") -> dict[str,
         if source_type in ODF_TYPES:
             return _odf_user_defined(data)
     except Exception as exc:  # a broken header is a reason on the version, never a failed document
-        return {"problems": [f"The file's metadata could not be read ({type(exc).__name__}: {exc})."]}
+        return {"problems": [problem_text(f"The file's metadata could not be read ({type(exc).__name__}: {exc}).")]}
     return {}
 
 
@@ -35,12 +66,11 @@ def _frontmatter(text: str) -> dict[str, Any]:
     """YAML frontmatter with every scalar read as written (YAML's own date reading would reject a whole header for
     one impossible date; knowledge/validity.py names each bad value instead)."""
     import frontmatter
-    import yaml
     from frontmatter.default_handlers import YAMLHandler
 
     class AsWritten(YAMLHandler):
         def load(self, fm: str, **kwargs: object) -> Any:
-            return yaml.load(fm, Loader=yaml.BaseLoader)  # noqa: S506  # BaseLoader builds only str, list, dict
+            return load_yaml(fm)
 
     if not text.lstrip("\ufeff").startswith("---"):
         return {}
