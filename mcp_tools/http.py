@@ -32,7 +32,7 @@ from rest_framework import exceptions
 
 from core.errors import error_reference
 from mcp_tools.server import build_server
-from tenants.authentication import key_failure_record, key_guessing_check
+from tenants.authentication import key_failure_record
 from tenants.models import ApiKey
 from tenants.services import api_key_authenticate
 from tenants.throttling import ApiKeyRateThrottle
@@ -71,13 +71,12 @@ def authenticate(scope: dict[str, Any]) -> ApiKey:
         raise Refused(401, "An API key is required: Authorization: Api-Key <key> (or Bearer <key>).",
                       {"WWW-Authenticate": "Api-Key"})  # fmt: skip
     request = _django_request(scope, headers)
-    try:
-        key_guessing_check(request)  # type: ignore[arg-type]  # these read only META, auth and user
-    except exceptions.Throttled as exc:
-        raise Refused(429, str(exc.detail), {"Retry-After": str(int(getattr(exc, "wait", None) or 1))}) from exc
     api_key = api_key_authenticate(raw_key.strip())
     if api_key is None:
-        key_failure_record(request, raw_key.strip())  # type: ignore[arg-type]
+        try:  # a wrong key is counted against the client's address; a valid one never waits for them
+            key_failure_record(request, raw_key.strip())  # type: ignore[arg-type]  # these read only META
+        except exceptions.Throttled as exc:
+            raise Refused(429, str(exc.detail), {"Retry-After": str(int(getattr(exc, "wait", None) or 1))}) from exc
         raise Refused(401, "Invalid or revoked API key.", {"WWW-Authenticate": "Api-Key"})
     request.auth = api_key  # type: ignore[attr-defined]
     throttle = ApiKeyRateThrottle()

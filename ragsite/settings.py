@@ -254,13 +254,24 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
-# Throttle counters (API rate, wrong-key guesses) live in the cache: shared by every web process on Redis,
-# per process in memory on the embedded default (which runs one web process).
+# Throttle counters (API rate, wrong-key guesses, reset requests) live in the `throttle` cache, shared by every web
+# process: Redis when configured, else files under the data directory (RAG_WEB_WORKERS=N never multiplies a limit).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(DATA_DIR / "throttle"),
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
+    },  # fmt: skip
 }
+# The client of a request is its connection's address; X-Forwarded-For counts only when that address is one of
+# these proxies (addresses or networks: "10.0.0.0/8, 127.0.0.1"), read from the right (tenants/throttling.py).
+RAG_TRUSTED_PROXIES = env_list("RAG_TRUSTED_PROXIES", default=[])
+AXES_CLIENT_IP_CALLABLE = "tenants.throttling.client_address"  # sign-in lockouts count the same client
 # Wrong API keys from one client address: after this many in the window, that address gets 429 until it ends.
 RAG_API_KEY_FAILURE_LIMIT = env_int("RAG_API_KEY_FAILURE_LIMIT", default=20, minimum=1)
 RAG_API_KEY_FAILURE_WINDOW_S = env_int("RAG_API_KEY_FAILURE_WINDOW_S", default=600, minimum=1)

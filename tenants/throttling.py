@@ -1,11 +1,20 @@
-"""Per-API-key request throttling (rate from RAG_API_RATE, e.g. "600/min")."""
+"""Throttles: per-API-key request rates (RAG_API_RATE, e.g. "600/min") and fixed-window counters (wrong API keys
+from an address, password-reset requests), in the `throttle` cache: Redis when REDIS_URL is set, else files under
+the data directory, so every web process (RAG_WEB_WORKERS) counts against the same limit.
+
+The client is the connection's address (REMOTE_ADDR). X-Forwarded-For is read only when that address is one of
+RAG_TRUSTED_PROXIES, and then from the right: the first address that is not a trusted proxy is the client. A
+client cannot pick its own address by sending the header, on any door (REST, Dify, /v1, MCP, the sign-in pages)."""
 
 from __future__ import annotations
 
+import ipaddress
 import time
-from typing import TYPE_CHECKING
+from functools import cache as memoized
+from typing import TYPE_CHECKING, Any
 
-from django.core.cache import cache
+from django.conf import settings
+from django.core.cache import caches
 from rest_framework.throttling import SimpleRateThrottle
 
 if TYPE_CHECKING:  # DRF imports this module while it loads APIView: no runtime import of views
@@ -15,8 +24,47 @@ if TYPE_CHECKING:  # DRF imports this module while it loads APIView: no runtime 
 from tenants.models import ApiKey
 
 
+def _throttle_cache() -> Any:
+    return caches["throttle"]
+
+
+@memoized
+def _trusted_networks(proxies: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(p.strip(), strict=False) for p in proxies if p.strip())
+
+
+def _trusted(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    return any(ip in network for network in _trusted_networks(tuple(settings.RAG_TRUSTED_PROXIES)))
+
+
+def client_address(request: Any) -> str:
+    """The address a request comes from, for every throttle and log line: REMOTE_ADDR, unless it is a trusted
+    proxy; then the right-most X-Forwarded-For entry that is not a trusted proxy (a client may put anything on the
+    left of that header; only what the proxies appended counts)."""
+    meta = request.META
+    address = str(meta.get("REMOTE_ADDR") or "")
+    if not settings.RAG_TRUSTED_PROXIES or not _trusted(address):
+        return address
+    hops = [hop.strip() for hop in str(meta.get("HTTP_X_FORWARDED_FOR") or "").split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop):
+            return hop
+    return hops[0] if hops else address
+
+
 class ApiKeyRateThrottle(SimpleRateThrottle):
     scope = "api_key"
+
+    def __init__(self) -> None:
+        self.cache = _throttle_cache()  # shared by the web processes (DRF's default is each process's own)
+        super().__init__()
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         if isinstance(request.auth, ApiKey):
@@ -29,13 +77,24 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
 
 def window_count(counter: str, window: int) -> int:
     """One more event under `counter`, in a fixed window of `window` seconds that opens at its first event (wrong API
-    keys from an address, password-reset requests); returns the count so far. In the cache: shared on Redis."""
+    keys from an address, password-reset requests); returns the count so far."""
+    cache = _throttle_cache()
     if cache.add(counter, 0, window):
         cache.set(counter + ":since", time.time(), window)
-    return int(cache.incr(counter))
+    try:
+        return int(cache.incr(counter))
+    except ValueError:  # it expired between add and incr
+        cache.set(counter, 1, window)
+        return 1
 
 
 def window_wait(counter: str, window: int) -> int:
     """Seconds until the counter's window closes (at least 1): the Retry-After of a refusal."""
-    started = cache.get(counter + ":since") or time.time()
+    started = _throttle_cache().get(counter + ":since") or time.time()
     return max(1, int(started + window - time.time()))
+
+
+def window_reached(counter: str, limit: int) -> bool:
+    """Whether the counter's open window already holds `limit` events."""
+    cache = _throttle_cache()
+    return cache.get(counter + ":since") is not None and int(cache.get(counter) or 0) >= limit
