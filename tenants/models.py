@@ -120,6 +120,7 @@ class MembershipEvent(TenantOwned):
         REMOVED = "removed", "Removed"
         GROUP_JOINED = "group_joined", "Added to a group"
         GROUP_LEFT = "group_left", "Removed from a group"
+        GROUP_DELETED = "group_deleted", "Group deleted"
         OPERATOR_JOINED = "operator_joined", "An operator joined"
         INVITATION_SENT = "invitation_sent", "Invitation sent"
         INVITATION_RESENT = "invitation_resent", "Invitation sent again"

@@ -348,6 +348,31 @@ def group_get(*, tenant: Tenant, name: str) -> Group | None:
     return Group.objects.for_tenant(tenant).filter(name=name.strip().lower()).first()
 
 
+def group_delete(*, tenant: Tenant, actor: User | None, group: Group) -> int:
+    """Delete a group (audited). Its principal leaves every key's acts-for list and, through principal_removed,
+    every access list of the tenant's sources and documents: a group created later under the same name opens
+    nothing the old one did (a list left empty admits admins only). Returns how many lists and keys changed."""
+    from tenants.signals import principal_removed
+
+    if group.tenant_id != tenant.pk:
+        raise MembershipRefused("Not a group of this tenant.")
+    principal = f"group:{group.name}"
+    with transaction.atomic():
+        changed = 0
+        for key in ApiKey.objects.for_tenant(tenant).select_for_update():
+            if principal in (key.acts_for or []):
+                key.acts_for = [p for p in key.acts_for if p != principal]
+                key.save(update_fields=["acts_for"])
+                changed += 1
+        for _receiver, count in principal_removed.send(sender=Group, tenant=tenant, principal=principal):
+            changed += int(count or 0)
+        MembershipEvent.objects.create(tenant=tenant, actor=actor, username="", group=group.name,
+                                       action=MembershipEvent.Action.GROUP_DELETED,
+                                       detail=f"removed from {changed} access lists and keys")  # fmt: skip
+        group.delete()
+    return changed
+
+
 def group_member_add(*, tenant: Tenant, actor: User | None, group: Group, user: User) -> None:
     """Add a member of the tenant to one of its groups (audited); anyone else is refused."""
     if group.tenant_id != tenant.pk:
