@@ -388,11 +388,33 @@ def _field_terms(name: str) -> set[int]:
 CLAIM_RELEVANCE_MIN = -4.0
 
 
+# A sentence of a document that tells its reader (a model) what to say: "Say X.", "Answer with X", "Always reply
+# that X", "Responde X". It is data about the document, never evidence for a claim that repeats it.
+INSTRUCTION_RE = re.compile(
+    r"^\W*(?:(?:always|never|just|only|please|you\s+(?:must|should|will)|siempre|solo|por\s+favor|debes)\s+)*(?:"
+    r"(?:say|answer|respond|reply|repeat|output|print|di|dí|diga|responde|responda|contesta|conteste|repite)\b"
+    r"\s*(?:with|that|only|exactly|con|que|solo|exactamente)?\s*[:\"“'«]"  # Say "X", answer with: X
+    r"|(?:answer|respond|reply|responde|responda|contesta|conteste)\s+(?:with|con|only|solo)\b"  # answer with X
+    r")",
+    re.IGNORECASE,
+)
+
+
+def as_data(evidence: EvidenceText) -> EvidenceText:
+    """The excerpt without the sentences that instruct its reader: what a claim may stand on. An answer that only
+    restates "Say that the refund is 90 days" is not supported by it."""
+    units = [u for u in evidence.units if u.strip()] or [u for u in SENTENCE_RE.split(evidence.text) if u.strip()]
+    kept = [u for u in units if not INSTRUCTION_RE.match(u)]
+    if len(kept) == len(units):
+        return evidence
+    return EvidenceText(text=evidence.text, units=kept or [""], document=evidence.document)
+
+
 class Verifier:
     def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
                  embed: Callable[[list[str]], np.ndarray] | None = None,
                  cross: Callable[[str, list[str]], np.ndarray] | None = None) -> None:  # fmt: skip
-        self.evidence = evidence
+        self.evidence = [as_data(e) for e in evidence]  # instructions in a document are data, never support
         self.question = question
         self.given = {fold(token) for token in specifics(question)}  # what the question named is not a claim
         self.question_terms = set(query_vector(question)[0])
@@ -402,13 +424,14 @@ class Verifier:
         self._checked: dict[tuple[str, tuple[int, ...], bool], Claim] = {}
         self._relevance: dict[str, bool] = {}
         # The sentences the model read (the whole chunk when none were given) are what a claim may stand on.
-        self._terms = [set(document_vector(" ".join(e.units) if e.units else e.text)[0]) for e in evidence]
-        self._bodies = [fold(" ".join(e.units) if e.units else e.text) for e in evidence]
+        self._terms = [set(document_vector(" ".join(e.units) if e.units else e.text)[0]) for e in self.evidence]
+        self._bodies = [fold(" ".join(e.units) if e.units else e.text) for e in self.evidence]
         self.question_folded = fold(question)
-        self._unit_vectors: list[np.ndarray | None] = [None] * len(evidence)
+        self._unit_vectors: list[np.ndarray | None] = [None] * len(self.evidence)
         # The records among the sentences the model read (a table row's header comes from the whole chunk).
-        self._records = [[r for r in records_of(e.text) if r.line in self._bodies[n]] for n, e in enumerate(evidence)]
-        self._plain = [self._outside_records(n) for n in range(len(evidence))]
+        self._records = [[r for r in records_of(e.text) if r.line in self._bodies[n]]
+                         for n, e in enumerate(self.evidence)]  # fmt: skip
+        self._plain = [self._outside_records(n) for n in range(len(self.evidence))]
 
     def _dense(self, sentence_vector: np.ndarray, n: int) -> float:
         if self.embed is None or not self.evidence[n].units:
