@@ -76,9 +76,13 @@ class RuntimeState:
         return True
 
     def public(self) -> dict[str, Any]:
-        """What the health endpoint and the pages may show: everything but the key and the paths."""
+        """What the health endpoint and the pages may show: everything but the key and the paths. A ready model
+        whose process is gone reads as restarting at once, before its supervisor has noticed."""
+        state = self.state if self.is_current() else STOPPED
+        if state == READY and not process_alive(self.pid):
+            state = RESTARTING
         return {
-            "state": self.state if self.is_current() else STOPPED,
+            "state": state,
             "model": self.model,
             "models": sorted(self.models),
             "restarts": self.restarts,
@@ -87,6 +91,24 @@ class RuntimeState:
             "detail": self.detail,
             "since": self.since,
         }
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether the process runs (a dead child its parent has not reaped yet, a zombie, does not)."""
+    if not pid:
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def runtime_dir() -> Path:

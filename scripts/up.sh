@@ -23,8 +23,21 @@ PORT="${PORT:-8000}"
 # After an upgrade that changed the embedder, re-embed what needs it (a no-op otherwise).
 "$VENV/bin/python" manage.py reindex --all
 
-# The background worker (django-q2; `manage.py worker` stops within RAG_WORKER_STOP_S, requeueing a task it cuts).
-"$VENV/bin/python" manage.py worker &
+# The background worker (django-q2; `manage.py worker` stops within RAG_WORKER_STOP_S, requeueing a task it cuts),
+# started again when it dies (a crash in native code, the OOM killer): jobs never wait for a worker that is gone.
+supervise_worker() {
+  local child="" status=0
+  trap 'kill -TERM $child 2>/dev/null; wait $child 2>/dev/null; exit 0' INT TERM
+  while true; do
+    "$VENV/bin/python" manage.py worker &
+    child=$!
+    status=0
+    wait $child || status=$?
+    echo "The background worker ended (exit status $status); starting it again in 2 s." >&2
+    sleep 2
+  done
+}
+supervise_worker &
 WORKER=$!
 # The chat model runs in its own process, restarted when it dies (RAG_LLM_URL set: an existing engine instead).
 LLM=""
