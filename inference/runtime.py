@@ -36,6 +36,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core.processes import process_alive
+
 logger = logging.getLogger(__name__)
 
 # The states a client sees. starting/restarting: come back shortly (503 + Retry-After); failed: no model of
@@ -91,24 +93,6 @@ class RuntimeState:
             "detail": self.detail,
             "since": self.since,
         }
-
-
-def process_alive(pid: int | None) -> bool:
-    """Whether the process runs (a dead child its parent has not reaped yet, a zombie, does not)."""
-    if not pid:
-        return False
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def runtime_dir() -> Path:

@@ -37,12 +37,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
+from core.processes import process_alive
 from knowledge.models import DocumentVersion, IngestJob, Source, SourceLock, Status
 
 logger = logging.getLogger(__name__)
@@ -120,22 +120,8 @@ def this_worker() -> dict[str, object]:
 def holder_alive(host: str, pid: int, since) -> bool:
     """Whether the process that took a lock or started a job still runs (on this host: asked; elsewhere: by age)."""
     if host == socket.gethostname():
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return not _zombie(pid)
+        return process_alive(pid)
     return since is None or timezone.now() - since < timedelta(seconds=float(settings.Q_CLUSTER["timeout"]))  # type: ignore[arg-type]  # a number of seconds
-
-
-def _zombie(pid: int) -> bool:
-    """A process that has ended but is not reaped yet (a worker killed with its sentinel, before init reaps it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @contextmanager
