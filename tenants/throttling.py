@@ -1,6 +1,7 @@
-"""Throttles: per-API-key request rates (RAG_API_RATE, e.g. "600/min") and fixed-window counters (wrong API keys
-from an address, password-reset requests), in the `throttle` cache: Redis when REDIS_URL is set, else files under
-the data directory, so every web process (RAG_WEB_WORKERS) counts against the same limit.
+"""Throttles: per-API-key request rates (RAG_API_RATE, e.g. "600/min": that many requests in a window opened by the
+first), and fixed-window counts of wrong API keys per address and of password-reset requests, all in the counters
+every web process shares (tenants/counters.py: Redis, or a small SQLite file), so RAG_WEB_WORKERS=N never
+multiplies a limit.
 
 The client is the connection's address (REMOTE_ADDR). X-Forwarded-For is read only when that address is one of
 RAG_TRUSTED_PROXIES, and then from the right: the first address that is not a trusted proxy is the client. A
@@ -14,18 +15,15 @@ from functools import cache as memoized
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.cache import caches
 from rest_framework.throttling import SimpleRateThrottle
+
+from tenants import counters
 
 if TYPE_CHECKING:  # DRF imports this module while it loads APIView: no runtime import of views
     from rest_framework.request import Request
     from rest_framework.views import APIView
 
 from tenants.models import ApiKey
-
-
-def _throttle_cache() -> Any:
-    return caches["throttle"]
 
 
 @memoized
@@ -57,14 +55,27 @@ def client_address(request: Any) -> str:
 
 
 class ApiKeyRateThrottle(SimpleRateThrottle):
-    scope = "api_key"
+    """RAG_API_RATE requests per key (or signed-in user) in a fixed window opened by the first: one shared atomic
+    count per request, where DRF's own keeps a per-process list of every request's time."""
 
-    def __init__(self) -> None:
-        self.cache = _throttle_cache()  # shared by the web processes (DRF's default is each process's own)
-        super().__init__()
+    scope = "api_key"
+    num_requests: int
+    duration: int
 
     def get_ident(self, request: Request) -> str:
         return client_address(request)
+
+    def allow_request(self, request: Request, view: APIView) -> bool:
+        if self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        self.count, self.started = counters.hit(self.key, self.duration)
+        return self.count <= self.num_requests
+
+    def wait(self) -> float | None:
+        return max(1.0, self.started + self.duration - time.time())
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
         if isinstance(request.auth, ApiKey):
@@ -78,23 +89,17 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
 def window_count(counter: str, window: int) -> int:
     """One more event under `counter`, in a fixed window of `window` seconds that opens at its first event (wrong API
     keys from an address, password-reset requests); returns the count so far."""
-    cache = _throttle_cache()
-    if cache.add(counter, 0, window):
-        cache.set(counter + ":since", time.time(), window)
-    try:
-        return int(cache.incr(counter))
-    except ValueError:  # it expired between add and incr
-        cache.set(counter, 1, window)
-        return 1
+    return counters.hit(counter, window)[0]
 
 
 def window_wait(counter: str, window: int) -> int:
     """Seconds until the counter's window closes (at least 1): the Retry-After of a refusal."""
-    started = _throttle_cache().get(counter + ":since") or time.time()
+    opened = counters.peek(counter)
+    started = opened[1] if opened else time.time()
     return max(1, int(started + window - time.time()))
 
 
 def window_reached(counter: str, limit: int) -> bool:
     """Whether the counter's open window already holds `limit` events."""
-    cache = _throttle_cache()
-    return cache.get(counter + ":since") is not None and int(cache.get(counter) or 0) >= limit
+    opened = counters.peek(counter)
+    return opened is not None and opened[0] >= limit
