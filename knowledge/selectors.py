@@ -29,6 +29,7 @@ from knowledge.models import (
     Document,
     DocumentVersion,
     IngestJob,
+    JobFile,
     Source,
     Status,
     Tag,
@@ -275,35 +276,55 @@ def job_get(*, viewer: Viewer, public_id: Any) -> IngestJob | None:
 
 def job_report(*, viewer: Viewer, job: IngestJob) -> IngestJob:
     """The job as the viewer may read it: a copy whose errors and skips leave out entries about documents of its
-    source the viewer does not see (one that has its own, stricter list). For output only: never save it."""
-    if not viewer.sees_all and (job.params or {}).get("link_problems"):  # they name notes, maybe hidden ones
-        job = copy.copy(job)
-        job.params = {**job.params, "link_problems": []}
-    entries = [*(job.errors or []), *(job.skips or [])]
-    if viewer.sees_all or job.source_id is None or not entries:
+    source the viewer does not see (one that has its own, stricter list), and whose counts leave them out too
+    (_counts_seen). For output only: never save it."""
+    if viewer.sees_all or job.source_id is None:
         return job
-    keys: dict[str, str] = {}
-    for entry in entries:
-        raw = str(entry.get("key") or "") if isinstance(entry, dict) else ""
-        try:
-            keys[raw] = ids.normalise_document_key(raw)
-        except ids.InvalidIdentifier:
-            continue
-    documents = Document.objects.for_tenant(viewer.tenant).filter(source_id=job.source_id)
-    hidden_keys = set(
-        documents.filter(document_key__in=set(keys.values())).exclude(readers_match(viewer))
-        .values_list("document_key", flat=True)
+    hidden = dict(
+        Document.objects.for_tenant(viewer.tenant).filter(source_id=job.source_id).exclude(readers_match(viewer))
+        .values_list("document_key", "status")
     )  # fmt: skip
-    if not hidden_keys:
-        return job
+    masked = copy.copy(job)
+    if (job.params or {}).get("link_problems"):  # they name notes, maybe hidden ones
+        masked.params = {**job.params, "link_problems": []}
+    if not hidden:
+        return masked
 
     def shown(entry: Any) -> bool:
-        return not (isinstance(entry, dict) and keys.get(str(entry.get("key") or "")) in hidden_keys)
+        if not isinstance(entry, dict):
+            return True
+        try:
+            return ids.normalise_document_key(str(entry.get("key") or "")) not in hidden
+        except ids.InvalidIdentifier:
+            return True
 
-    masked = copy.copy(job)
     masked.errors = [e for e in job.errors or [] if shown(e)]
     masked.skips = [e for e in job.skips or [] if shown(e)]
+    _counts_seen(masked, hidden)
     return masked
+
+
+def _counts_seen(job: IngestJob, hidden: dict[str, str]) -> None:
+    """Take the hidden documents out of a job's counts: each file row of one out of its status's count, and, for a
+    sync (which reads every file of its source), each hidden live document without a row out of `unchanged` and
+    each retired one since the job started out of `retired` (clamped: a count never goes below zero)."""
+    rows = list(JobFile.objects.filter(job=job, key__in=list(hidden)).values_list("key", "status"))
+    with_rows = {key for key, _ in rows}
+    by_status = {"added": 0, "updated": 0, "unchanged": 0, "skipped": 0, "failed": 0}
+    for _, state in rows:
+        if state in by_status:
+            by_status[state] += 1
+    if job.kind != IngestJob.Kind.UPLOAD:
+        by_status["unchanged"] += sum(1 for key, state in hidden.items()
+                                      if key not in with_rows and state != Status.RETIRED)  # fmt: skip
+    documents = by_status["added"] + by_status["updated"] + by_status["unchanged"] + by_status["failed"]
+    for name, count in by_status.items():
+        setattr(job, name, max(0, getattr(job, name) - count))
+    job.documents_total = max(0, job.documents_total - documents)
+    job.documents_done = max(0, job.documents_done - documents)
+    job.files_total = max(0, job.files_total - documents - by_status["skipped"])
+    if job.retired:
+        job.retired = max(0, job.retired - sum(1 for state in hidden.values() if state == Status.RETIRED))
 
 
 def last_job_by_source(*, tenant: Tenant) -> dict[int, IngestJob]:
