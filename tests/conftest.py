@@ -41,14 +41,27 @@ def client_a(client: Client, admin_a) -> Client:  # type: ignore[no-untyped-def]
     return client
 
 
+@pytest.fixture
+def company(tenant_a, admin_a, tmp_path, settings):  # type: ignore[no-untyped-def]
+    """The access tests' company (tests/company.py): an open handbook, hr-files open to group:hr, members and keys."""
+    from tests.company import build_company
+
+    settings.RAG_ALLOWED_FOLDER_ROOTS = [tmp_path.resolve()]
+    return build_company(tenant_a, admin_a, tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def fresh_cache():  # type: ignore[no-untyped-def]
     """Throttle counters (API rate, wrong-key guesses) start from zero in every test."""
     from django.core.cache import cache
 
+    from tenants import counters
+
     cache.clear()
+    counters.reset()
     yield
     cache.clear()
+    counters.reset()
 
 
 @pytest.fixture(autouse=True)

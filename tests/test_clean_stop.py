@@ -54,6 +54,24 @@ def _answers(url: str) -> bool:
 
 
 @pytest.mark.slow
+def _pids_of(data: str, command: str) -> list[int]:
+    """The live processes of this data directory whose command line holds `command`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if data.encode() not in (entry / "environ").read_bytes():
+                continue
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if command in line and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
 def test_up_sh_stops_within_10_s_of_sigterm_to_its_group_with_nothing_left(tmp_path, settings):
     from inference.packaged import QWEN_0_5B, assemble_gguf
 
@@ -74,6 +92,15 @@ def test_up_sh_stops_within_10_s_of_sigterm_to_its_group_with_nothing_left(tmp_p
         running = _left(str(data))
         assert any("gunicorn" in c for c in running) and any("manage.py worker" in c for c in running)
         assert any("llm_serve" in c for c in running)
+        # A worker that dies (a crash in native code, the OOM killer) is started again.
+        dead = _pids_of(str(data), "manage.py worker")
+        for pid in dead:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not set(_pids_of(str(data), "manage.py worker")) - set(dead):
+            assert time.monotonic() < deadline, "up.sh did not start the worker again"
+            time.sleep(0.5)
+        assert "starting it again" in (tmp_path / "up.log").read_text()
         time.sleep(3)  # the model server is starting or loaded: it must stop too
 
         os.killpg(up.pid, signal.SIGTERM)

@@ -148,6 +148,8 @@ def test_a_model_process_killed_mid_answer_is_an_error_event_and_the_next_answer
             if name == "sentence" and killed_at is None:  # the model has written one sentence and goes on
                 os.kill(model_state(supervisor)["pid"], signal.SIGKILL)  # the model process, mid-answer
                 killed_at = time.monotonic()
+                health = json.loads(urllib.request.urlopen(web["base"] + "/healthz", timeout=10).read())
+                assert health["chat_model"]["state"] != "ready"  # at once, not when the supervisor notices
         ended_after = time.monotonic() - killed_at
         # Meanwhile: a JSON answer is told to come back, with a wait, instead of hanging or failing with 500.
         meanwhile = _post(web, "/api/v1/tenants/acme/answer/", {"question": "How long is the warranty?"})
