@@ -171,13 +171,17 @@ def _scans() -> list[Any]:
 
 def scan_document(document: Any) -> int:
     """Queue a Conflict for each current document that states a different value for a thing this one names."""
+    from django.utils import timezone
+
     from feedback.models import Conflict
+    from knowledge import validity
     from knowledge.models import Status
     from knowledge.search.retrieval import RetrieveFilters, retrieve_single_leg
     from tenants.principals import Viewer
 
-    if document.status != Status.ACTIVE:
-        return 0
+    if document.status != Status.ACTIVE or document.pk in validity.superseded_at(document.tenant, timezone.now()):
+        return 0  # a document its successor replaced says what used to be true, on purpose
+    lineage = validity.lineages(document.tenant)
     viewer = Viewer.everything(document.tenant)
     mine = [(chunk, s) for chunk in document.chunks.filter(status=Status.ACTIVE) for s in statements(chunk.text)]
     queued = 0
@@ -186,8 +190,8 @@ def scan_document(document: Any) -> int:
                                    filters=RetrieveFilters())  # fmt: skip
         for hit in hits:
             other = hit.chunk.document
-            if other.pk == document.pk or other.pk in (document.supersedes_id, getattr(other, "supersedes_id", None)):
-                continue  # a document and the one it replaces differ on purpose
+            if other.pk == document.pk or validity.same_lineage(lineage, document.pk, other.pk):
+                continue  # a document and one it replaces (or that replaces it, at any distance) differ on purpose
             for theirs in statements(hit.chunk.text):
                 if conflicting(statement, theirs):
                     _, created = Conflict.objects.get_or_create(
@@ -216,17 +220,21 @@ class ConflictRefused(ValueError):
 
 def open_conflicts(*, viewer: Any) -> Any:
     """The open conflicts between two live documents the viewer sees (a retired or hidden side closes nothing, it
-    only leaves the list)."""
+    only leaves the list), less those between documents one supersedes the other of, at any distance (declared
+    after the conflict was found: the declaration answers it)."""
     from feedback.models import Conflict
-    from knowledge import selectors
+    from knowledge import selectors, validity
     from knowledge.models import Status
 
     visible = selectors.visible_documents(viewer).filter(status=Status.ACTIVE)
-    return (
-        Conflict.objects.for_tenant(viewer.tenant)
-        .filter(state=Conflict.State.OPEN, document__in=visible, other__in=visible)
-        .select_related("document", "other")
-    )
+    found = Conflict.objects.for_tenant(viewer.tenant).filter(
+        state=Conflict.State.OPEN, document__in=visible, other__in=visible
+    )  # fmt: skip
+    lineage = validity.lineages(viewer.tenant)
+    if lineage:
+        pairs = found.filter(document_id__in=list(lineage)).values_list("pk", "document_id", "other_id")
+        found = found.exclude(pk__in=[pk for pk, one, other in pairs if validity.same_lineage(lineage, one, other)])
+    return found.select_related("document", "other")
 
 
 def conflict_resolve(*, viewer: Any, conflict: Any, action: str, actor: str) -> None:

@@ -73,8 +73,9 @@ def review_items(*, viewer: Viewer, limit: int = MAX_ITEMS) -> list[ReviewItem]:
         .select_related("source", "supersedes")
     )
     cited, retrieved = _use(viewer.tenant, timezone.now() - dt.timedelta(days=USE_WINDOW_DAYS))
+    replaced = validity.superseded_at(viewer.tenant, timezone.now())  # what they said is history: nothing to review
     items = []
-    for document in documents[:5000]:
+    for document in documents.exclude(pk__in=list(replaced))[:5000]:
         expired = document.valid_until is not None and document.valid_until < today
         since = document.valid_until if expired else document.review_by
         items.append(ReviewItem(

@@ -165,6 +165,28 @@ def superseded_at(tenant: Any, at: dt.datetime, *, as_of: bool = False) -> dict[
     return found
 
 
+def lineages(tenant: Any) -> dict[int, int]:
+    """Document pk → the id of its supersession lineage: documents joined by `supersedes`, in either direction and at
+    any distance along the chain, share one (a document that supersedes nothing and is superseded by nothing is in
+    none). Two documents of one lineage differ on purpose: a contradiction between them is not one."""
+    parent: dict[int, int] = {}
+
+    def root(pk: int) -> int:
+        while parent.setdefault(pk, pk) != pk:
+            parent[pk] = parent[parent[pk]]
+            pk = parent[pk]
+        return pk
+
+    edges = Document.objects.for_tenant(tenant).filter(supersedes__isnull=False).values_list("pk", "supersedes_id")
+    for newer, older in edges:
+        parent[root(newer)] = root(older)
+    return {pk: root(pk) for pk in list(parent)}
+
+
+def same_lineage(lineage: dict[int, int], one: int, other: int) -> bool:
+    return one in lineage and lineage.get(one) == lineage.get(other)
+
+
 def resolve_reference(document: Document, ref: str, viewer: Viewer | None = None) -> Document:
     """The document `ref` names (its id, document id, or key in its own source, then in the tenant's others) among
     those the writer may see; raises InvalidValidity when it names nothing, the document itself, or would close a
@@ -216,6 +238,14 @@ class Freshness(TypedDict):
     review_by: str | None
     changed_at: str | None
     superseded_by: str | None  # the successor's document id, when the reader may see it
+
+
+NOT_IN_FORCE = {"superseded": "superseded", "expired": "expired", "not_yet_valid": "not yet valid"}
+
+
+def in_force_label(freshness: Freshness | None) -> str:
+    """What a page shows beside a live document's status when it is not in force today ("superseded"), else ""."""
+    return NOT_IN_FORCE.get((freshness or {}).get("status") or "", "")
 
 
 def iso_date(value: dt.date | dt.datetime | None) -> str | None:

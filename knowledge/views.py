@@ -306,6 +306,10 @@ def document_list(request: TenantRequest) -> HttpResponse:
     params = request.GET
     documents = selectors.document_list(viewer=request.viewer, filters=selectors.DocumentFilters.from_params(params))
     page = Paginator(documents, 50).get_page(params.get("page"))
+    clock = validity.Clock.for_read(tenant)
+    for document in page:  # a live document not in force today says so beside "Active"
+        if document.status == Status.ACTIVE:
+            document.not_in_force = validity.in_force_label(clock.freshness(document, sees=request.viewer.sees))
     context = {
         "tenant": tenant,
         "page": page,
@@ -344,10 +348,12 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
 
 def _validity_context(request: TenantRequest, document: Document) -> dict[str, Any]:
     clock = validity.Clock.for_read(request.tenant)
+    freshness = clock.freshness(document, sees=request.viewer.sees)
+    document.not_in_force = validity.in_force_label(freshness) if document.status == Status.ACTIVE else ""
     return {
         "tenant": request.tenant,
         "document": document,
-        "freshness": clock.freshness(document, sees=request.viewer.sees),
+        "freshness": freshness,
         "can_edit": request.membership.is_admin,
     }
 

@@ -74,3 +74,49 @@ def test_a_new_document_that_contradicts_a_current_one_is_queued_and_resolved(kb
     assert conflict.state == "resolved" and conflict.resolved_by == admin_a.get_username()
     assert Document.objects.get(document_key="upload-limits.md").supersedes.document_key == "handbook.md"
     assert b"Contradictions" not in client.get(f"/t/{tenant_a.slug}/curation/").content
+
+
+POLICY_2025 = ("---\nvalid_from: 2025-01-01\nvalid_until: 2025-12-31\n---\n# Travel policy 2025\n\n"
+               "The per diem for travel is 42 euros a day.\n\nThe hotel allowance is 120 euros a night.\n")  # fmt: skip
+POLICY_2026 = ("---\nvalid_from: 2026-01-01\nsupersedes: travel-2025.md\n---\n# Travel policy 2026\n\n"
+               "The per diem for travel is 55 euros a day.\n\nThe hotel allowance is 140 euros a night.\n")  # fmt: skip
+
+
+def test_a_declared_supersession_is_no_contradiction_no_review_item_and_shows_on_the_pages(tenant_a, admin_a, tmp_path):  # type: ignore[no-untyped-def]
+    """A 2026 policy that says it supersedes the 2025 one (and a 2027 draft further down the chain): the values
+    differ on purpose. No contradiction item in either direction or at any distance, the superseded policy is not
+    on the review list, and the document list and page say it is not in force beside "Active"."""
+    from feedback.review import review_items
+    from tenants.principals import Viewer
+
+    files = {"travel-2025.md": POLICY_2025, "travel-2026.md": POLICY_2026}
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "policies", files=files, name="policies")
+    indexer.drain()
+    scan_pending()
+    assert not Conflict.objects.exists()
+    # Three steps down the chain, found later: still one lineage.
+    from knowledge.ingest import pipeline
+
+    (tmp_path / "policies" / "travel-2027.md").write_text(POLICY_2026.replace("2026", "2027").replace(
+        "supersedes: travel-2025.md", "supersedes: travel-2026.md").replace("55 euros", "60 euros"))  # fmt: skip
+    pipeline.sync_folder(source=source, root=tmp_path / "policies")
+    indexer.drain()
+    scan_pending()
+    assert not Conflict.objects.exists()
+    # A conflict found before the supersession was declared leaves the queue once it is.
+    from feedback.conflicts import open_conflicts
+
+    old, new = Document.objects.get(document_key="travel-2025.md"), Document.objects.get(document_key="travel-2027.md")
+    Conflict.objects.create(tenant=tenant_a, document=new, other=old, subject="diem per travel", value="60 euros",
+                            other_value="42 euros", sentence="…", other_sentence="…")  # fmt: skip
+    assert not list(open_conflicts(viewer=Viewer.everything(tenant_a)))
+    assert old.pk not in {item.document.pk for item in review_items(viewer=Viewer.everything(tenant_a))}
+    client = Client()
+    client.force_login(admin_a)
+    listing = client.get(f"/t/{tenant_a.slug}/documents/").content.decode()
+    row = listing.split("travel-2025.md", 1)[1].split("</tr>", 1)[0]
+    assert "Not in force today" in row and ("expired" in row or "superseded" in row)  # never plainly "Active"
+    assert "Not in force" not in listing.split("travel-2026.md", 1)[1].split("</tr>", 1)[0]  # in force today
+    assert "not yet valid" in listing.split("travel-2027.md", 1)[1].split("</tr>", 1)[0]  # from 2027 on
+    page = client.get(f"/t/{tenant_a.slug}/documents/{old.public_id}/").content.decode()
+    assert "not in force today" in page
