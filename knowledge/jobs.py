@@ -48,6 +48,7 @@ from knowledge.models import DocumentVersion, IngestJob, Source, SourceLock, Sta
 logger = logging.getLogger(__name__)
 
 LOCK_POLL_S = 1.0
+MAX_MESSAGE_CHARS = 1000  # a job's message (it may quote an error)
 MAX_ATTEMPTS = 2  # a job whose worker died is run once more, then marked failed
 
 
@@ -88,6 +89,7 @@ def checkpoint(job: IngestJob) -> None:
 def fail(job: IngestJob, reason: str, *, reference: str = "") -> None:
     """Failed, with a plain reason; `reference` ties it to the log line that has the details."""
     job.state, job.finished_at = IngestJob.State.FAILED, timezone.now()
+    reason = reason if len(reason) <= MAX_MESSAGE_CHARS else reason[: MAX_MESSAGE_CHARS - 1] + "…"
     job.message = f"{reason.rstrip('.')} (ref {reference})." if reference else reason
     job.save(update_fields=["state", "finished_at", "message"])
 

@@ -100,6 +100,12 @@ def _embed_reads(company: dict[str, Any], identity: str) -> dict[str, tuple[int,
         ),  # fmt: skip
         "bootstrap": client.post(f"{BASE}/bootstrap/", {"intent": "acquisition board"}, format="json"),
         "answer": client.post(f"{BASE}/answer/", {"question": EMBED_QUESTION}, format="json"),
+        "answer-stream": client.post(
+            f"{BASE}/answer/",
+            {"question": EMBED_QUESTION, "stream": True},
+            format="json",
+            HTTP_ACCEPT="text/event-stream",
+        ),  # fmt: skip
         "documents": client.get(f"{BASE}/documents/?q=acquisition"),
         "index": client.get(f"{BASE}/documents/{index.public_id}/"),
     }

@@ -36,7 +36,7 @@ from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chun
 from knowledge.ingest.classify import classify
 from knowledge.ingest.enrichment import READ_CHARS, enrich
 from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR, extract
-from knowledge.ingest.metadata import file_metadata
+from knowledge.ingest.metadata import file_metadata, problem_text
 from knowledge.ingest.office import OFFICE_TYPES, PAGED_OFFICE
 from knowledge.ingest.walker import Skip, WalkedFile, walk
 from knowledge.jobs import report_activity, source_locked
@@ -859,8 +859,9 @@ def _record_unexpected(job: IngestJob, key: str, exc: Exception, *, position: in
 
 def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error", position: int = 0,
                     started: float | None = None) -> None:  # fmt: skip
+    error = problem_text(error)  # it may quote the file (a parser's message): cut
     job.failed += 1
-    job.errors = [*job.errors, {"key": key, "error": error, "kind": kind}]
+    job.errors = [*job.errors, {"key": key[:1000], "error": error, "kind": kind}]
     _file_record(job, key, position, JobFile.Status.FAILED, reason=error, kind=kind, started=started)
 
 
