@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
 import math
 import re
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from chat.focus import FocusedExcerpt, focus_excerpts
 from chat.models import Assistant, ChatMessage, ChatSession
@@ -34,7 +37,9 @@ from knowledge.claims import (
     split_claims,
 )
 from knowledge.ingest.obsidian import embedded_source
+from knowledge.models import Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, page_of, retrieve
+from knowledge.search.when import TimeRead, read_time
 from knowledge.selectors import embedded_origin
 from tenants.models import Tenant
 from tenants.principals import Viewer
@@ -88,6 +93,7 @@ class Sources:
     focused: list[FocusedExcerpt] = field(default_factory=list)  # the part of each excerpt it reads
     missing: list[str] = field(default_factory=list)  # identifiers the question names that no excerpt contains
     timings: dict[str, float] = field(default_factory=dict)
+    when: TimeRead | None = None  # the question asks about a past time or about history (knowledge/search/when.py)
 
     @property
     def strength(self) -> float | None:
@@ -249,7 +255,10 @@ def prepare(
     rerank = settings.RAG_ANSWER_RERANK if rerank is None else rerank
     cross_focus = settings.RAG_ANSWER_CROSS_FOCUS if cross_focus is None else cross_focus
     started = time.perf_counter()
-    hits = retrieve(viewer=viewer, query=question, top_k=options.top_k, filters=options.filters, rerank=rerank)
+    asked = None
+    if options.filters.as_of is None and not options.filters.include_expired:  # the caller chose no time itself
+        asked = read_time(question, now=timezone.now())
+    hits = _read(viewer, question, options, rerank, asked)
     timings = {"retrieve_ms": (time.perf_counter() - started) * 1000}
     candidates = hits[: settings.RAG_ANSWER_EXCERPTS]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
@@ -269,7 +278,110 @@ def prepare(
     shown = {hit.chunk.chunk_id for hit in hits}
     hits = hits + [hit for hit in candidates if hit.chunk.chunk_id not in shown]  # what the repair search added
     return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing,
-                   timings=timings)  # fmt: skip
+                   timings=timings, when=asked)  # fmt: skip
+
+
+def _read(viewer: Viewer, question: str, options: AnswerSettings, rerank: bool,
+          asked: TimeRead | None) -> list[RetrievedChunk]:  # fmt: skip
+    """The hits a question is answered from. A question about now reads what is in force now. One about a past
+    instant reads the versions served then and the documents whose stated window covers it (a document found in
+    the first read gives only its version of then); one about history reads every version and every document,
+    superseded and expired ones included. The reads are merged rank by rank."""
+    base = options.filters
+    if asked is None:
+        return retrieve(viewer=viewer, query=question, top_k=options.top_k, filters=base, rerank=rerank)
+    reads: list[list[RetrievedChunk]] = []
+    if asked.at is not None:
+        served = retrieve(viewer=viewer, query=question, top_k=options.top_k, rerank=rerank,
+                          filters=dataclasses.replace(base, as_of=asked.at))  # fmt: skip
+        then = {hit.chunk.document_id for hit in served}  # a document's versions share chunk ids: points differ
+        stated = retrieve(viewer=viewer, query=question, top_k=options.top_k, rerank=rerank,
+                          filters=dataclasses.replace(base, in_force_at=asked.at))  # fmt: skip
+        reads += [served, [hit for hit in stated if hit.chunk.document_id not in then]]
+    if asked.history:
+        every = dataclasses.replace(base, include_expired=True, statuses=[Status.ACTIVE, Status.SUPERSEDED])
+        reads.append(retrieve(viewer=viewer, query=question, top_k=options.top_k, filters=every, rerank=rerank))
+    merged: list[RetrievedChunk] = []
+    seen: set[str] = set()
+    for rank in range(max(len(read) for read in reads)):
+        for read in reads:
+            if rank < len(read) and read[rank].chunk.point_id not in seen:
+                seen.add(read[rank].chunk.point_id)
+                merged.append(read[rank])
+    return merged[: options.top_k]
+
+
+def when_label(hit: RetrievedChunk) -> str:
+    """When an excerpt was in force, for a question about the past: its stated window, else the time its version
+    was served, and for a git file the commit that made it; "superseded" or "expired" when it is not in force now."""
+    version, document = hit.chunk.document_version, hit.chunk.document
+    start = version.valid_from or document.valid_from
+    end = version.valid_until or document.valid_until
+    parts = []
+    if start or end:
+        parts.append(f"in force {start or 'always'} to {end or 'now'}")
+    elif version.served_from:
+        until = f"to {version.served_until:%Y-%m-%d}" if version.served_until else "to now"
+        parts.append(f"in force {version.served_from:%Y-%m-%d} {until}")
+    if document.version > 1 or version.version > 1:  # a document with history: which of its versions this is
+        names = [name for name, holds in (("the first version", version.version == 1),
+                                          ("the current version", version.version == document.version),
+                                          ("the version before the current one",
+                                           version.version == document.version - 1)) if holds]  # fmt: skip
+        order = ", ".join(names) or "an earlier version"
+        parts.append(f"version {version.version} of {max(document.version, version.version)}, {order}")
+    commit = version.commit or {}
+    if commit.get("sha"):
+        parts.append(f"commit {str(commit['sha'])[:8]} of {_day(commit.get('date'))}")
+    status = hit.freshness["status"] if hit.freshness else "current"
+    if status in ("superseded", "expired", "not_yet_valid"):
+        parts.append(status.replace("_", " "))
+    return "; ".join(parts)
+
+
+WORD_RE = re.compile(r"[^\W_]{3,}")
+MAX_CHANGED_LINES = 4  # lines removed and added, each, in a change note
+
+
+def change_note(hit: RetrievedChunk, question: str) -> str:
+    """What the version an excerpt comes from changed, in the document's own words: the lines removed and added
+    since the version before it, and for a git file the commit's date, author and message (human-written evidence
+    of why and when; the message only when what changed shares a word with the question, so the reason of one
+    change is never offered for another). "" for a first version that is no commit."""
+    version, document = hit.chunk.document_version, hit.chunk.document
+    commit = version.commit or {}
+    previous = document.versions.filter(version=version.version - 1).first() if version.version > 1 else None
+    removed: list[str] = []
+    added: list[str] = []
+    if previous is not None:
+        old = "\n".join(previous.chunks.order_by("index").values_list("text", flat=True)).splitlines()
+        new = "\n".join(version.chunks.order_by("index").values_list("text", flat=True)).splitlines()
+        gone, came = [line for line in old if line.strip() and line not in new], [
+            line for line in new if line.strip() and line not in old]  # fmt: skip
+        removed, added = [line.strip()[:200] for line in gone[:MAX_CHANGED_LINES]], [
+            line.strip()[:200] for line in came[:MAX_CHANGED_LINES]]  # fmt: skip
+    changed = ""
+    if removed or added:
+        changed = f" It changed {' / '.join(removed) or 'nothing'} to {' / '.join(added) or 'nothing'}."
+    if commit.get("sha"):
+        message = " ".join(str(commit.get("message") or "").split())
+        words = {w.lower() for w in WORD_RE.findall(question.replace("_", " "))}
+        touched = {w.lower() for w in WORD_RE.findall(" ".join(removed + added).replace("_", " "))}
+        why = f" Message: {message}" if message and (words & touched or not (removed or added)) else ""
+        return f"Commit of {_day(commit.get('date'))} by {commit.get('author') or 'unknown'}.{changed}{why}"
+    if changed and version.served_from:
+        return f"Version {version.version} of {_day(version.served_from.date().isoformat())}.{changed}"
+    return ""
+
+
+def _day(value: object) -> str:
+    """An ISO date as "2026-04-01 (1 April 2026)": an answer may write it either way."""
+    text = str(value or "")[:10]
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        return text
+    return f"{text} ({day.day} {day:%B %Y})"
 
 
 def focused_prompt(
@@ -277,11 +389,21 @@ def focused_prompt(
 ) -> tuple[GroundedPrompt, list[EvidenceText]]:
     """The grounded prompt of the focused excerpts, and what each claim may be checked against."""
     pairs = list(zip(sources.focused, sources.excerpts, strict=True))
-    excerpts = [PromptExcerpt(text=f.text, label=hit.label) for f, hit in pairs]
+    if sources.when is None:
+        excerpts = [PromptExcerpt(text=f.text, label=hit.label) for f, hit in pairs]
+        evidence = [EvidenceText(hit.chunk.text, f.units, hit.chunk.document.document_id) for f, hit in pairs]
+    else:  # a question about the past: each excerpt says when it was in force, and a commit says why it was made
+        excerpts, evidence = [], []
+        for f, hit in pairs:
+            note, when = change_note(hit, question), when_label(hit)
+            label = f"{hit.label}; {when}" if when else hit.label
+            excerpts.append(PromptExcerpt(text=f"{note}\n{f.text}" if note else f.text, label=label))
+            units = [*([note] if note else []), *(f.units or [f.text])]
+            evidence.append(EvidenceText(f"{note}\n{hit.chunk.text}" if note else hit.chunk.text, units,
+                                         hit.chunk.document.document_id))  # fmt: skip
     kwargs = {"count_tokens": count_tokens} if count_tokens else {}
     prompt = build_grounded_history(question, excerpts, persona=options.persona,
                                     max_prompt_tokens=max_prompt_tokens, **kwargs)  # fmt: skip
-    evidence = [EvidenceText(hit.chunk.text, f.units, hit.chunk.document.document_id) for f, hit in pairs]
     return prompt, evidence[: len(prompt.excerpts)]
 
 

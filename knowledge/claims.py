@@ -410,6 +410,21 @@ def as_data(evidence: EvidenceText) -> EvidenceText:
     return EvidenceText(text=evidence.text, units=kept or [""], document=evidence.document)
 
 
+# A claim that gives a reason: what follows must be stated by the evidence itself, not only the fact it explains.
+REASON_RE = re.compile(
+    r"\b(?:because(?: of)?|due to|owing to|so that|in order to|as a result of|the reason (?:is|was)|"
+    r"porque|debido a|ya que|para que|a causa de)\b\s*(?P<reason>.+)$",
+    re.IGNORECASE,
+)
+REASON_SUPPORT = 0.6  # share of the reason's content terms the excerpt must state
+
+
+def reason_of(sentence: str) -> str:
+    """The reason a sentence gives ("… because the 3-D Secure step takes 45 s" → "the 3-D Secure step takes 45 s")."""
+    match = REASON_RE.search(sentence)
+    return match.group("reason").strip() if match else ""
+
+
 class Verifier:
     def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
                  embed: Callable[[list[str]], np.ndarray] | None = None,
@@ -446,6 +461,7 @@ class Verifier:
         terms = set(query_vector(sentence)[0])
         anchors = self._anchors(sentence)
         names = self._added_names(sentence)
+        reason = set(query_vector(reason_of(sentence))[0]) - self.question_terms if values else set()
         scores = []
         for n, evidence in enumerate(self.evidence):
             if values and (
@@ -453,6 +469,7 @@ class Verifier:
                 or not anchors <= self._terms[n]
                 or not all(_contains(self._bodies[n], name) for name in names)
                 or not self.in_their_fields(sentence, n)
+                or (reason and len(reason & self._terms[n]) < REASON_SUPPORT * len(reason))  # a reason not stated
             ):
                 scores.append(0.0)
                 continue

@@ -245,7 +245,7 @@ NOT_IN_FORCE = {"superseded": "superseded", "expired": "expired", "not_yet_valid
 
 def in_force_label(freshness: Freshness | None) -> str:
     """What a page shows beside a live document's status when it is not in force today ("superseded"), else ""."""
-    return NOT_IN_FORCE.get((freshness or {}).get("status") or "", "")
+    return NOT_IN_FORCE.get(freshness["status"] if freshness else "", "")
 
 
 def iso_date(value: dt.date | dt.datetime | None) -> str | None:

@@ -309,7 +309,8 @@ def document_list(request: TenantRequest) -> HttpResponse:
     clock = validity.Clock.for_read(tenant)
     for document in page:  # a live document not in force today says so beside "Active"
         if document.status == Status.ACTIVE:
-            document.not_in_force = validity.in_force_label(clock.freshness(document, sees=request.viewer.sees))
+            label = validity.in_force_label(clock.freshness(document, sees=request.viewer.sees))
+            document.not_in_force = label  # type: ignore[attr-defined]  # for the template
     context = {
         "tenant": tenant,
         "page": page,
@@ -349,7 +350,8 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
 def _validity_context(request: TenantRequest, document: Document) -> dict[str, Any]:
     clock = validity.Clock.for_read(request.tenant)
     freshness = clock.freshness(document, sees=request.viewer.sees)
-    document.not_in_force = validity.in_force_label(freshness) if document.status == Status.ACTIVE else ""
+    label = validity.in_force_label(freshness) if document.status == Status.ACTIVE else ""
+    document.not_in_force = label  # type: ignore[attr-defined]  # for the template
     return {
         "tenant": request.tenant,
         "document": document,

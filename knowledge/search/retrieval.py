@@ -120,6 +120,9 @@ class RetrieveFilters:
     document_ids: list[str] | None = None  # within these documents only (a curation item's named document)
     as_of: dt.datetime | None = None  # what was in force then (knowledge/validity.py); None: now
     include_expired: bool = False  # also documents not in force (expired, superseded, not yet valid), marked
+    # Documents whose stated window covers this past instant and that no document in force then supersedes, in
+    # their current versions (a question about 2025 reads the 2025 policy, though it was loaded this year).
+    in_force_at: dt.datetime | None = None
 
     def scope(self, tenant: Tenant) -> Scope:
         return Scope(
@@ -280,6 +283,9 @@ def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
         scope.statuses = sorted({*(scope.statuses or []), Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED})
         scope.served_at = clock.at.timestamp()
     if filters.include_expired:
+        return scope
+    if filters.in_force_at is not None and not clock.as_of:  # the stated windows and links, at that instant
+        scope.valid_at = scope.superseded_at = filters.in_force_at.timestamp()
         return scope
     scope.valid_at = clock.at.timestamp()
     if clock.as_of:  # who superseded whom then: from SQL, as a (short) list of document ids

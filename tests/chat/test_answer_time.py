@@ -1,0 +1,112 @@
+"""Answers that know when (issue 48, in part): a question about a past year reads what was in force then, one about
+an earlier state or a change reads every version, each excerpt says when it was in force, a git file's excerpt
+carries its commit message, and a claim that gives a reason must find that reason in the evidence. The fixtures are
+those of bench/time_corpus.py (bench/data/time/), ingested by the real pipeline into a real store."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from chat import services
+from knowledge.claims import EvidenceText, Verifier
+from knowledge.index import indexer
+from knowledge.ingest import pipeline
+from knowledge.ingest.git_sync import sync_git
+from knowledge.models import Source
+from knowledge.search.when import read_time
+from tenants.principals import Viewer
+
+NOW = dt.datetime(2026, 12, 4, 12, tzinfo=dt.UTC)
+
+
+def test_the_time_a_question_asks_about_is_read_by_rules():
+    assert read_time("What was the per diem in 2025?", now=NOW).at.date() == dt.date(2025, 12, 31)  # type: ignore[union-attr]
+    assert read_time("¿Cuánto era la dieta en 2024?", now=NOW).at.date() == dt.date(2024, 12, 31)  # type: ignore[union-attr]
+    assert read_time("How many retries before November 2025?", now=NOW).at.date() == dt.date(2025, 10, 31)  # type: ignore[union-attr]
+    assert read_time("What was the value originally?", now=NOW).history  # type: ignore[union-attr]
+    assert read_time("Why was the timeout raised to 90 s?", now=NOW).history  # type: ignore[union-attr]
+    both = read_time("What was the allowance in 2025 and what is it now?", now=NOW)
+    assert both is not None and both.at is not None and both.history
+    for now_question in ("What is the per diem?", "Why does Flask use a secret key?", "Which Python 3.11 features?",
+                         f"What is the plan for {NOW.year}?"):  # fmt: skip
+        assert read_time(now_question, now=NOW) is None, now_question
+
+
+@pytest.fixture
+def company(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from time_corpus import stage_one, stage_two
+
+    stage_one(tmp_path)
+    policies = pipeline.folder_source_get_or_create(tenant=tenant_a, name="policies", path=tmp_path / "policies")
+    pipeline.sync_folder(source=policies, root=tmp_path / "policies")
+    stage_two(tmp_path)
+    pipeline.sync_folder(source=policies, root=tmp_path / "policies")
+    repo = Source.objects.create(tenant=tenant_a, kind="git", name="order-service", label="order-service",
+                                 source_id="src:acme:git:order-service",
+                                 path=str(tmp_path / "order-service"))  # fmt: skip
+    sync_git(source=repo)
+    indexer.drain()
+    return tenant_a
+
+
+def _sources(tenant, question: str) -> services.Sources:  # type: ignore[no-untyped-def]
+    return services.prepare(viewer=Viewer.everything(tenant), question=question,
+                            options=services.AnswerSettings(top_k=6))  # fmt: skip
+
+
+def test_a_question_about_a_past_year_reads_the_policy_in_force_then(company):
+    then = _sources(company, "What was the per diem for business travel in 2025?")
+    keys = [hit.chunk.document.document_key for hit in then.excerpts]
+    assert keys[0] == "travel-2025.md" and "travel-2026.md" not in keys
+    prompt, _ = services.focused_prompt("What was the per diem in 2025?", then, services.AnswerSettings())
+    assert "in force 2025-01-01 to 2025-12-31" in prompt.messages[1]["content"]
+    now = _sources(company, "What is the per diem for business travel?")
+    assert [hit.chunk.document.document_key for hit in now.excerpts][0] == "travel-2026.md" and now.when is None
+
+
+def test_a_question_about_an_earlier_state_reads_every_version_labelled(company):
+    before = _sources(company, "How many office days a week were required before the remote work policy changed?")
+    texts = [hit.chunk.text for hit in before.excerpts if hit.chunk.document.document_key == "remote-work.md"]
+    assert any("2 days" in text for text in texts) and any("3 days" in text for text in texts)
+    prompt, _ = services.focused_prompt("Before?", before, services.AnswerSettings())
+    assert "the version before the current one" in prompt.messages[1]["content"]
+    assert (
+        "It changed Staff work from the office 2 days a week. / The home-office allowance is 25 EUR a month. to "
+        "Staff work from the office 3 days a week."
+    ) in prompt.messages[1]["content"]
+
+
+def test_a_git_files_excerpt_carries_the_commit_message_as_evidence(company):
+    why = _sources(company, "Why was the payment timeout raised to 60 seconds?")
+    prompt, evidence = services.focused_prompt(
+        "Why was the payment timeout raised to 60 seconds?", why, services.AnswerSettings()
+    )
+    assert "3-D Secure" in prompt.messages[1]["content"]
+    notes = [unit for e in evidence for unit in e.units if unit.startswith("Commit of ")]
+    assert any(
+        n.startswith(
+            "Commit of 2025-05-12 (12 May 2025) by Marta Silva. It changed payment_timeout_s = 30 "
+            "to payment_timeout_s = 60. Message: Raise the payment timeout"
+        )
+        for n in notes
+    ), notes
+    assert not any("accounting system" in n for n in notes)  # the invoice change's reason is not offered here
+
+
+def test_a_reason_the_evidence_does_not_state_is_not_supported():
+    text = (
+        "Commit of 2025-05-12 by Marta Silva: Raise the payment timeout to 60 s: the card provider's 3-D Secure "
+        "step takes up to 45 seconds\npayment_timeout_s = 60"
+    )
+    evidence = [EvidenceText(text=text, units=[])]
+    verifier = Verifier(evidence, question="Why was the payment timeout raised to 60 seconds?")
+    stated = "The payment timeout was raised to 60 seconds because the 3-D Secure step takes up to 45 seconds."
+    invented = "The payment timeout was raised to 60 seconds because finance requested a longer checkout window."
+    assert max(verifier.support(stated, None)) >= 1.0
+    assert max(verifier.support(invented, None)) < 1.0
