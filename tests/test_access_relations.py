@@ -33,6 +33,7 @@ from tenants.principals import Viewer, viewer_for
 from tenants.services import api_key_issue, group_create, group_delete, group_get, group_member_add
 from tests.company import CommittingAPIClient
 from tests.factories import make_member
+from tests.knowledge.test_obsidian import _write
 from tests.test_permissions import IDENTITIES, SESSION_USERS, _body, _client
 
 EMBED_CANARY = "wombat4412falcon"
@@ -45,13 +46,6 @@ VAULT = {
 }
 EMBED_QUESTION = "What acquisition did the board approve?"
 BASE = "/api/v1/tenants/acme"
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
 
 @pytest.fixture
