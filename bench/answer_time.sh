@@ -17,13 +17,20 @@ cd "$CODE"
 export RAG_DEBUG=true RAG_DATA_DIR="${RAG_DATA_DIR:-$(mktemp -d)}" PORT RAG_LLM_PRELOAD=true
 "$PY" manage.py migrate -v0
 "$PY" manage.py create_tenant bench --name Bench >/dev/null
-for source in policies handbook; do
+for source in policies handbook company-b; do
   "$PY" manage.py ingest bench "$CORPUS/$source" --source "$source" 2>&1 | grep -v " INFO " | tail -1
 done
-"$PY" manage.py ingest bench "$CORPUS/order-service" --source order-service --kind git 2>&1 | grep -v " INFO " | tail -1
+for repo in order-service billing-service; do
+  "$PY" manage.py ingest bench "$CORPUS/$repo" --source "$repo" --kind git 2>&1 | grep -v " INFO " | tail -1
+done
 sleep 2  # the edits come a moment after the first versions
 "$PY" "$HERE/bench/time_corpus.py" "$CORPUS" 2
-"$PY" manage.py ingest bench "$CORPUS/policies" --source policies 2>&1 | grep -v " INFO " | tail -1
+for source in policies company-b; do
+  "$PY" manage.py ingest bench "$CORPUS/$source" --source "$source" 2>&1 | grep -v " INFO " | tail -1
+done
 KEY="$("$PY" manage.py create_api_key bench --scope read | tail -1)"
 serve_answers "$OUT"
 "$PY" "$HERE/bench/score_time.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --out "$OUT" | tee "$OUT/table.md"
+# The fresh held-out set: written after the method, run once (bench/data/time/README.md).
+"$PY" "$HERE/bench/score_time.py" --base-url "http://127.0.0.1:$PORT" --api-key "$KEY" --out "$OUT/fresh" \
+  --questions "$HERE/bench/data/time/fresh.jsonl" | tee "$OUT/fresh.md"

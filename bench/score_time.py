@@ -58,8 +58,9 @@ def main() -> None:
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--tenant", default="bench")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--questions", type=Path, default=QUESTIONS)
     args = parser.parse_args()
-    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
+    questions = [json.loads(line) for line in args.questions.read_text().splitlines() if line.strip()]
     rows, latencies = [], []
     for question in questions:
         request = urllib.request.Request(

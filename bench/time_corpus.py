@@ -77,6 +77,56 @@ HANDBOOK = {
     "security.md": "# Security\n\nPasswords must be at least 14 characters long.\n\n"
     "Badges are renewed every 2 years.\n",
 }
+# A second company's files for a fresh held-out set (questions in bench/data/time/fresh.jsonl), written after the
+# method was built and run once: shipping superseded by date, a training policy edited in place, a billing repository.
+SHIPPING_2024 = """---
+valid_from: 2024-01-01
+valid_until: 2024-12-31
+---
+# Shipping 2024
+
+Standard shipping within Portugal costs 4.90 EUR.
+
+Orders over 60 EUR ship free.
+
+Returns are accepted within 14 days of delivery.
+"""
+SHIPPING_2025 = """---
+valid_from: 2025-01-01
+supersedes: shipping-2024.md
+---
+# Shipping from 2025
+
+Standard shipping within Portugal costs 5.50 EUR.
+
+Orders over 75 EUR ship free.
+
+Returns are accepted within 30 days of delivery.
+"""
+TRAINING = {
+    1: "# Training\n\nEach employee has a training budget of 800 EUR a year.\n\nCourses need the approval of the "
+    "employee's manager.\n",
+    2: "# Training\n\nEach employee has a training budget of 1000 EUR a year.\n\nCourses need the approval of the "
+    "HR team.\n",
+}
+BILLING = [  # (date, message, billing.yaml values)
+    (
+        "2025-03-10T10:00:00+00:00",
+        "Initial billing settings",
+        {"grace_period_days": "7", "late_fee_percent": "2", "currencies": "[EUR]"},
+    ),
+    (
+        "2025-09-01T09:00:00+00:00",
+        "Grace period 10 days: customers paying by bank transfer were charged late fees for weekend delays",
+        {"grace_period_days": "10"},
+    ),
+    (
+        "2026-03-15T15:30:00+00:00",
+        "Late fee 1.5 percent: the new consumer credit rules cap late fees",
+        {"late_fee_percent": "1.5"},
+    ),
+    ("2026-07-20T08:45:00+00:00", "Add GBP to the currencies for the UK launch", {"currencies": "[EUR, GBP]"}),
+]
 COMMITS = [  # (date, message, settings.toml values)
     (
         "2025-02-03T10:00:00+00:00",
@@ -148,9 +198,23 @@ def stage_one(dest: Path) -> None:
         _git(repo, "add", "-A", when=when)
         _git(repo, "commit", "-q", "-m", message, when=when)
 
+    _write(dest / "company-b", {"shipping-2024.md": SHIPPING_2024, "shipping-2025.md": SHIPPING_2025,
+                                "training.md": TRAINING[1]})  # fmt: skip
+    billing = dest / "billing-service"
+    (billing / "config").mkdir(parents=True)
+    _git(billing, "init", "-q", "-b", "main")
+    settings: dict[str, str] = {}
+    for when, message, changed in BILLING:
+        settings.update(changed)
+        (billing / "config" / "billing.yaml").write_text(
+            "# Billing settings\n" + "".join(f"{name}: {value}\n" for name, value in settings.items()))  # fmt: skip
+        _git(billing, "add", "-A", when=when)
+        _git(billing, "commit", "-q", "-m", message, when=when)
+
 
 def stage_two(dest: Path) -> None:
     _write(dest / "policies", {"remote-work.md": REMOTE[2], "expenses.md": EXPENSES[2]})
+    _write(dest / "company-b", {"training.md": TRAINING[2]})
 
 
 if __name__ == "__main__":
