@@ -122,8 +122,9 @@ def principal_forget(*, tenant: Tenant, principal: str) -> int:
     for document in changed_documents:
         Document.objects.filter(pk=document.pk).update(access=[p for p in document.access or [] if p != principal])
     governed = set(
-        Document.objects.filter(source__in=changed_sources, access__isnull=True).values_list("pk", flat=True)
-    )
+        Document.objects.for_tenant(tenant).filter(source__in=changed_sources, access__isnull=True)
+        .values_list("pk", flat=True)
+    )  # fmt: skip
     access_changed(tenant=tenant, document_pks=governed | {d.pk for d in changed_documents})
     return len(changed_sources) + len(changed_documents)
 
@@ -501,7 +502,7 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     folder = Path(settings.MEDIA_ROOT) / "uploads" / str(tenant.public_id) / str(public_id)
     try:
         keys, skips, errors, stored, listed = _store_uploads(folder, uploads, budget)
-        if keys == [] and any("could not be stored" in e.get("error", "") for e in errors):
+        if keys == [] and any(e.get("kind") == "unstored" for e in errors):
             raise UploadNotStored("no file of the upload could be stored: the disk holding uploads is full or "
                                   "not writable")  # fmt: skip
         params = {**options.to_params(), "dir": str(folder), "files": keys, "skips": skips, "errors": errors,
@@ -574,7 +575,7 @@ def _store_uploads(
         listed.extend({"key": s.key[:1000], "status": JobFile.Status.SKIPPED, "reason": s.reason, "kind": "skipped",
                        **renamed} for s in expanded.skips)  # fmt: skip
         for key, content in expanded.files:
-            problem = _upload_name_problem(key)
+            problem, kind = _upload_name_problem(key), "rejected"
             if problem is None and key in keys:
                 problem = "its name is the same as another file's of this upload once Unicode-normalised"
             if problem is None and stored + len(content) > budget:
@@ -590,9 +591,10 @@ def _store_uploads(
                     )
                 except OSError as exc:  # disk full, permissions: this file is lost, the others go on
                     problem = f"it could not be stored ({exc.strerror or type(exc).__name__})"
+                    kind = "unstored"
             if problem:
-                errors.append({"key": key[:1000], "error": f"Not ingested: {problem}.", "kind": "rejected"})
-                listed.append({"key": key[:1000], "status": JobFile.Status.FAILED, "kind": "rejected",
+                errors.append({"key": key[:1000], "error": f"Not ingested: {problem}.", "kind": kind})
+                listed.append({"key": key[:1000], "status": JobFile.Status.FAILED, "kind": kind,
                                "reason": f"Not ingested: {problem}.", **renamed})  # fmt: skip
                 continue
             keys.append(key)

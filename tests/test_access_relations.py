@@ -437,8 +437,15 @@ def test_an_upload_onto_a_full_disk_leaves_no_job_and_no_file(company, tmp_path,
 
 
 # --- groups have identity ----------------------------------------------------------------------------------------
-def test_a_group_deleted_and_created_again_under_its_name_opens_nothing_the_old_one_did(company):
+def test_a_group_deleted_and_created_again_under_its_name_opens_nothing_the_old_one_did(company, tenant_b, tmp_path):
     tenant, secret = company["tenant"], company["secret"]
+    # Another tenant's group of the same name, and the source it opens, are not touched.
+    from tests.factories import make_folder_source
+
+    group_create(tenant=tenant_b, name="hr")
+    theirs = make_folder_source(tenant=tenant_b, root=tmp_path / "globex-hr", files={"pay.md": "# Pay\n\nBands.\n"})
+    services.source_set_access(tenant=tenant_b, source=theirs, access=["group:hr"])
+    their_key = api_key_issue(tenant=tenant_b, name="their-group", acts_for=["group:hr"])[0]
     group_key = ApiKey.objects.get(tenant=tenant, name="key-group")
     group_delete(tenant=tenant, actor=company["users"]["alice"], group=group_get(tenant=tenant, name="hr"))
     indexer.drain()
@@ -456,6 +463,10 @@ def test_a_group_deleted_and_created_again_under_its_name_opens_nothing_the_old_
     assert "salaries.md" in {h.chunk.document.document_key for h in retrieve(
         viewer=Viewer.everything(tenant), query="salary band senior engineer", top_k=5)}  # fmt: skip
     assert secret.pk in Document.objects.values_list("pk", flat=True)
+    theirs.refresh_from_db()
+    their_key.refresh_from_db()
+    assert theirs.access == ["group:hr"] and their_key.acts_for == ["group:hr"]
+    assert group_get(tenant=tenant_b, name="hr") is not None
 
 
 def test_the_members_page_deletes_a_group(company, client):
