@@ -18,6 +18,22 @@ def process_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X") or int(fields[6]) & PF_EXITING:
+            return False
+        return not _kill_pending(Path(f"/proc/{pid}/status").read_text())
+    except (OSError, IndexError, ValueError):
         return True
+
+
+PF_EXITING = 0x4  # the kernel's flag of a task in do_exit: a process with a large mapping (a model) takes a while
+
+
+def _kill_pending(status: str) -> bool:
+    """Whether a SIGKILL is on its way (sent, not yet taken): a killed process counts as ended from the moment
+    kill() returns, not from when the scheduler lets it die."""
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("SigPnd", "ShdPnd") and int(value.strip() or "0", 16) & (1 << (9 - 1)):
+            return True
+    return False
