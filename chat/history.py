@@ -8,6 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from django.utils import timezone
+
+from knowledge.models import Status
 from knowledge.search.retrieval import RetrievedChunk
 
 
@@ -39,38 +42,77 @@ def when_label(hit: RetrievedChunk) -> str:
     return "; ".join(parts)
 
 
+def window_of(hit: RetrievedChunk) -> tuple[dt.date | None, dt.date | None]:
+    """When the excerpt's version was in force, as (first day, last day), None where open: its stated window;
+    else, for a document with several versions, the days its version was served (the first version's start is
+    open: the knowledge base does not know since when it held). A lone version with no stated window: always."""
+    version, document = hit.chunk.document_version, hit.chunk.document
+    start, end = version.valid_from or document.valid_from, version.valid_until or document.valid_until
+    if start or end:
+        return start, end
+    if document.version > 1 or version.version > 1:
+        served = version.served_from.date() if version.served_from and version.version > 1 else None
+        return served, version.served_until.date() if version.served_until else None
+    return None, None
+
+
+def is_current(hit: RetrievedChunk, today: dt.date | None = None) -> bool:
+    """Whether the excerpt is what its document says now: its latest version, of a document nothing supersedes,
+    whose stated window covers today (the read's freshness speaks of the instant asked about, not of today)."""
+    version, document = hit.chunk.document_version, hit.chunk.document
+    today = today or timezone.localdate()
+    start, end = version.valid_from or document.valid_from, version.valid_until or document.valid_until
+    return (
+        version.version >= document.version and version.served_until is None and document.status != Status.SUPERSEDED
+        and (start is None or start <= today) and (end is None or end >= today)
+    )  # fmt: skip
+
+
+def has_history(hit: RetrievedChunk) -> bool:
+    """Whether the excerpt's document has another state to tell apart: earlier versions, or a document it
+    supersedes or that supersedes it."""
+    document = hit.chunk.document
+    return document.version > 1 or hit.chunk.document_version.version > 1 or document.supersedes_id is not None or (
+        hit.freshness is not None and hit.freshness["status"] == "superseded")  # fmt: skip
+
+
 WORD_RE = re.compile(r"[^\W_]{3,}")
 MAX_CHANGED_LINES = 4  # lines removed and added, each, in a change note
 
 
-def change_note(hit: RetrievedChunk, question: str) -> str:
-    """What the version an excerpt comes from changed, in the document's own words: the lines removed and added
-    since the version before it, and for a git file the commit's date, author and message (human-written evidence
-    of why and when; the message only when what changed shares a word with the question, so the reason of one
-    change is never offered for another). "" for a first version that is no commit."""
+def changed_lines(hit: RetrievedChunk) -> tuple[list[str], list[str]]:
+    """The lines the excerpt's version removed and added since the version before it (a few of each)."""
     version, document = hit.chunk.document_version, hit.chunk.document
-    commit = version.commit or {}
     previous = document.versions.filter(version=version.version - 1).first() if version.version > 1 else None
-    removed: list[str] = []
-    added: list[str] = []
-    if previous is not None:
-        old = "\n".join(previous.chunks.order_by("index").values_list("text", flat=True)).splitlines()
-        new = "\n".join(version.chunks.order_by("index").values_list("text", flat=True)).splitlines()
-        gone, came = [line for line in old if line.strip() and line not in new], [
-            line for line in new if line.strip() and line not in old]  # fmt: skip
-        removed, added = [line.strip()[:200] for line in gone[:MAX_CHANGED_LINES]], [
-            line.strip()[:200] for line in came[:MAX_CHANGED_LINES]]  # fmt: skip
-    changed = ""
+    if previous is None:
+        return [], []
+    old = "\n".join(previous.chunks.order_by("index").values_list("text", flat=True)).splitlines()
+    new = "\n".join(version.chunks.order_by("index").values_list("text", flat=True)).splitlines()
+    gone = [line.strip()[:200] for line in old if line.strip() and line not in new]
+    came = [line.strip()[:200] for line in new if line.strip() and line not in old]
+    return gone[:MAX_CHANGED_LINES], came[:MAX_CHANGED_LINES]
+
+
+def change_note(hit: RetrievedChunk, question: str, changed: tuple[list[str], list[str]] | None = None) -> str:
+    """What the version an excerpt comes from changed, in the document's own words: the lines it had before and has
+    after, and for a git file the commit's date, author and message (human-written evidence of why and when; the
+    message only when what changed shares a word with the question, so the reason of one change is never offered
+    for another). "" for a first version that is no commit."""
+    version = hit.chunk.document_version
+    commit = version.commit or {}
+    removed, added = changed if changed is not None else changed_lines(hit)
+    text = ""
     if removed or added:
-        changed = f" It changed {' / '.join(removed) or 'nothing'} to {' / '.join(added) or 'nothing'}."
+        before, after = (" / ".join(lines).rstrip(".") or "nothing" for lines in (removed, added))
+        text = f" Before this change: {before}. After it: {after}."
     if commit.get("sha"):
         message = " ".join(str(commit.get("message") or "").split())
         words = {w.lower() for w in WORD_RE.findall(question.replace("_", " "))}
         touched = {w.lower() for w in WORD_RE.findall(" ".join(removed + added).replace("_", " "))}
         why = f" Message: {message}" if message and (words & touched or not (removed or added)) else ""
-        return f"Commit of {_day(commit.get('date'))} by {commit.get('author') or 'unknown'}.{changed}{why}"
-    if changed and version.served_from:
-        return f"Version {version.version} of {_day(version.served_from.date().isoformat())}.{changed}"
+        return f"Commit of {_day(commit.get('date'))} by {commit.get('author') or 'unknown'}.{text}{why}"
+    if text and version.served_from:
+        return f"Version {version.version} of {_day(version.served_from.date().isoformat())}.{text}"
     return ""
 
 

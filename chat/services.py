@@ -322,12 +322,17 @@ def focused_prompt(
     else:  # a question about the past: each excerpt says when it was in force, and a commit says why it was made
         excerpts, evidence = [], []
         for f, hit in pairs:
-            note, when = history.change_note(hit, question), history.when_label(hit)
+            changed = history.changed_lines(hit)
+            note, when = history.change_note(hit, question, changed), history.when_label(hit)
             label = f"{hit.label}; {when}" if when else hit.label
             excerpts.append(PromptExcerpt(text=f"{note}\n{f.text}" if note else f.text, label=label))
             units = [*([note] if note else []), *(f.units or [f.text])]
-            evidence.append(EvidenceText(f"{note}\n{hit.chunk.text}" if note else hit.chunk.text, units,
-                                         hit.chunk.document.document_id))  # fmt: skip
+            evidence.append(EvidenceText(
+                f"{note}\n{hit.chunk.text}" if note else hit.chunk.text, units, hit.chunk.document.document_id,
+                window=history.window_of(hit), current=history.is_current(hit), has_history=history.has_history(hit),
+                step=max(hit.chunk.document.version - hit.chunk.document_version.version, 0),
+                first=hit.chunk.document_version.version == 1, before="\n".join(changed[0]), note=note,
+            ))  # fmt: skip
     kwargs = {"count_tokens": count_tokens} if count_tokens else {}
     prompt = build_grounded_history(question, excerpts, persona=options.persona,
                                     max_prompt_tokens=max_prompt_tokens, **kwargs)  # fmt: skip
@@ -353,9 +358,11 @@ class Verdict:
     evidence: list[dict[str, Any]] = field(default_factory=list)  # not_verified: where the answer may be
 
 
-def answer_verifier(question: str, evidence: list[EvidenceText]) -> Verifier:
+def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead | None = None) -> Verifier:
+    """The checker of a draft's sentences; `when`: the question asks about the past (each claim rests on evidence of
+    its own time)."""
     cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
-    return Verifier(evidence, question=question, embed=_embed, cross=cross)
+    return Verifier(evidence, question=question, embed=_embed, cross=cross, when=when, now=timezone.now())
 
 
 def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText],
@@ -367,12 +374,14 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
     and polarity included. Otherwise it is a refusal: `not_verified` with the source sentences most likely to hold
     the answer when the model read some that bear on the question, `not_found` when it read none."""
     language = language_of(question)
-    verifier = verifier or answer_verifier(question, evidence)
+    verifier = verifier or answer_verifier(question, evidence, sources.when)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
     if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
         reason = (
             "The model said the excerpts do not contain the answer." if says_not_found(draft)
+            else "The excerpts state what the draft says of another time than the question asks about (problem: "
+            "time)." if any(c.problem == "time" for c in checked)
             else "No sentence of the model's draft that answers the question is supported by the excerpts."
         )  # fmt: skip
         return refusal(question, sources, reason, claims=[c.as_dict() for c in claims])
@@ -642,7 +651,7 @@ def _stream_answer(
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
     model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
-    checker = SentenceChecker(answer_verifier(question, evidence), elapsed)
+    checker = SentenceChecker(answer_verifier(question, evidence, sources.when), elapsed)
     ttft: float | None = None
     written = 0  # the model streams one token a delta
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,

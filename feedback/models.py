@@ -19,6 +19,7 @@ class Fix(TenantOwned):
         TAG = "tag", "Tagged a document"
         UPLOAD = "upload", "Uploaded the missing document"
         MISREAD = "misread", "The answer misread a correct excerpt"
+        WRONG_VERSION = "wrong_version", "The answer should have used the version in force at a date"
         NOT_IN_KNOWLEDGE = "not_in_knowledge", "Not in our knowledge: the right answer is a refusal"
         DISMISS = "dismiss", "Dismissed: the answer was right"
 
@@ -48,6 +49,8 @@ class EvalQuestion(TenantOwned):
     answer = models.CharField(max_length=1000, blank=True, help_text="A phrase every right answer contains.")
     evidence = models.TextField(blank=True, help_text="The passage that holds the answer, when known.")
     answerable = models.BooleanField(default=True)
+    as_of = models.DateField(null=True, blank=True,
+                             help_text="The day whose version a right answer uses (a wrong-version fix).")  # fmt: skip
     lang = models.CharField(max_length=10, default="en")
     fix = models.OneToOneField(Fix, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_question")
     created_by = models.CharField(max_length=150, blank=True)

@@ -3,17 +3,22 @@ question the item becomes. All or nothing: a fix that fails leaves the item open
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from chat.models import Verdict
 from feedback.models import EvalQuestion, EvalRun, Fix, VerifierCase
 from knowledge import ids, selectors
 from knowledge import services as knowledge_services
 from knowledge.models import Document, Status, Tag
+from knowledge.search.retrieval import RetrieveFilters, retrieve
+from knowledge.search.when import read_time
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -32,6 +37,7 @@ class FixRequest:
     tag: str = ""
     upload: tuple[str, bytes] | None = None  # (file name, content)
     expected: str = ""  # the phrase a right answer contains, for the evaluation question
+    in_force_at: dt.date | None = None  # wrong_version: the day whose version the answer should have used
 
 
 def item_fix(*, tenant: Tenant, verdict: Verdict, wanted: FixRequest, user: Any) -> Fix:
@@ -57,13 +63,47 @@ def item_fix(*, tenant: Tenant, verdict: Verdict, wanted: FixRequest, user: Any)
                 case.fix = fix
             VerifierCase.objects.bulk_create(cases)
             answerable = wanted.action != Fix.Action.NOT_IN_KNOWLEDGE
+            dated = wanted.action == Fix.Action.WRONG_VERSION
             EvalQuestion.objects.create(
-                tenant=tenant, question=verdict.answer.question, relevant_docs=relevant if answerable else [],
+                tenant=tenant, question=dated_question(verdict.answer.question, wanted.in_force_at) if dated
+                else verdict.answer.question, relevant_docs=relevant if answerable else [],
                 answer=expected if answerable else "", answerable=answerable, fix=fix, created_by=fix.by_name,
+                as_of=wanted.in_force_at if dated else None,
             )  # fmt: skip
     except IntegrityError as exc:  # another admin closed it at the same moment
         raise FixRefused("This item was closed already.") from exc
     return fix
+
+
+def dated_question(question: str, day: dt.date | None) -> str:
+    """The question of a wrong-version fix as its evaluation asks it: as written when it names the time itself ("in
+    2025"), else with the day the staff member gave, in words the answer pipeline reads as a time
+    (knowledge/search/when.py)."""
+    if day is None or read_time(question, now=timezone.now()) is not None:
+        return question
+    return f"{question.rstrip()} (as of {day.isoformat()})"
+
+
+VALUE_RE = re.compile(
+    r"[-+]?\d[\d.,]*(?:\s?(?:%|percent|EUR|USD|GBP|€|\$|£|[a-zA-Z]+(?=[\s.,;:!?)]|$)))?|[€$£]\s?\d[\d.,]*"
+    r"|`[^`]{1,80}`|\"[^\"]{1,80}\"|“[^”]{1,80}”"
+)
+
+
+def expected_phrase(correct_answer: str, question: str) -> str:
+    """The phrase an evaluation checks answers for, from what a staff member wrote as the right answer: the value
+    they gave (a number with its unit, a quoted or code phrase), not their whole sentence ("It should say 42 EUR,
+    as in the 2025 policy" → "42 EUR"). A value the question itself names (its year) is not the answer; a short
+    answer is kept whole."""
+    text = " ".join(correct_answer.split())
+    if len(text.split()) <= 3:
+        return text[:MAX_PHRASE_CHARS]
+    asked = " ".join(question.split()).lower()
+    for match in VALUE_RE.finditer(text):
+        value = match.group(0).strip().strip('`"“”').rstrip(".,")
+        if value and value.lower() not in asked and value.split()[0].lower() not in asked:
+            return value[:MAX_PHRASE_CHARS]
+    return text[:MAX_PHRASE_CHARS]
 
 
 def misread_cases(verdict: Verdict) -> list[VerifierCase]:
@@ -138,10 +178,27 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix, cases
             raise FixRefused("The file was not accepted: " + (" ".join(problems) or "nothing in it could be read."))
         fix.detail = ", ".join(ids.display_name(key) for key in stored)[:1000]
         return [ids.display_name(key) for key in stored]
+    if wanted.action == Fix.Action.WRONG_VERSION:
+        day = wanted.in_force_at
+        if day is None or day > timezone.localdate():
+            raise FixRefused("Give the day whose version the answer should have used (today or earlier).")
+        fix.detail = f"in force at {day.isoformat()}"
+        return named or _in_force_then(tenant, verdict.answer.question, day)
     if wanted.action == Fix.Action.DISMISS:
         cited = [str(c.get("document_key")) for c in verdict.answer.citations if c.get("document_key")]
         return list(dict.fromkeys(named + cited))
     return []  # not in our knowledge
+
+
+def _in_force_then(tenant: Tenant, question: str, day: dt.date) -> list[str]:
+    """The document that best answers the question among those in force on `day` (a stated window covering it, or
+    the version served then): the evaluation question's relevant document when the staff member named none."""
+    at = dt.datetime.combine(day, dt.time(12), tzinfo=dt.UTC)
+    for filters in (RetrieveFilters(in_force_at=at), RetrieveFilters(as_of=at)):
+        hits = retrieve(viewer=Viewer.everything(tenant), query=question, top_k=1, filters=filters)
+        if hits:
+            return [hits[0].chunk.document.display_key]
+    return []
 
 
 def _document(tenant: Tenant, document_id: str) -> Document:
@@ -169,6 +226,7 @@ def eval_question_row(q: EvalQuestion, n: int, *, corpus: str) -> dict[str, Any]
         "id": f"T{n:03d}", "corpus": corpus, "lang": q.lang, "kind": q.kind, "question": q.question,
         "relevant_docs": q.relevant_docs, "answer": q.answer or None if q.answerable else None,
         "evidence": q.evidence or None, "answerable": q.answerable, "uuid": str(q.public_id),
+        **({"as_of": q.as_of.isoformat()} if q.as_of else {}),
     }  # fmt: skip
 
 

@@ -3,12 +3,14 @@ tenant's evaluation set with its runs over time. Every page is the tenant's admi
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
@@ -83,7 +85,8 @@ def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
         "fix": selectors.item_fix(verdict=verdict),
         "actions": Fix.Action,
         "tags": knowledge_selectors.tag_list(tenant=request.tenant),
-        "expected": request.POST.get("expected", verdict.correct_answer[:300]),
+        "expected": request.POST.get("expected", services.expected_phrase(verdict.correct_answer, record.question)),
+        "today": timezone.localdate().isoformat(),
         "misread_possible": bool(services.misread_cases(verdict)),
     }
     return context
@@ -118,7 +121,7 @@ def item_fix(request: TenantRequest, item_id: str) -> HttpResponse:
     wanted = services.FixRequest(
         action=action, chunk_id=target if action == Fix.Action.CRITICAL else "",
         document_id=target or request.POST.get("document_id", ""), tag=request.POST.get("tag", ""),
-        expected=request.POST.get("expected", ""),
+        expected=request.POST.get("expected", ""), in_force_at=_day(request.POST.get("in_force_at", "")),
     )  # fmt: skip
     try:
         if action == Fix.Action.UPLOAD and upload is not None:
@@ -207,3 +210,10 @@ def evaluation_export(request: TenantRequest) -> HttpResponse:
 def evaluation_run_page(request: TenantRequest, run_id: str) -> HttpResponse:
     run = selectors.eval_run(tenant=request.tenant, public_id=run_id)
     return render(request, "feedback/run.html", {"tenant": request.tenant, "run": run, "metrics": SHOWN_METRICS})
+
+
+def _day(value: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(value.strip())
+    except ValueError:
+        return None

@@ -21,6 +21,7 @@ the language of a plain refusal.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from knowledge.index.lexical import document_vector, query_vector
+from knowledge.search.when import PRESENT_RE, TIME_WORDS_RE, TimeRead, read_time
 
 MARKER_RE = re.compile(r"\s*\[(\d+(?:\s*[,;-]\s*\d+)*)\]")
 # Sentence ends, line breaks before list items, and blank lines split an answer into claims.
@@ -60,7 +62,9 @@ class Claim:
     # Per citation, the excerpt's sentence that supports the claim best, verbatim: {"n": 1, "text": "…"}.
     quotes: list[dict[str, object]] = field(default_factory=list)
     relevant: bool | None = None  # the cross-encoder reads it as an answer to the question (None: not judged)
-    problem: str = ""  # why an excerpt that shares its words does not support it: "value", "field", "polarity"
+    # Why an excerpt that shares its words does not support it: "value", "field", "polarity", "time" (it states it
+    # of another time: a superseded value offered as a value of now, today's value offered as the 2025 one).
+    problem: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +80,17 @@ class EvidenceText:
     text: str
     units: Sequence[str]
     document: str = ""  # which document the excerpt comes from (two excerpts may share one)
+    # For a question about time (knowledge/search/when.py): when the excerpt's version was in force (first and
+    # last day, None: open), whether it is what its document says now, whether its document has another state
+    # (earlier versions, a supersession), how many versions its document has had since (0: its latest), whether
+    # it is a first version, and the lines its version replaced.
+    window: tuple[dt.date | None, dt.date | None] = (None, None)
+    current: bool = True
+    has_history: bool = False
+    step: int = 0
+    first: bool = False
+    before: str = ""
+    note: str = ""  # the unit that tells what its version changed (chat/history.py), not what the version says
 
 
 def fold(text: str) -> str:
@@ -176,7 +191,7 @@ def _contains(body: str, token: str) -> bool:
     return bare != wanted and bool(STRUCTURED_NAME_RE.fullmatch(token.removesuffix("()"))) and bare in body
 
 
-def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) -> bool:
+def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str], *, timed: bool = False) -> bool:
     """Every specific the sentence adds (not already named by the question) is in the excerpt.
 
     A number must stand near terms of the claim (two for a one-digit number, one otherwise), within a
@@ -185,9 +200,12 @@ def _states_specifics(sentence: str, evidence: EvidenceText, given: set[str]) ->
     model read count (the whole chunk when none are given): a value elsewhere in the chunk is not the one the
     claim's sentence states. A value (a number or a literal such as `false`) of a claim that names a setting
     must belong to that setting: the nearest setting name before it in the excerpt is the claim's, or none
-    ("Request-Strictness is false" is not supported by "Always-Prompt … Default: false")."""
+    ("Request-Strictness is false" is not supported by "Always-Prompt … Default: false"). `timed`: the claim
+    answers a question about time, whose words ("originally", "before the last change") are for the time check,
+    not terms a value must stand near."""
     body = fold(" ".join(evidence.units) if evidence.units else evidence.text)
-    context = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", sentence))[0])
+    context = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", TIME_WORDS_RE.sub(" ", sentence) if timed
+                                                         else sentence))[0])  # fmt: skip
     owners = _setting_names(sentence)
     for token in specifics(sentence):
         if fold(token) in given:
@@ -407,7 +425,7 @@ def as_data(evidence: EvidenceText) -> EvidenceText:
     kept = [u for u in units if not INSTRUCTION_RE.match(u)]
     if len(kept) == len(units):
         return evidence
-    return EvidenceText(text=evidence.text, units=kept or [""], document=evidence.document)
+    return replace(evidence, units=kept or [""])
 
 
 # A claim that gives a reason: what follows must be stated by the evidence itself, not only the fact it explains.
@@ -419,6 +437,14 @@ REASON_RE = re.compile(
 REASON_SUPPORT = 0.6  # share of the reason's content terms the excerpt must state
 
 
+def _without_note(evidence: EvidenceText) -> EvidenceText:
+    """What the excerpt's version says, without the note of what it changed."""
+    if not evidence.note:
+        return evidence
+    units = [u for u in evidence.units if u != evidence.note]
+    return replace(evidence, text=evidence.text.replace(evidence.note, " "), units=units or [""])
+
+
 def reason_of(sentence: str) -> str:
     """The reason a sentence gives ("… because the 3-D Secure step takes 45 s" → "the 3-D Secure step takes 45 s")."""
     match = REASON_RE.search(sentence)
@@ -428,9 +454,12 @@ def reason_of(sentence: str) -> str:
 class Verifier:
     def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
                  embed: Callable[[list[str]], np.ndarray] | None = None,
-                 cross: Callable[[str, list[str]], np.ndarray] | None = None) -> None:  # fmt: skip
+                 cross: Callable[[str, list[str]], np.ndarray] | None = None,
+                 when: TimeRead | None = None, now: dt.datetime | None = None) -> None:  # fmt: skip
         self.evidence = [as_data(e) for e in evidence]  # instructions in a document are data, never support
         self.question = question
+        self.when = when  # the question asks about the past: each claim must rest on evidence of its time
+        self.now = now or dt.datetime.now(dt.UTC)
         self.given = {fold(token) for token in specifics(question)}  # what the question named is not a claim
         self.question_terms = set(query_vector(question)[0])
         self.embed = embed
@@ -455,17 +484,21 @@ class Verifier:
             self._unit_vectors[n] = self.embed(list(self.evidence[n].units))
         return float(np.max(self._unit_vectors[n] @ sentence_vector))
 
-    def support(self, sentence: str, sentence_vector: np.ndarray | None, *, values: bool = True) -> list[float]:
+    def support(self, sentence: str, sentence_vector: np.ndarray | None, *, values: bool = True,
+                timed: bool = True) -> list[float]:  # fmt: skip
         """Per excerpt, how well it supports the sentence (0 when it lacks a specific or a name the sentence
-        states; `values=False`: the words alone, to tell a wrong value from an unrelated sentence)."""
+        states, or speaks of another time than the claim; `values=False`: the words alone, to tell a wrong value
+        from an unrelated sentence; `timed=False`: whatever the time, to tell a stale value from a wrong one)."""
         terms = set(query_vector(sentence)[0])
         anchors = self._anchors(sentence)
         names = self._added_names(sentence)
         reason = set(query_vector(reason_of(sentence))[0]) - self.question_terms if values else set()
+        time = self.time_of(sentence) if values and timed else None
         scores = []
         for n, evidence in enumerate(self.evidence):
             if values and (
-                not _states_specifics(sentence, evidence, self.given)
+                not _states_specifics(sentence, evidence, self.given, timed=self.when is not None)
+                or (time is not None and not self.of_its_time(sentence, time, evidence))
                 or not anchors <= self._terms[n]
                 or not all(_contains(self._bodies[n], name) for name in names)
                 or not self.in_their_fields(sentence, n)
@@ -477,6 +510,68 @@ class Verifier:
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
             scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
         return scores  # >= 1.0 means supported
+
+    def time_of(self, sentence: str) -> TimeRead | str | None:
+        """The time a claim is about, when the question asks about the past: the past period it names itself, else
+        "now" when it says now, else the question's period, else "earlier" when the question asks for an earlier
+        state ("before the last change"); None: any time (a question about now, or only why or when)."""
+        if self.when is None:
+            return None
+        own = read_time(sentence, now=self.now)
+        if own is not None and own.at is not None:
+            return own
+        if PRESENT_RE.search(sentence):
+            return "now"
+        if self.when.at is not None:
+            return self.when
+        return "earlier" if self.when.earlier else None
+
+    def of_its_time(self, sentence: str, time: TimeRead | str, evidence: EvidenceText) -> bool:
+        """Whether the excerpt speaks of the claim's time: for a past period, its version was in force then, or
+        it was made after and the values the claim states are among the lines it replaced; for "now", it is in
+        force now; for "earlier", see `_earlier`."""
+        if time == "now":
+            return evidence.current
+        if time == "earlier":
+            return self._earlier(sentence, evidence)
+        assert isinstance(time, TimeRead) and time.at is not None
+        start, end = evidence.window
+        if time.covers(start, end):
+            return True
+        return start is not None and start > time.at.date() and self._replaced(sentence, evidence)
+
+    def _replaced(self, sentence: str, evidence: EvidenceText) -> bool:
+        """The values the claim states are among the lines the excerpt's version replaced."""
+        return bool(evidence.before) and _states_specifics(
+            sentence, EvidenceText(evidence.before, [evidence.before]), self.given, timed=True)  # fmt: skip
+
+    def _earlier(self, sentence: str, evidence: EvidenceText) -> bool:
+        """For a question about an earlier state ("before the last change", "previously", "originally"): a
+        document with no other state is its own history. Otherwise a value its current version still states is
+        no earlier value (unless the question asks what was there originally); and the claim rests on the lines
+        replaced by the latest change that touched what it speaks of, or on the state right before the current
+        one (the previous version, a superseded document), or on the first version when the question asks what
+        was there originally. An older version's value is not "the one before the last change"."""
+        assert self.when is not None
+        if not evidence.has_history:
+            return True
+        same = [e for e in self.evidence if e is evidence or (evidence.document and e.document == evidence.document)]
+        if not self.when.original and any(
+            e.current and _states_specifics(sentence, _without_note(e), self.given, timed=True) for e in same
+        ):
+            return False
+        touched = [e for e in same if e.before and self._touches(sentence, e.before)]
+        if touched and min(touched, key=lambda e: e.step) is evidence and self._replaced(sentence, evidence):
+            return True
+        return not evidence.current and (evidence.step <= 1 or (self.when.original and evidence.first))
+
+    def _touches(self, sentence: str, lines: str) -> bool:
+        """Whether replaced lines speak of what the claim speaks of: a setting it names, else a term of its own."""
+        owners = _setting_names(sentence)
+        if owners:
+            return any(owner in fold(lines) for owner in owners)
+        terms = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", TIME_WORDS_RE.sub(" ", sentence)))[0])
+        return bool(terms & set(document_vector(lines)[0]))
 
     def _outside_records(self, n: int) -> str:
         body = self._bodies[n]
@@ -612,6 +707,8 @@ class Verifier:
         problem = "polarity" if len(agreeing) < len(quotes) and not agreeing else ""
         if not quotes and text in self.field_problems:
             problem = "field"  # its value is in a table row, under another column or in another row
+        elif not quotes and self.when is not None and max(self.support(text, vector, timed=False), default=0.0) >= 1:
+            problem = "time"  # an excerpt states it, but of another time than the claim is about
         elif not quotes and max(self.support(text, vector, values=False), default=0.0) >= 1.0:
             problem = "value"  # its words are in an excerpt, a number or name it states is not
         kept = [int(q["n"]) for q in agreeing]  # type: ignore[call-overload]
@@ -744,6 +841,7 @@ PROBLEM_REASONS = {  # why a model-written sentence is not supported by its sour
     "value": "a number or name it states is not in the source text",
     "field": "its value belongs to another column or row of a table",
     "polarity": "the source text says the opposite",
+    "time": "the source text says it of another time (a superseded value, or today's offered as an earlier one)",
     "": "nothing in the source text says it",
 }
 

@@ -41,8 +41,21 @@ CHANGE_RE = re.compile(
     r"modific)\w*",
     re.IGNORECASE,
 )
+ORIGINAL_RE = re.compile(
+    r"\b(?:original(?:ly)?|initial(?:ly)?|at first|first version|in the beginning|originalmente|inicialmente|"
+    r"al principio|primera versión)\b",
+    re.IGNORECASE,
+)
 WHY_WHEN_RE = re.compile(r"\b(?:why|when|what year|por qué|porqué|cuándo|cuando)\b", re.IGNORECASE)
 PRESENT_RE = re.compile(r"\b(?:now|today|currently|current|at present|ahora|hoy|actualmente|actual)\b", re.IGNORECASE)
+
+# The words of a sentence that only say when (for the claim check: they are not terms a value must stand near).
+TIME_WORDS_RE = re.compile(
+    "|".join([EARLIER_RE.pattern, PRESENT_RE.pattern, ORIGINAL_RE.pattern,
+              r"\b(?:the |its |this )?(?:last |latest |previous |first )?(?:change|cambio)\b",
+              r"\b(?:in|en|since|desde|until|hasta|as of)\s+(?:\w+\s+)?(?:19|20)\d\d\b"]),
+    re.IGNORECASE,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,15 @@ class TimeRead:
     at: dt.datetime | None = None
     history: bool = False
     reason: str = ""  # the words that decided it, for the answer's record
+    since: dt.date | None = None  # the first day of the period named ("in 2025": 2025-01-01; "before 2025": open)
+    earlier: bool = False  # it asks for an earlier state ("before", "previous", "originally"), not only why or when
+    original: bool = False  # it asks for the first state ("originally", "at first", "initially")
+
+    def covers(self, start: dt.date | None, end: dt.date | None) -> bool:
+        """Whether a window in force from `start` to `end` (None: open) meets the period asked about."""
+        if self.at is None:
+            return True
+        return (start is None or start <= self.at.date()) and (end is None or self.since is None or end >= self.since)
 
 
 def _end_of_day(day: dt.date) -> dt.datetime:
@@ -63,11 +85,12 @@ def read_time(question: str, *, now: dt.datetime) -> TimeRead | None:
     """When the question asks about (see the module's rules); None for a question about now."""
     text = " ".join(question.split())
     today = now.date()
-    moments: list[tuple[dt.date, str]] = []
+    moments: list[tuple[dt.date, str, dt.date | None]] = []  # (last day, words, first day)
     taken: list[tuple[int, int]] = []
     for match in ISO_DATE_RE.finditer(text):
         try:
-            moments.append((dt.date(int(match[1]), int(match[2]), int(match[3])), match[0]))
+            day = dt.date(int(match[1]), int(match[2]), int(match[3]))
+            moments.append((day, match[0], None if BEFORE_RE.search(text[: match.start()]) else day))
             taken.append(match.span())
         except ValueError:
             continue
@@ -76,22 +99,24 @@ def read_time(question: str, *, now: dt.datetime) -> TimeRead | None:
         before = BEFORE_RE.search(text[: match.start()])
         day = dt.date(year, month, 1) - dt.timedelta(days=1) if before else dt.date(
             year, month, calendar.monthrange(year, month)[1])  # fmt: skip
-        moments.append((day, match[0]))
+        moments.append((day, match[0], None if before else dt.date(year, month, 1)))
         taken.append(match.span())
     for match in YEAR_RE.finditer(text):
         if any(start <= match.start() < end for start, end in taken):
             continue
         year = int(match[1])
         before = BEFORE_RE.search(text[: match.start()])
-        moments.append((dt.date(year - 1, 12, 31) if before else dt.date(year, 12, 31), match[0]))
-    past = [(day, words) for day, words in moments if day < today and not (day.year == today.year and
-                                                                           words.isdigit())]  # fmt: skip
+        moments.append((dt.date(year - 1, 12, 31) if before else dt.date(year, 12, 31), match[0],
+                        None if before else dt.date(year, 1, 1)))  # fmt: skip
+    past = [(day, words, first) for day, words, first in moments
+            if day < today and not (day.year == today.year and words.isdigit())]  # fmt: skip
     earlier = EARLIER_RE.search(text)
     changed = WHY_WHEN_RE.search(text) and CHANGE_RE.search(text)
     if past:
-        day, words = min(past)
-        both = len({d for d, _ in moments}) > 1 or bool(PRESENT_RE.search(text))
-        return TimeRead(at=_end_of_day(day), history=both or bool(earlier), reason=words)
+        day, words, first = min(past, key=lambda moment: moment[0])
+        both = len({moment[0] for moment in moments}) > 1 or bool(PRESENT_RE.search(text))
+        return TimeRead(at=_end_of_day(day), history=both or bool(earlier), reason=words, since=first)
     if earlier or changed:
-        return TimeRead(history=True, reason=(earlier or changed)[0])  # type: ignore[index]
+        return TimeRead(history=True, reason=(earlier or changed)[0], earlier=bool(earlier),  # type: ignore[index]
+                        original=bool(ORIGINAL_RE.search(text)))  # fmt: skip
     return None

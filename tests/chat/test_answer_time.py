@@ -77,8 +77,8 @@ def test_a_question_about_an_earlier_state_reads_every_version_labelled(company)
     prompt, _ = services.focused_prompt("Before?", before, services.AnswerSettings())
     assert "the version before the current one" in prompt.messages[1]["content"]
     assert (
-        "It changed Staff work from the office 2 days a week. / The home-office allowance is 25 EUR a month. to "
-        "Staff work from the office 3 days a week."
+        "Before this change: Staff work from the office 2 days a week. / The home-office allowance is 25 EUR a month. "
+        "After it: Staff work from the office 3 days a week."
     ) in prompt.messages[1]["content"]
 
 
@@ -91,8 +91,8 @@ def test_a_git_files_excerpt_carries_the_commit_message_as_evidence(company):
     notes = [unit for e in evidence for unit in e.units if unit.startswith("Commit of ")]
     assert any(
         n.startswith(
-            "Commit of 2025-05-12 (12 May 2025) by Marta Silva. It changed payment_timeout_s = 30 "
-            "to payment_timeout_s = 60. Message: Raise the payment timeout"
+            "Commit of 2025-05-12 (12 May 2025) by Marta Silva. Before this change: payment_timeout_s = 30. "
+            "After it: payment_timeout_s = 60. Message: Raise the payment timeout"
         )
         for n in notes
     ), notes
@@ -110,3 +110,36 @@ def test_a_reason_the_evidence_does_not_state_is_not_supported():
     invented = "The payment timeout was raised to 60 seconds because finance requested a longer checkout window."
     assert max(verifier.support(stated, None)) >= 1.0
     assert max(verifier.support(invented, None)) < 1.0
+
+
+def _verdict(tenant, question: str, draft: str) -> services.Verdict:  # type: ignore[no-untyped-def]
+    sources = _sources(tenant, question)
+    _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
+    return services.verified(question, draft, sources, evidence)
+
+
+def test_a_claim_rests_on_evidence_in_force_at_the_time_it_speaks_of(company):
+    question = "What was the per diem for business travel in 2025 and what is it now?"
+    stale = _verdict(company, question, "The per diem for business travel was 55 EUR a day in 2025.")
+    assert stale.status == "not_verified" and "problem: time" in stale.reason
+    assert [c["problem"] for c in stale.claims if c["supported"] is not None] == ["time"]
+    right = _verdict(company, question, "The per diem for business travel was 42 EUR a day in 2025. "
+                                        "Now the per diem is 55 EUR a day.")  # fmt: skip
+    assert right.status == "answered", right.claims
+    assert {c["document_key"] for c in right.citations} == {"travel-2025.md", "travel-2026.md"}
+    backwards = _verdict(company, question, "Now the per diem for business travel is 42 EUR a day.")
+    assert backwards.status == "not_verified" and backwards.claims[0]["problem"] == "time"
+
+
+def test_the_value_before_the_last_change_is_the_one_that_change_replaced(company):
+    question = "What was max_items_per_order before the last change?"
+    sources = _sources(company, question)
+    assert sources.when is not None and sources.when.earlier
+    current = _verdict(company, question, "Before the last change, max_items_per_order was 60.")
+    older = _verdict(company, question, "Before the last change, max_items_per_order was 50.")
+    replaced = _verdict(company, question, "Before the last change, max_items_per_order was 40.")
+    assert current.status == "not_verified" and current.claims[0]["problem"] == "time"  # today's value
+    assert older.status == "not_verified"  # the value of two changes ago is not the one before the last
+    assert replaced.status == "answered", replaced.claims
+    original = _verdict(company, "What was max_items_per_order originally?", "Originally max_items_per_order was 50.")
+    assert original.status == "answered", original.claims

@@ -333,3 +333,55 @@ def test_misread_is_not_offered_for_an_answer_that_cites_nothing(acme):
     assert 'value="misread"' not in _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
     refused = _fix(admin, item, fix="misread", expected="two year")
     assert refused.status_code == 400 and "cites no excerpt" in refused.content.decode()
+
+
+def test_an_answer_that_used_the_wrong_version_becomes_a_dated_question_with_the_value_marked(tenant_a, tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from time_corpus import TRAVEL_2025, TRAVEL_2026
+
+    from chat import services as chat_services
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "policies",
+                       files={"travel-2025.md": TRAVEL_2025, "travel-2026.md": TRAVEL_2026})  # fmt: skip
+    staff = make_member(tenant_a, role=Membership.Role.STAFF, username="sam")
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    question = "What was the per diem for business travel?"
+    item = Verdict.objects.create(
+        tenant=tenant_a, answer=make_answer(tenant_a, question=question, user=staff), helpful=False,
+        reason="outdated", channel="chat", user=staff,
+        correct_answer="It should have said 42 EUR a day, as the 2025 policy did.",
+    )  # fmt: skip
+    page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    assert 'value="42 EUR"' in page  # the value the staff member gave, not their sentence
+    assert 'value="wrong_version"' in page and 'name="in_force_at"' in page
+    future = (timezone.localdate() + timedelta(days=3)).isoformat()
+    for day in ("", "not a day", future):  # refused with the reason; the item stays open
+        refused = _fix(admin, item, fix="wrong_version", in_force_at=day, expected="42 EUR")
+        assert refused.status_code == 400 and "Give the day" in refused.content.decode()
+    assert not Fix.objects.filter(verdict=item).exists()
+    assert _fix(admin, item, fix="wrong_version", in_force_at="2025-06-01", expected="42 EUR").status_code == 302
+    fix = Fix.objects.get(verdict=item)
+    assert (fix.action, fix.detail) == ("wrong_version", "in force at 2025-06-01")
+    dated = EvalQuestion.objects.get(fix=fix)
+    assert dated.question == f"{question} (as of 2025-06-01)" and str(dated.as_of) == "2025-06-01"
+    assert (dated.relevant_docs, dated.answer) == (["travel-2025.md"], "42 EUR")  # in force that day
+    row = json.loads(services.eval_set_jsonl(tenant=tenant_a).splitlines()[0])
+    assert row["as_of"] == "2025-06-01" and row["question"] == dated.question
+    # The dated question reads as a time by the answer pipeline: what was in force then comes first.
+    sources = chat_services.prepare(viewer=Viewer.everything(tenant_a), question=dated.question,
+                                    options=chat_services.AnswerSettings(top_k=4))  # fmt: skip
+    assert sources.when is not None and sources.excerpts[0].chunk.document.document_key == "travel-2025.md"
+
+
+def test_the_expected_phrase_defaults_to_the_value_a_staff_member_gave():
+    said = "It should have said 42 EUR a day, as the 2025 policy did."
+    assert services.expected_phrase(said, "Per diem?") == "42 EUR"
+    assert services.expected_phrase("two years", "How long is the warranty?") == "two years"
+    assert services.expected_phrase("In 2025 the limit was `max_items = 40` per order", "What was it in 2025?") == (
+        "max_items = 40")  # fmt: skip
+    assert services.expected_phrase("The answer should mention the approval of the team lead", "Who?") == (
+        "The answer should mention the approval of the team lead"
+    )  # no value in it: the whole sentence
