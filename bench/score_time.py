@@ -49,7 +49,9 @@ def score(question: dict, body: dict) -> dict:
     relevant = bool(set(keys) & set(question["relevant_docs"]))
     return {"id": question["id"], "time": question["time"], "refused": refused, "right": right,
             "wrong": not refused and not right, "stale": stale, "cites_relevant": relevant,
-            "answer": answer[:1500], "citations": keys, "status": body.get("status")}  # fmt: skip
+            "answer": answer[:1500], "citations": keys, "status": body.get("status"), "reason": body.get("reason"),
+            "claims": [[c.get("text"), c.get("supported"), c.get("problem")]
+                       for c in body.get("claims") or []]}  # fmt: skip
 
 
 def main() -> None:

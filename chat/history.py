@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 
 from django.utils import timezone
 
-from knowledge.models import Status
-from knowledge.search.retrieval import RetrievedChunk
+from knowledge.claims import SENTENCE_RE, SPECIFIC_OR_NUMBER_RE, fold, specifics
+from knowledge.index.lexical import query_vector
+from knowledge.models import Document, Status
+from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from tenants.principals import Viewer
 
 
 def when_label(hit: RetrievedChunk) -> str:
@@ -54,6 +58,20 @@ def window_of(hit: RetrievedChunk) -> tuple[dt.date | None, dt.date | None]:
         served = version.served_from.date() if version.served_from and version.version > 1 else None
         return served, version.served_until.date() if version.served_until else None
     return None, None
+
+
+def version_of(hit: RetrievedChunk) -> dict[str, object]:
+    """Which version of its document a cited excerpt is, for the citation: its number (of how many), the window in
+    which it was in force, and the commit that made it (a git file)."""
+    version, document = hit.chunk.document_version, hit.chunk.document
+    start, end = window_of(hit)
+    commit = version.commit or {}
+    return {
+        "version": version.version, "versions": max(document.version, version.version),
+        "in_force": {"from": start.isoformat() if start else None, "until": end.isoformat() if end else None},
+        **({"commit": {"sha": str(commit["sha"]), "date": _day(commit.get("date"))[:10],
+                       "author": str(commit.get("author") or "")}} if commit.get("sha") else {}),
+    }  # fmt: skip
 
 
 def is_current(hit: RetrievedChunk, today: dt.date | None = None) -> bool:
@@ -109,8 +127,8 @@ def change_note(hit: RetrievedChunk, question: str, changed: tuple[list[str], li
         message = " ".join(str(commit.get("message") or "").split())
         words = {w.lower() for w in WORD_RE.findall(question.replace("_", " "))}
         touched = {w.lower() for w in WORD_RE.findall(" ".join(removed + added).replace("_", " "))}
-        why = f" Message: {message}" if message and (words & touched or not (removed or added)) else ""
-        return f"Commit of {_day(commit.get('date'))} by {commit.get('author') or 'unknown'}.{text}{why}"
+        why = f" Message: {message.rstrip('.')}." if message and (words & touched or not (removed or added)) else ""
+        return f"Commit of {_day(commit.get('date'))} by {commit.get('author') or 'unknown'}.{why}{text}"
     if text and version.served_from:
         return f"Version {version.version} of {_day(version.served_from.date().isoformat())}.{text}"
     return ""
@@ -124,3 +142,66 @@ def _day(value: object) -> str:
     except ValueError:
         return text
     return f"{text} ({day.day} {day:%B %Y})"
+
+
+# --- a question about now, answered from a value that changed: what it was before -----------------------------------
+EARLIER_NOTES = {
+    "en": "Before {day}, {document} said: “{text}”",
+    "es": "Antes del {day}, {document} decía: “{text}”",
+}
+
+
+@dataclass(frozen=True)
+class EarlierState:
+    """What a document said before the change that brought the value an answer states: the text, verbatim (the
+    lines the change replaced, or the superseded document's sentence), the day of the change, and the hit to cite."""
+
+    text: str
+    day: dt.date
+    hit: RetrievedChunk
+
+
+def earlier_state(viewer: Viewer, hit: RetrievedChunk, claim: str) -> EarlierState | None:
+    """For a claim about now resting on `hit`: what was there before, when the value the claim states came with the
+    document's latest change (an edit in place, a commit) or with the document that superseded another. None when
+    the excerpt is not current, its document has no earlier state, or the value was the same before."""
+    if not is_current(hit):
+        return None
+    version, document = hit.chunk.document_version, hit.chunk.document
+    values = [fold(token) for token in specifics(claim)]
+    if not values:
+        return None
+    if version.version > 1:
+        removed, added = changed_lines(hit)
+        if not removed or not all(value in fold(" ".join(added)) for value in values):
+            return None  # the claim's value did not come with the latest change
+        changed_at = version.served_from or timezone.now()
+        filters = RetrieveFilters(document_ids=[document.document_id], as_of=changed_at - dt.timedelta(seconds=1))
+        before = retrieve(viewer=viewer, query=claim, top_k=1, filters=filters)
+        if not before:
+            return None
+        return EarlierState(text=" / ".join(removed), day=changed_at.date(), hit=before[0])
+    if document.supersedes_id is None:
+        return None
+    predecessor = Document.objects.filter(pk=document.supersedes_id).first()
+    if predecessor is None or not viewer.sees(predecessor.reader_list):
+        return None
+    filters = RetrieveFilters(document_ids=[predecessor.document_id], include_expired=True,
+                              statuses=[Status.ACTIVE, Status.SUPERSEDED])  # fmt: skip
+    before = retrieve(viewer=viewer, query=claim, top_k=1, filters=filters)
+    if not before:
+        return None
+    sentences = [s for s in SENTENCE_RE.split(before[0].chunk.text) if s.strip() and not s.lstrip().startswith("#")]
+    terms = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", claim))[0])
+    scored = [(len(terms & set(query_vector(s)[0])), s) for s in sentences]
+    shared, sentence = max(scored, default=(0, ""), key=lambda pair: pair[0])
+    if shared < max(2, len(terms) // 2) or all(value in fold(sentence) for value in values):
+        return None  # no sentence of the same thing, or it said the same
+    day = version.valid_from or document.valid_from or (version.served_from or timezone.now()).date()
+    return EarlierState(text=" ".join(sentence.split()), day=day, hit=before[0])
+
+
+def earlier_note(state: EarlierState, language: str) -> str:
+    template = EARLIER_NOTES.get(language, EARLIER_NOTES["en"])
+    document = state.hit.chunk.document.display_key
+    return template.format(day=_day(state.day.isoformat()), document=document, text=state.text)

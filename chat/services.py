@@ -138,7 +138,8 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     note embeds from another note is cited to that note, with the note it was read in as `embedded_in`."""
     chunk = hit.chunk
     page = page_of(chunk, cited_text) if cited_text else hit.location_page
-    citation = {"n": n, **chunk.location(page=page), "label": hit.label_at(page), "freshness": hit.freshness}
+    citation = {"n": n, **chunk.location(page=page), "label": hit.label_at(page), "freshness": hit.freshness,
+                **history.version_of(hit)}  # fmt: skip
     embedded = embedded_source(chunk.text, cited_text) if cited_text and "[Embedded from " in chunk.text else ""
     if embedded:
         document = chunk.document
@@ -326,12 +327,14 @@ def focused_prompt(
             note, when = history.change_note(hit, question, changed), history.when_label(hit)
             label = f"{hit.label}; {when}" if when else hit.label
             excerpts.append(PromptExcerpt(text=f"{note}\n{f.text}" if note else f.text, label=label))
-            units = [*([note] if note else []), *(f.units or [f.text])]
+            # What the label says of the version (its window, its commit) is checked evidence too, like the note.
+            about = " ".join(part for part in (f"This version: {when}." if when else "", note) if part)
+            units = [*([about] if about else []), *(f.units or [f.text])]
             evidence.append(EvidenceText(
-                f"{note}\n{hit.chunk.text}" if note else hit.chunk.text, units, hit.chunk.document.document_id,
+                f"{about}\n{hit.chunk.text}" if about else hit.chunk.text, units, hit.chunk.document.document_id,
                 window=history.window_of(hit), current=history.is_current(hit), has_history=history.has_history(hit),
                 step=max(hit.chunk.document.version - hit.chunk.document_version.version, 0),
-                first=hit.chunk.document_version.version == 1, before="\n".join(changed[0]), note=note,
+                first=hit.chunk.document_version.version == 1, before="\n".join(changed[0]), note=about,
             ))  # fmt: skip
     kwargs = {"count_tokens": count_tokens} if count_tokens else {}
     prompt = build_grounded_history(question, excerpts, persona=options.persona,
@@ -366,13 +369,15 @@ def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead 
 
 
 def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText],
-             verifier: Verifier | None = None) -> Verdict:  # fmt: skip
+             verifier: Verifier | None = None, viewer: Viewer | None = None) -> Verdict:  # fmt: skip
     """The verdict on a generated draft (`verifier`: the one that checked its sentences as they streamed).
 
     The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
     its first claim or one sharing a content term with the question) and is supported by an excerpt, values
-    and polarity included. Otherwise it is a refusal: `not_verified` with the source sentences most likely to hold
-    the answer when the model read some that bear on the question, `not_found` when it read none."""
+    and polarity included; for a question about now (`viewer` given), a value that came with its document's latest
+    change is followed by what was there before, cited (`earlier_notes`). Otherwise it is a refusal: `not_verified`
+    with the source sentences most likely to hold the answer when the model read some that bear on the question,
+    `not_found` when it read none."""
     language = language_of(question)
     verifier = verifier or answer_verifier(question, evidence, sources.when)
     claims = verifier.check(draft)
@@ -396,7 +401,36 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
         text = f"{text}\n\n{note}"
         shown_claims.append({"text": note, "citations": [], "supported": None, "quotes": [], "relevant": None,
                              "problem": "", "note": "freshness"})  # fmt: skip
+    if viewer is not None and sources.when is None:  # what the document said before, cited after the answer's
+        for earlier, citation in earlier_notes(viewer, claims, sources, len(citations), language):
+            text = f"{text}\n\n{earlier} [{citation['n']}]"
+            citations.append(citation)
+            shown_claims.append({"text": earlier, "citations": [citation["n"]], "supported": None, "quotes": [],
+                                 "relevant": None, "problem": "", "note": "earlier"})  # fmt: skip
     return Verdict(status=status, text=text, citations=citations, claims=shown_claims)
+
+
+MAX_EARLIER_NOTES = 2
+
+
+def earlier_notes(viewer: Viewer, claims: Sequence[Claim], sources: Sources, cited: int,
+                  language: str) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+    """For the supported claims of an answer about now: what their document said before the change that brought
+    the value they state (chat/history.py), each a sentence with its own citation (numbered after the answer's)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for claim in claims:
+        for n in claim.citations if claim.supported else []:
+            hit = sources.excerpts[n - 1]
+            if hit.chunk.document.document_id in seen or len(out) == MAX_EARLIER_NOTES:
+                continue
+            state = history.earlier_state(viewer, hit, claim.text)
+            if state is None:
+                continue
+            seen.add(hit.chunk.document.document_id)
+            out.append((history.earlier_note(state, language), citation_of(cited + len(out) + 1, state.hit,
+                                                                           state.text)))  # fmt: skip
+    return out
 
 
 # --- a refusal that shows where to look -------------------------------------------------------
@@ -671,7 +705,7 @@ def _stream_answer(
     timings.update(checker.times)
     timings["generated_ms"] = checker.arrivals[-1][1] if checker.arrivals else elapsed()  # the model's last token
     checked_at = elapsed()
-    verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier)
+    verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier, viewer=viewer)
     timings["verify_ms"] = elapsed() - checked_at
     yield Answer(
         answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,

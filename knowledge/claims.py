@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from knowledge.index.lexical import document_vector, query_vector
-from knowledge.search.when import PRESENT_RE, TIME_WORDS_RE, TimeRead, read_time
+from knowledge.search.when import MONTHS, PRESENT_RE, TIME_WORDS_RE, TimeRead, read_time
 
 MARKER_RE = re.compile(r"\s*\[(\d+(?:\s*[,;-]\s*\d+)*)\]")
 # Sentence ends, line breaks before list items, and blank lines split an answer into claims.
@@ -461,6 +461,9 @@ class Verifier:
         self.when = when  # the question asks about the past: each claim must rest on evidence of its time
         self.now = now or dt.datetime.now(dt.UTC)
         self.given = {fold(token) for token in specifics(question)}  # what the question named is not a claim
+        for e in self.evidence:  # nor is the name of a document the claim rests on ("… in expenses.md")
+            key = e.document.rsplit(":", 1)[-1] if e.document else ""
+            self.given |= {fold(key), fold(key.rsplit("/", 1)[-1])} - {""}
         self.question_terms = set(query_vector(question)[0])
         self.embed = embed
         self.cross = cross
@@ -541,9 +544,17 @@ class Verifier:
         return start is not None and start > time.at.date() and self._replaced(sentence, evidence)
 
     def _replaced(self, sentence: str, evidence: EvidenceText) -> bool:
-        """The values the claim states are among the lines the excerpt's version replaced."""
-        return bool(evidence.before) and _states_specifics(
-            sentence, EvidenceText(evidence.before, [evidence.before]), self.given, timed=True)  # fmt: skip
+        """The values the claim states (one at least) are among the lines the excerpt's version replaced."""
+        return bool(evidence.before) and self._states_values(sentence, EvidenceText(evidence.before, [evidence.before]))
+
+    def _states_values(self, sentence: str, evidence: EvidenceText) -> bool:
+        """The excerpt states the values the claim adds to the question (numbers, identifiers, names), and the claim
+        adds one at least: a claim with no value of its own is stated by nothing in particular."""
+        names = self._added_names(sentence)
+        if not names and not [t for t in specifics(sentence) if fold(t) not in self.given]:
+            return False
+        body = fold(" ".join(evidence.units) if evidence.units else evidence.text)
+        return _states_specifics(sentence, evidence, self.given, timed=True) and all(_contains(body, n) for n in names)
 
     def _earlier(self, sentence: str, evidence: EvidenceText) -> bool:
         """For a question about an earlier state ("before the last change", "previously", "originally"): a
@@ -556,9 +567,7 @@ class Verifier:
         if not evidence.has_history:
             return True
         same = [e for e in self.evidence if e is evidence or (evidence.document and e.document == evidence.document)]
-        if not self.when.original and any(
-            e.current and _states_specifics(sentence, _without_note(e), self.given, timed=True) for e in same
-        ):
+        if not self.when.original and any(e.current and self._states_values(sentence, _without_note(e)) for e in same):
             return False
         touched = [e for e in same if e.before and self._touches(sentence, e.before)]
         if touched and min(touched, key=lambda e: e.step) is evidence and self._replaced(sentence, evidence):
@@ -633,7 +642,7 @@ class Verifier:
         PostNord) and acronyms (GLS). Like a number, each must be in the excerpt the claim stands on: "the
         courier is GLS [2]" is not supported by an excerpt that never names GLS, however many words it shares."""
         sentence = LIST_MARKER_RE.sub("", sentence)
-        words = NAME_RE.findall(sentence) + ACRONYM_RE.findall(sentence)
+        words = [w for w in NAME_RE.findall(sentence) + ACRONYM_RE.findall(sentence) if w.lower() not in MONTHS]
         first = re.match(r"\W*(\w+)", sentence)
         if first and first.group(1) in words:
             words.remove(first.group(1))  # the sentence's own first word is capitalised anyway
@@ -643,6 +652,7 @@ class Verifier:
         """The names (capitalised words past the first) the claim repeats from the question: what the question
         is about ("… opens a connection to a PostgreSQL database") must be in the excerpt that supports it."""
         words = NAME_RE.findall(sentence)[1:] if sentence[:1].isupper() else NAME_RE.findall(sentence)
+        words = [word for word in words if word.lower() not in MONTHS]  # a month is a time, checked as one
         names = {term for word in words for term in query_vector(word)[0]}
         return names & self.question_terms
 

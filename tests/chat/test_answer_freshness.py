@@ -47,6 +47,13 @@ def test_a_superseded_value_is_never_the_answer(tenant_a, tmp_path):  # type: ig
     indexer.drain()
     result = _ask(tenant_a, "What is the largest file a customer can upload?")
     assert result.status in ("answered", "partial"), (result.status, result.reason)
-    assert "25" in result.answer and "10 MB" not in result.answer
-    assert {c["document_key"] for c in result.citations} == {"upload-limits.md"}
+    stated = [c for c in result.claims if not c.get("note")]
+    assert any("25" in c["text"] for c in stated) and not any("10 MB" in c["text"] for c in stated)
+    cited = {n for c in stated for n in c["citations"]}
+    assert {c["document_key"] for c in result.citations if c["n"] in cited} == {"upload-limits.md"}
     assert all(h.chunk.document.document_key != "upload-limits-old.md" for h in result.hits)
+    # What the superseded document said is told as what it said before, with its own citation, never as the answer.
+    earlier = [c for c in result.claims if c.get("note") == "earlier"]
+    assert len(earlier) == 1 and "upload-limits-old.md said: “The largest file a customer can upload is 10 MB.”" in (
+        earlier[0]["text"])  # fmt: skip
+    assert result.citations[-1]["document_key"] == "upload-limits-old.md"

@@ -91,8 +91,9 @@ def test_a_git_files_excerpt_carries_the_commit_message_as_evidence(company):
     notes = [unit for e in evidence for unit in e.units if unit.startswith("Commit of ")]
     assert any(
         n.startswith(
-            "Commit of 2025-05-12 (12 May 2025) by Marta Silva. Before this change: payment_timeout_s = 30. "
-            "After it: payment_timeout_s = 60. Message: Raise the payment timeout"
+            "Commit of 2025-05-12 (12 May 2025) by Marta Silva. Message: Raise the payment timeout to 60 s: the card "
+            "provider's 3-D Secure step takes up to 45 seconds. Before this change: payment_timeout_s = 30. After it: "
+            "payment_timeout_s = 60."
         )
         for n in notes
     ), notes
@@ -143,3 +144,31 @@ def test_the_value_before_the_last_change_is_the_one_that_change_replaced(compan
     assert replaced.status == "answered", replaced.claims
     original = _verdict(company, "What was max_items_per_order originally?", "Originally max_items_per_order was 50.")
     assert original.status == "answered", original.claims
+
+
+def test_an_answer_about_now_whose_value_changed_says_what_it_was_before_cited(company):
+    viewer = Viewer.everything(company)
+
+    def answer(question: str, draft: str) -> services.Verdict:
+        sources = _sources(company, question)
+        _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
+        return services.verified(question, draft, sources, evidence, viewer=viewer)
+
+    hotel = answer("What is the hotel allowance per night?", "The hotel allowance is 140 EUR a night in every city.")
+    assert hotel.status == "answered"
+    assert [c["document_key"] for c in hotel.citations] == ["travel-2026.md", "travel-2025.md"]
+    assert hotel.text.endswith(
+        "Before 2026-01-01 (1 January 2026), travel-2025.md said: “The hotel allowance is 120 EUR a night in "
+        "every city.” [2]"
+    )
+    assert hotel.claims[-1]["note"] == "earlier" and hotel.claims[-1]["citations"] == [2]
+    office = answer("How many days a week do staff work from the office?", "Staff work from the office 3 days a week.")
+    assert [c["document_key"] for c in office.citations] == ["remote-work.md", "remote-work.md"]
+    assert "remote-work.md said: “Staff work from the office 2 days a week" in office.text
+    assert office.citations[1]["version"] == 1 and office.citations[0]["version"] == 2
+    plain = answer("What is the per diem for business travel?", "The per diem for business travel is 55 EUR a day.")
+    assert "said: “The per diem for business travel is 42 EUR a day.”" in plain.text
+    # A value that came with an earlier change than the document's latest has nothing to add here.
+    unchanged = answer("How many retry attempts does the order service make?", "retry_attempts is 5.")
+    assert unchanged.status == "answered" and len(unchanged.citations) == 1 and "said:" not in unchanged.text
+    assert unchanged.citations[0]["commit"]["date"] == "2026-06-09" and unchanged.citations[0]["versions"] == 7
