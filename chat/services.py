@@ -402,7 +402,7 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
         shown_claims.append({"text": note, "citations": [], "supported": None, "quotes": [], "relevant": None,
                              "problem": "", "note": "freshness"})  # fmt: skip
     if viewer is not None and sources.when is None:  # what the document said before, cited after the answer's
-        for earlier, citation in earlier_notes(viewer, claims, sources, len(citations), language):
+        for earlier, citation in earlier_notes(viewer, claims, sources, len(sources.excerpts), language):
             text = f"{text}\n\n{earlier} [{citation['n']}]"
             citations.append(citation)
             shown_claims.append({"text": earlier, "citations": [citation["n"]], "supported": None, "quotes": [],
@@ -416,7 +416,8 @@ MAX_EARLIER_NOTES = 2
 def earlier_notes(viewer: Viewer, claims: Sequence[Claim], sources: Sources, cited: int,
                   language: str) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
     """For the supported claims of an answer about now: what their document said before the change that brought
-    the value they state (chat/history.py), each a sentence with its own citation (numbered after the answer's)."""
+    the value they state (chat/history.py), each a sentence with its own citation, numbered after the excerpts
+    (`cited`: how many the model read), with the earlier text (no excerpt card holds it)."""
     out: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     for claim in claims:
@@ -428,8 +429,8 @@ def earlier_notes(viewer: Viewer, claims: Sequence[Claim], sources: Sources, cit
             if state is None:
                 continue
             seen.add(hit.chunk.document.document_id)
-            out.append((history.earlier_note(state, language), citation_of(cited + len(out) + 1, state.hit,
-                                                                           state.text)))  # fmt: skip
+            citation = citation_of(cited + len(out) + 1, state.hit, state.text)
+            out.append((history.earlier_note(state, language), {**citation, "text": state.hit.chunk.text}))
     return out
 
 

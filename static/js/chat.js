@@ -87,7 +87,7 @@
     p.textContent = status;
     citations.appendChild(p);
     for (const item of items) {
-      citations.appendChild(excerptCard(item, item.n, (byChunk[item.chunk_id] || {}).text, label));
+      citations.appendChild(excerptCard(item, item.n, (byChunk[item.chunk_id] || {}).text || item.text, label));
     }
   }
 
@@ -132,6 +132,7 @@
     value: "a number or name it states is not in the source text",
     field: "its value belongs to another column or row of a table",
     polarity: "the source text says the opposite",
+    time: "the source text says it of another time (a superseded value, or today's offered as an earlier one)",
   };
 
   // Why a sentence of the model's is not shown: said in its place, the sentence itself never shown.

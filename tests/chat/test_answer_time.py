@@ -157,11 +157,13 @@ def test_an_answer_about_now_whose_value_changed_says_what_it_was_before_cited(c
     hotel = answer("What is the hotel allowance per night?", "The hotel allowance is 140 EUR a night in every city.")
     assert hotel.status == "answered"
     assert [c["document_key"] for c in hotel.citations] == ["travel-2026.md", "travel-2025.md"]
+    n = len(_sources(company, "What is the hotel allowance per night?").excerpts) + 1  # after every excerpt's number
     assert hotel.text.endswith(
         "Before 2026-01-01 (1 January 2026), travel-2025.md said: “The hotel allowance is 120 EUR a night in "
-        "every city.” [2]"
+        f"every city.” [{n}]"
     )
-    assert hotel.claims[-1]["note"] == "earlier" and hotel.claims[-1]["citations"] == [2]
+    assert hotel.claims[-1]["note"] == "earlier" and hotel.claims[-1]["citations"] == [n]
+    assert hotel.citations[-1]["text"].startswith("# Travel policy 2025")
     office = answer("How many days a week do staff work from the office?", "Staff work from the office 3 days a week.")
     assert [c["document_key"] for c in office.citations] == ["remote-work.md", "remote-work.md"]
     assert "remote-work.md said: “Staff work from the office 2 days a week" in office.text
