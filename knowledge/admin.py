@@ -11,8 +11,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge import ids, services
+from knowledge.ingest import sources
+from knowledge.locations import FolderNotAllowed
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Tag
-from knowledge.services import FolderNotAllowed, folder_path_check, git_location_check
 from tenants.admin import TenantAdmin, TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
 from tenants.models import Tenant, TenantQuerySet
 
@@ -107,11 +108,10 @@ class SourceAdminForm(forms.ModelForm):
             self.instance.name = ids.parse_source_id(self.instance.source_id).source_name
             if Source.objects.filter(source_id=self.instance.source_id).exists():
                 raise forms.ValidationError(f"A source with the id {self.instance.source_id} already exists.")
-        if self.instance.pk is None and kind in (Source.Kind.FOLDER, Source.Kind.OBSIDIAN, Source.Kind.GIT):
+        if self.instance.pk is None and kind and sources.KINDS[kind].check is not None:
             # Checked again wherever it is read (sync, retry, the worker); here for a clear answer now.
             try:
-                check = git_location_check if kind == Source.Kind.GIT else folder_path_check
-                data["path"] = str(check(data.get("path") or ""))
+                data["path"] = sources.location_check(kind, data.get("path") or "")
             except FolderNotAllowed as exc:
                 self.add_error("path", str(exc))
         return data

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-SOURCE_KINDS = ("upload", "folder", "external", "git", "obsidian")
+SOURCE_KINDS = ("upload", "folder", "external", "git", "obsidian", "website")
 CHUNK_MODES = ("documental", "code", "summary", "card")
 DEFAULT_SOURCE_KIND = "upload"
 DEFAULT_SOURCE_NAME = "default"

@@ -42,9 +42,16 @@ class Source(TenantOwned):
         EXTERNAL = "external", "External reference"
         GIT = "git", "Git repository"
         OBSIDIAN = "obsidian", "Obsidian vault"
+        WEBSITE = "website", "Website"
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
+    sync_state = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What its kind keeps between syncs (a website: each page's validators).",
+    )
     label = models.CharField(max_length=200, help_text="The name as the user typed it.")
     source_id = models.CharField(max_length=700, unique=True, editable=False)
     path = models.CharField(
@@ -100,8 +107,14 @@ class Source(TenantOwned):
         return ids.public_url(self.path)
 
     @property
+    def is_vault(self) -> bool:
+        """Its notes are read as Obsidian shows them (embeds rendered, links kept: knowledge/ingest/obsidian.py)."""
+        return self.kind == self.Kind.OBSIDIAN
+
+    @property
     def syncable(self) -> bool:
-        return self.kind in (self.Kind.FOLDER, self.Kind.OBSIDIAN, self.Kind.GIT)
+        """Whether it reads a location again on request or on a schedule (knowledge/ingest/sources.py: the same)."""
+        return self.kind in (self.Kind.FOLDER, self.Kind.OBSIDIAN, self.Kind.GIT, self.Kind.WEBSITE)
 
 
 def readers_text(principals: list[str]) -> str:
@@ -458,6 +471,7 @@ class IngestJob(TenantOwned):
     class Kind(models.TextChoices):
         FOLDER = "folder", "Folder sync"
         GIT = "git", "Git sync"
+        WEB = "web", "Website sync"
         UPLOAD = "upload", "Upload"
         REINDEX = "reindex", "Reindex"
 
@@ -513,6 +527,11 @@ class IngestJob(TenantOwned):
     def files_done(self) -> int:
         """Files this job has dealt with: those read so far, and those skipped or refused before reading."""
         return self.documents_done + max(0, self.files_total - self.documents_total)
+
+    @property
+    def is_upload(self) -> bool:
+        """It ingests the files an upload stored (every other job kind syncs a source's location)."""
+        return self.kind == self.Kind.UPLOAD
 
     @property
     def is_finished(self) -> bool:

@@ -14,10 +14,10 @@ from typing import Any
 from django.utils import timezone
 from django_q.models import Schedule
 
+from knowledge.ingest import sources
 from knowledge.models import IngestJob, Source
 from tenants.models import Tenant
 
-SYNCABLE = (Source.Kind.FOLDER, Source.Kind.OBSIDIAN, Source.Kind.GIT)
 MAX_MINUTES = 525_600  # a year
 TASK = "knowledge.tasks.scheduled_sync_task"
 BUSY = (IngestJob.State.QUEUED, IngestJob.State.RUNNING, IngestJob.State.INDEXING)
@@ -31,18 +31,16 @@ def source_set_sync_every(*, tenant: Tenant, source: Source, minutes: int | None
     """Sync the source every `minutes` (None: only on request). `operator`: set by the operator's command line, so
     its folder need not lie inside RAG_ALLOWED_FOLDER_ROOTS (as `manage.py ingest` itself); otherwise the folder is
     checked now and again at each run."""
-    from knowledge.services import folder_path_check, git_location_check
-
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be changed here.")
     if minutes is not None:
-        if source.kind not in SYNCABLE:
-            raise ScheduleRefused(f"Only folder, vault and git sources sync on a schedule; this one holds "
+        if not sources.kind_of(source).syncable:
+            raise ScheduleRefused(f"Only folder, vault, git and website sources sync on a schedule; this one holds "
                                   f"{source.get_kind_display().lower()}.")  # fmt: skip
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ScheduleRefused(f"Give a whole number of minutes from 1 to {MAX_MINUTES}.")
         if not operator:  # FolderNotAllowed: the caller says why
-            git_location_check(source.path) if source.kind == Source.Kind.GIT else folder_path_check(source.path)
+            sources.location_check(source.kind, source.path)
     source.sync_every_minutes = minutes
     source.save(update_fields=["sync_every_minutes"])
     if minutes is None:
@@ -83,7 +81,7 @@ def sync_due(source: Source, operator: bool) -> IngestJob | None:
     try:
         return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
     except FolderNotAllowed as exc:
-        kind = IngestJob.Kind.GIT if source.kind == Source.Kind.GIT else IngestJob.Kind.FOLDER
+        kind = sources.kind_of(source).job_kind
         job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=kind,
                                        params={"trigger": "schedule", "path": source.path})  # fmt: skip
         jobs.fail(job, f"The scheduled sync was not run: {exc}")

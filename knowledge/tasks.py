@@ -8,12 +8,14 @@ from pathlib import Path
 from core.errors import error_reference
 from knowledge import jobs
 from knowledge.index.storage import StorageFull
-from knowledge.ingest import pipeline
+from knowledge.ingest import pipeline, sources
 from knowledge.ingest.git import GitProblem
+from knowledge.ingest.website import WebProblem
 from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
+from knowledge.locations import FolderNotAllowed
 from knowledge.models import IngestJob
 from knowledge.options import IngestOptions
-from knowledge.services import FolderNotAllowed, job_folder, job_git_location, upload_files_done
+from knowledge.services import upload_files_done
 
 logger = logging.getLogger(__name__)
 
@@ -29,21 +31,15 @@ def ingest_job_task(job_id: int) -> None:
     params = job.params or {}
     options = IngestOptions.from_params(params)
     try:
-        if job.kind == IngestJob.Kind.UPLOAD:
+        if not sources.is_sync(job):  # an upload: the files it stored
             folder = Path(params["dir"])
             files = [(key, (folder / key).read_bytes()) for key in params.get("files", [])]
             pipeline.ingest_files(source=job.source, files=files, options=options, job=job,
                                   skips=params.get("skips", []), errors=params.get("errors", []))  # fmt: skip
             upload_files_done(job)  # ingested: only failed files are kept, for a retry (a crash above keeps them all)
-        elif job.kind == IngestJob.Kind.FOLDER:
-            root = job_folder(job)  # checked again here, right before reading
-            pipeline.sync_folder(source=job.source, root=root, options=options, job=job)
-        elif job.kind == IngestJob.Kind.GIT:
-            from knowledge.ingest.git_sync import sync_git
-
-            location = job_git_location(job)  # checked again here, right before reading
-            sync_git(source=job.source, location=location, options=options, job=job)
-    except (FolderNotAllowed, SourceBusy, GitProblem) as exc:  # a refusal with its reason, not a crash
+        elif sources.is_sync(job):
+            sources.run_sync(job, options)  # its location checked again here, right before reading
+    except (FolderNotAllowed, SourceBusy, GitProblem, WebProblem) as exc:  # a refusal with its reason, not a crash
         jobs.fail(job, str(exc))
         return
     except (jobs.JobCancelled, StorageFull):  # stopped, and the job already says why

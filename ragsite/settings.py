@@ -301,6 +301,8 @@ RAG_LLM_API_KEY = env_str("RAG_LLM_API_KEY")
 RAG_LLM_RUNTIME_DIR = env_path("RAG_LLM_RUNTIME_DIR", default=DATA_DIR / "llm")
 # Longest wait for the next token (a queued answer waits for the one before it) and for a model to load.
 RAG_LLM_TIMEOUT_S = env_float("RAG_LLM_TIMEOUT_S", default=300.0, minimum=1.0)
+# Each web worker has the model server evaluate the fixed system prompt once it is up (ragsite/owner.py).
+RAG_LLM_PRELOAD = env_bool("RAG_LLM_PRELOAD", default=True)
 RAG_LLM_START_TIMEOUT_S = env_int("RAG_LLM_START_TIMEOUT_S", default=300, minimum=5)
 # A model whose process dies this many times within the window gives way to the next model of the chain.
 RAG_LLM_MAX_CRASHES = env_int("RAG_LLM_MAX_CRASHES", default=3, minimum=1)
@@ -364,6 +366,13 @@ RAG_GIT_HISTORY_DEPTH = env_int("RAG_GIT_HISTORY_DEPTH", default=50, minimum=1)
 RAG_ALLOWED_GIT_URLS = env_list("RAG_ALLOWED_GIT_URLS", default=[])
 RAG_GIT_CACHE_DIR = env_path("RAG_GIT_CACHE_DIR", default=DATA_DIR / "git")
 RAG_GIT_TIMEOUT_S = env_int("RAG_GIT_TIMEOUT_S", default=300, minimum=1)
+# Website sources (knowledge/ingest/website.py): the URL prefixes web and API users may name (nothing by default; a
+# private or loopback host only when a prefix names it), and what one sync may read.
+RAG_ALLOWED_WEB_PREFIXES = env_list("RAG_ALLOWED_WEB_PREFIXES", default=[])
+RAG_WEB_MAX_PAGES = env_int("RAG_WEB_MAX_PAGES", default=200, minimum=1)
+RAG_WEB_MAX_DEPTH = env_int("RAG_WEB_MAX_DEPTH", default=3, minimum=0)
+RAG_WEB_MAX_BYTES = env_int("RAG_WEB_MAX_BYTES", default=50 * 1024 * 1024, minimum=1)
+RAG_WEB_TIMEOUT_S = env_int("RAG_WEB_TIMEOUT_S", default=15, minimum=1)
 
 LOGGING = {
     "version": 1,

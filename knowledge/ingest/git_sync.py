@@ -26,14 +26,14 @@ from knowledge.index.storage import is_storage_full
 from knowledge.ingest import git
 from knowledge.ingest.extraction import ExtractionError
 from knowledge.ingest.pipeline import (  # the steps every source's sync shares
-    _checkpoint,
-    _files_listed,
-    _finish,
-    _ingest_one,
-    _stopped_when_full,
+    checkpoint,
     document_move,
+    files_listed,
+    finish,
     ingest_bytes,
+    ingest_one,
     retire_documents,
+    stopped_when_full,
 )  # fmt: skip
 from knowledge.ingest.walker import size_limit
 from knowledge.jobs import report_activity, source_locked
@@ -59,7 +59,7 @@ def sync_git(
         tenant=source.tenant, source=source, kind=IngestJob.Kind.GIT, params={"location": location, "operator": True}
     )
     jobs.start(job)
-    with source_locked(source, job), _stopped_when_full(job):
+    with source_locked(source, job), stopped_when_full(job):
         report_activity(job, f"Reading the repository {git.public_url(location)}")
         depth = source.history_depth or settings.RAG_GIT_HISTORY_DEPTH
         try:  # nothing is changed before the repository and its branch are read
@@ -76,7 +76,7 @@ def sync_git(
         job.params = {**(job.params or {}), "git": {"head": plan.head.sha, "base": plan.base, "commits": plan.commits,
                                                     "rewritten": plan.rewritten, "depth": depth}}  # fmt: skip
         job.save()
-        _files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in plan.skips])
+        files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in plan.skips])
         embedder = get_embedder()
         keep = {ids.normalise_document_key(key) for key in plan.present}
         imported = 0
@@ -90,7 +90,7 @@ def sync_git(
             made = _history(job, source, key, history, repository, embedder)
             imported += made
             last = history.changes[-1]
-            if not _ingest_one(job=job, source=source, key=key, data=git.blob_bytes(repository, last.blob),
+            if not ingest_one(job=job, source=source, key=key, data=git.blob_bytes(repository, last.blob),
                                mtime=last.commit.date.timestamp(), options=options, embedder=embedder,
                                position=number, commit=last.commit.as_dict(last.blob),
                                force=moved and not made):  # fmt: skip
@@ -107,7 +107,7 @@ def sync_git(
                 job.updated, job.added = job.updated - 1, job.added + 1
             job.documents_done = number + 1
             if number % 20 == 0 or number + 1 == len(plan.files):
-                _checkpoint(job, progress)
+                checkpoint(job, progress)
         job.retired = retire_documents(source=source, keep_keys=keep)
         lost = _mark_unreachable(source, plan.reachable) if plan.rewritten else 0
         job.params = {**job.params, "git": {**job.params["git"], "history_versions": imported, "unreachable": lost}}
@@ -116,7 +116,7 @@ def sync_git(
         source.last_synced_at = timezone.now()
         source.save(update_fields=["synced_commit", "last_synced_at"])
         job.save()
-        return _finish(job, progress)
+        return finish(job, progress)
 
 
 def _history(job: IngestJob, source: Source, key: str, history: git.FileHistory, repository, embedder) -> int:

@@ -555,11 +555,11 @@ def sync_folder(
         params={"path": str(Path(root).resolve()), "operator": True},
     )  # fmt: skip
     jobs.start(job)
-    vault_kind = source.kind == Source.Kind.OBSIDIAN
+    vault_kind = source.is_vault
     # One sync of a source at a time (knowledge/jobs.py); enrichment adds a chunk per document, and a vault's notes
     # are rendered before they are read, so neither reads ahead.
     wanted = options.enrichment is None and not vault_kind
-    with source_locked(source, job), _stopped_when_full(job), _lookahead(wanted) as lookahead:
+    with source_locked(source, job), stopped_when_full(job), _lookahead(wanted) as lookahead:
         entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES, images=vault_kind))
         files = [e for e in entries if isinstance(e, WalkedFile)]
         skips = [e for e in entries if isinstance(e, Skip)]
@@ -567,7 +567,7 @@ def sync_folder(
         job.skipped = len(skips)
         job.documents_total, job.files_total = len(files), len(files) + len(skips)
         job.save()
-        _files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
+        files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
         known = _fast_unchanged(source)
         vault = obsidian.Vault([f.key for f in files], root, _embed_rule(source)) if vault_kind else None
         stale = _embedding_changed(source, files, known) if vault_kind else set()
@@ -581,11 +581,11 @@ def sync_folder(
             try:
                 key = ids.normalise_document_key(walked.key)
             except ids.InvalidIdentifier as exc:
-                _record_failure(job, walked.key, str(exc), position=number)
+                record_failure(job, walked.key, str(exc), position=number)
                 job.documents_done = number + 1
                 continue
             if key in keep:  # "café" written composed and decomposed: one document key, two files
-                _record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
+                record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
                                 f"(an NFC/NFD twin of {key}); rename one of them", position=number)  # fmt: skip
                 job.documents_done = number + 1
                 continue
@@ -598,7 +598,7 @@ def sync_folder(
                     lookahead.fill(number)
                 data, how = _read_walked(walked, vault, options, links)
                 moved = moves.take(key, data, walked.path)
-                if not _ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
+                if not ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
                                    options=how, embedder=lookahead or embedder, lookahead=lookahead,
                                    position=number, data=data, size=walked.size, force=bool(moved)):  # fmt: skip
                     keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
@@ -608,7 +608,7 @@ def sync_folder(
                     lookahead.forget(walked.key)
             job.documents_done = number + 1
             if number % 20 == 0 or number + 1 == len(files):
-                _checkpoint(job, progress)
+                checkpoint(job, progress)
         job.retired = retire_documents(source=source, keep_keys=keep)
         if vault_kind:
             link_graph.links_store(source, links)
@@ -619,7 +619,7 @@ def sync_folder(
         timeline.resolve_pending_links(source_pk=source.pk)
         source.last_synced_at = timezone.now()
         source.save(update_fields=["last_synced_at"])
-        return _finish(job, progress)
+        return finish(job, progress)
 
 
 def _read_walked(walked: WalkedFile, vault: obsidian.Vault | None, options: IngestOptions,
@@ -717,30 +717,30 @@ def ingest_files(
     """Ingest uploaded (key, bytes) pairs into a source; other documents of the source are left alone."""
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.UPLOAD)
     jobs.start(job)
-    with source_locked(source, job), _stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
+    with source_locked(source, job), stopped_when_full(job):  # one sync of a source at a time (knowledge/jobs.py)
         job.skips, job.skipped = list(skips or []), len(skips or [])
         job.errors, job.failed = list(errors or []), len(errors or [])
         job.documents_total, job.files_total = len(files), len(files) + job.skipped + job.failed
         job.save()  # the totals show at once, not after the first document (an enriched one takes a minute)
         if not job.files.exists():  # uploads list their files when they are stored (knowledge/services.py)
-            _files_listed(job, [(k, JobFile.Status.WAITING, "") for k, _ in files])
+            files_listed(job, [(k, JobFile.Status.WAITING, "") for k, _ in files])
         embedder = get_embedder()
         writer = (job.params or {}).get("writer")
         for number, (key, data) in enumerate(files):
             report_activity(job, f"Document {number + 1} of {len(files)}: {ids.display_name(key)}")
             if writer is not None and _hidden_from(writer, source, key):
-                _record_failure(job, key, HIDDEN_WRITE, kind="rejected", position=number)
+                record_failure(job, key, HIDDEN_WRITE, kind="rejected", position=number)
                 job.documents_done = number + 1
                 continue
-            _ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder,
+            ingest_one(job=job, source=source, key=key, data=data, options=options, embedder=embedder,
                         position=number)  # fmt: skip
             job.documents_done = number + 1
-            _checkpoint(job, None)
-        return _finish(job, None)
+            checkpoint(job, None)
+        return finish(job, None)
 
 
 @contextmanager
-def _stopped_when_full(job: IngestJob) -> Iterator[None]:
+def stopped_when_full(job: IngestJob) -> Iterator[None]:
     """A full disk (or one below RAG_MIN_FREE_BYTES) fails the job with the reason and raises StorageFull."""
     try:
         yield
@@ -778,11 +778,11 @@ def _changed(files: list[WalkedFile], known: dict) -> list[tuple[int, str, Path]
     return changed
 
 
-def _ingest_one(
+def ingest_one(
     *, job: IngestJob, source: Source, key: str, options: IngestOptions, embedder: Embedder | Lookahead,
     path: Path | None = None, mtime: float | None = None, data: bytes | None = None,
     lookahead: Lookahead | None = None, position: int = 0, commit: dict | None = None, force: bool = False,
-    size: int | None = None,
+    size: int | None = None, location: str | None = None,
 ) -> bool:  # fmt: skip
     """Ingest one file into the job's counts and its row of the job's file list; False when it was skipped
     (empty), so a sync retires its old version. A failure is recorded on the job and keeps the old version (True),
@@ -795,7 +795,8 @@ def _ingest_one(
             assert path is not None
             data = path.read_bytes()
         outcome = ingest_bytes(
-            source=source, key=key, data=data, source_path=str(path or key), mtime=mtime, options=options, size=size,
+            source=source, key=key, data=data, source_path=location or str(path or key), mtime=mtime, options=options,
+            size=size,
             job=job, embedder=embedder, lookahead=lookahead, commit=commit, force=force,  # a Lookahead embeds too
         )  # fmt: skip
     except EmptyDocument:
@@ -804,10 +805,10 @@ def _ingest_one(
         _file_record(job, key, position, JobFile.Status.SKIPPED, reason="empty: no text to index", started=started)
         return False
     except NeedsOCR as exc:
-        _record_failure(job, key, str(exc), kind="needs_ocr", position=position, started=started)
+        record_failure(job, key, str(exc), kind="needs_ocr", position=position, started=started)
         return True
     except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
-        _record_failure(job, key, str(exc), position=position, started=started)
+        record_failure(job, key, str(exc), position=position, started=started)
         return True
     except Exception as exc:
         if is_storage_full(exc):  # every document after this one would fail the same way
@@ -824,7 +825,7 @@ def _ingest_one(
     return True
 
 
-def _files_listed(job: IngestJob, rows: list[tuple[str, str, str]]) -> None:
+def files_listed(job: IngestJob, rows: list[tuple[str, str, str]]) -> None:
     """The job's file list, at its start: (key, status, reason) in order."""
     JobFile.objects.bulk_create(
         [JobFile(tenant_id=job.tenant_id, job=job, position=n, key=key[:1000], status=status, reason=reason,
@@ -847,17 +848,17 @@ def _record_unexpected(job: IngestJob, key: str, exc: Exception, *, position: in
     """A document that failed for a reason of its own (unreadable, a bug): recorded, the batch goes on."""
     if isinstance(exc, OSError):  # the reason, not the server's path
         logger.warning("Reading %s failed: %s", key, exc)
-        _record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})",
+        record_failure(job, key, f"the file could not be read ({exc.strerror or 'input/output error'})",
                         position=position, started=started)  # fmt: skip
         return True
     reference = error_reference()
     logger.error("Ingesting %s failed (ref %s)", key, reference, exc_info=exc)
-    _record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})",
+    record_failure(job, key, f"unexpected error while indexing; the details were logged (ref {reference})",
                     position=position, started=started)  # fmt: skip
     return True
 
 
-def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error", position: int = 0,
+def record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error", position: int = 0,
                     started: float | None = None) -> None:  # fmt: skip
     error = problem_text(error)  # it may quote the file (a parser's message): cut
     job.failed += 1
@@ -865,13 +866,13 @@ def _record_failure(job: IngestJob, key: str, error: str, *, kind: str = "error"
     _file_record(job, key, position, JobFile.Status.FAILED, reason=error, kind=kind, started=started)
 
 
-def _checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> None:
+def checkpoint(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> None:
     jobs.checkpoint(job)
     if progress:
         progress(job)
 
 
-def _finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> IngestJob:
+def finish(job: IngestJob, progress: Callable[[IngestJob], None] | None) -> IngestJob:
     jobs.indexing(job)
     indexer.drain()
     job.refresh_from_db()

@@ -80,7 +80,7 @@ def test_the_api_sets_and_clears_a_schedule_and_refuses_bad_values(tenant_a, fol
     refused = client.patch(f"/api/v1/tenants/acme/sources/{uploads.public_id}/", {"sync_every_minutes": 5},
                            format="json")  # fmt: skip
     assert refused.status_code == 400
-    assert "Only folder, vault and git sources" in refused.json()["sync_every_minutes"][0]
+    assert "Only folder, vault, git and website sources" in refused.json()["sync_every_minutes"][0]
     cleared = client.patch(url, {"sync_every_minutes": None}, format="json").json()
     assert cleared["sync_every_minutes"] is None and cleared["schedule"] is None
     assert not Schedule.objects.filter(name=folder.schedule_name).exists()

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from knowledge.ingest.uploads import UploadRejected, expand_upload
+from knowledge.locations import FolderNotAllowed, folder_path_check
 from knowledge.models import Document, IngestJob, Status
 from knowledge.search.retrieval import retrieve
-from knowledge.services import FolderNotAllowed, folder_path_check, upload_enqueue
+from knowledge.services import upload_enqueue
 from tenants.principals import Viewer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

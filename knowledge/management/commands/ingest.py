@@ -11,14 +11,15 @@ from inference.embedders import become_batch_process
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.index.storage import StorageFull, is_storage_full, storage_full_reason
-from knowledge.ingest import git, pipeline
+from knowledge.ingest import git, pipeline, sources
+from knowledge.ingest.website import WebProblem
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob, Source
 from knowledge.schedules import MAX_MINUTES, source_set_sync_every
 from knowledge.services import (
     FolderNotAllowed,
-    git_source_create,
     ingest_options,
+    source_create_for,
     source_set_access,
     source_set_review_every,
     source_sync_enqueue,
@@ -35,8 +36,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
-        parser.add_argument("path", help="a folder, a vault, or (--kind git) a repository's path or URL")
-        parser.add_argument("--kind", default="auto", choices=["auto", "folder", "obsidian", "git"],
+        parser.add_argument("path", help="a folder, a vault, (--kind git) a repository's path or URL, or (--kind "
+                                         "website) a start URL or sitemap.xml")  # fmt: skip
+        parser.add_argument("--kind", default="auto", choices=["auto", *sources.syncable_kinds()],
                             help="auto: a vault when the folder has .obsidian/ at its root, else a folder")  # fmt: skip
         parser.add_argument("--branch", default="", help="git: the branch read (default: the repository's HEAD)")
         parser.add_argument("--depth", type=int, default=None, metavar="COMMITS",
@@ -72,12 +74,12 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
         kind = options.get("kind") or "auto"
-        url = kind == "git" and git.is_url(path)
+        url = git.is_url(path) and kind != "auto"  # a repository's or a website's URL; otherwise a folder here
         root = Path(path).expanduser().resolve()
         if not url and not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
         if kind == "auto":
-            kind = "obsidian" if (root / ".obsidian").is_dir() else "folder"
+            kind = Source.Kind.OBSIDIAN if (root / ".obsidian").is_dir() else Source.Kind.FOLDER
         depth = options.get("depth")
         if depth is not None and not 1 <= depth <= 100_000:
             raise CommandError("--depth takes a number of commits from 1 to 100000.")
@@ -93,11 +95,9 @@ class Command(BaseCommand):
         except UnknownPrincipal as exc:
             raise CommandError(str(exc)) from exc
         name = source or (git.repository_name(path) if url else root.name)
+        location = path.strip() if url else str(root)
         try:
-            if kind == "git":
-                folder = _git_source(owner, name, path if url else str(root), options.get("branch") or "", depth)
-            else:
-                folder = pipeline.folder_source_get_or_create(tenant=owner, name=name, path=root, kind=kind)
+            folder = _source(owner, kind, name, location, options.get("branch") or "", depth)
         except (ids.InvalidIdentifier, FolderNotAllowed) as exc:
             raise CommandError(str(exc)) from exc
         if wanted is not None and sorted(wanted) != sorted(folder.access):
@@ -128,14 +128,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued job {job.public_id} for {folder.source_id}")
             return
         started = time.monotonic()
-        try:
-            if kind == "git":
-                from knowledge.ingest.git_sync import sync_git
-
-                job = sync_git(source=folder, options=how, progress=self._progress)
-            else:
-                job = pipeline.sync_folder(source=folder, root=root, options=how, progress=self._progress)
-        except (SourceBusy, StorageFull, git.GitProblem) as exc:
+        try:  # the operator's own location, read now in this process by the source's kind
+            job = sources.kind_of(folder).sync(folder, location, how, None, self._progress)  # type: ignore[misc]
+        except (SourceBusy, StorageFull, git.GitProblem, WebProblem) as exc:
             raise CommandError(str(exc)) from exc
         except Exception as exc:
             if is_storage_full(exc):  # before the job could even be recorded
@@ -169,14 +164,13 @@ class Command(BaseCommand):
         sys.stderr.flush()
 
 
-def _git_source(tenant: Tenant, name: str, location: str, branch: str, depth: int | None) -> Source:
-    """The tenant's git source of this name (created by the operator: any repository it can read), its branch and
-    depth set as given."""
-    source_id = ids.source_id(tenant.slug, "git", name)
-    found = Source.objects.for_tenant(tenant).filter(source_id=source_id).first()
+def _source(tenant: Tenant, kind: str, name: str, location: str, branch: str, depth: int | None) -> Source:
+    """The tenant's source of this kind and name (created by the operator: any location it can read), reading
+    `location`, its branch and depth set as given (git)."""
+    found = Source.objects.for_tenant(tenant).filter(source_id=ids.source_id(tenant.slug, kind, name)).first()
     if found is None:
-        return git_source_create(tenant=tenant, name=name, location=location, branch=branch, history_depth=depth,
-                                 operator=True)  # fmt: skip
+        return source_create_for(tenant=tenant, kind=kind, name=name, location=location, branch=branch,
+                                 history_depth=depth, operator=True)  # fmt: skip
     found.path, found.branch = location, branch or found.branch
     found.history_depth = depth or found.history_depth
     found.save(update_fields=["path", "branch", "history_depth"])
