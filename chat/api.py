@@ -2,74 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from chat import records, services
-from chat.models import AnswerRecord
+from chat import recipe, records, services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
-from chat.streaming import chain, sse_response, stream_events
-from inference.llm import ModelUnavailable
-from knowledge.shapes import run_retrieval, scope_filters, with_when
+from chat.streaming import EventStreamRenderer, sse_response, stream_events
+from knowledge import transport
+from knowledge.shapes import scope_filters
 from tenants.access import TenantApiView
 from tenants.models import ApiKey
 
 logger = logging.getLogger(__name__)
-
-
-class AnswerModelBusy(exceptions.APIException):
-    """503 with Retry-After (DRF sets the header from `wait`), when this process has its limit of pending answers."""
-
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The answer model is busy; retry shortly."
-
-    def __init__(self, busy: services.AnswersBusy) -> None:
-        super().__init__(str(busy))
-        self.wait = busy.retry_after
-
-
-class AnswerModelUnavailable(exceptions.APIException):
-    """503 with Retry-After when the chat model process is starting, restarting or died during the answer."""
-
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The chat model is restarting; retry shortly."
-
-    def __init__(self, unavailable: ModelUnavailable) -> None:
-        super().__init__(unavailable.reason)
-        self.wait = unavailable.retry_after
-
-
-def admitted(fn, *args, **kwargs):
-    """Run a step that starts an answer; a full answer queue or a model that is restarting becomes a clean 503
-    with Retry-After."""
-    try:
-        return run_retrieval(fn, *args, **kwargs)
-    except services.AnswersBusy as busy:
-        raise AnswerModelBusy(busy) from busy
-    except ModelUnavailable as unavailable:
-        raise AnswerModelUnavailable(unavailable) from unavailable
-
-
-class EventStreamRenderer(BaseRenderer):
-    """Lets content negotiation accept `Accept: text/event-stream`; the stream itself bypasses renderers.
-
-    Errors raised before the stream starts (400, 404, 409, 503) are rendered as JSON text."""
-
-    media_type = "text/event-stream"
-    format = "sse"
-    charset = "utf-8"
-
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        return json.dumps(data, ensure_ascii=False).encode() if data is not None else b""
 
 
 class AnswerApi(TenantApiView):
@@ -85,30 +36,23 @@ class AnswerApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        assistant = services.assistant_get(tenant=self.tenant, name=data.get("assistant"))
-        if data.get("assistant") and assistant is None:
-            raise serializers.ValidationError({"assistant": ["No assistant with that name."]})
-        filters = scope_filters(data["scope"]) if "scope" in data else None
-        options = services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
-        with_when(options.filters, data)
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
+                             filters=scope_filters(data["scope"]) if "scope" in data else None, when=data)  # fmt: skip
+        try:
+            answering = recipe.Answering(viewer=self.viewer, asked=asked, channel="api",
+                                         user=None if key else request.user, api_key=key)  # fmt: skip
+        except recipe.UnknownAssistant as exc:
+            raise serializers.ValidationError({"assistant": ["No assistant with that name."]}) from exc
         if data["stream"] or request.accepted_renderer.format == "sse":
-            stream = services.stream_answer(viewer=self.viewer, question=data["question"], options=options)
-            first = admitted(next, stream)  # the Sources: a full queue or retrieval errors answer before streaming
+            stream = transport.guarded(answering.stream)  # a full queue or retrieval errors answer before streaming
 
             def on_done(result: services.Answer) -> dict[str, Any]:
-                return {"answer_id": str(self._record(request, data["question"], result).public_id)}
+                return {"answer_id": str(answering.record(result).public_id)}
 
-            def events() -> Iterator[str]:
-                yield from stream_events(chain(first, stream), on_done)
-
-            return sse_response(events())
-        result = admitted(services.answer_question, viewer=self.viewer, question=data["question"], options=options)
-        return Response(answer_payload(result, answer_id=self._record(request, data["question"], result).public_id))
-
-    def _record(self, request: Request, question: str, result: services.Answer) -> AnswerRecord:
-        key = request.auth if isinstance(request.auth, ApiKey) else None
-        return records.answer_record(viewer=self.viewer, question=question, result=result, channel="api",
-                                     user=None if key else request.user, api_key=key)  # fmt: skip
+            return sse_response(stream_events(stream, on_done))
+        result, record = transport.guarded(answering.json)
+        return Response(answer_payload(result, answer_id=record.public_id))
 
 
 class VerdictApi(TenantApiView):

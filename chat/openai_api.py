@@ -25,17 +25,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat import records, services
-from chat.api import EventStreamRenderer, admitted
+from chat import recipe, services
 from chat.models import AnswerRecord, Assistant
-from chat.streaming import chain, sse_response, stream_failure
+from chat.streaming import EventStreamRenderer, sse_response, stream_failure
 from core.parsers import SafeJSONParser
+from knowledge import transport
 from knowledge.shapes import plain_errors
 from tenants.authentication import ApiKeyAuthentication, BearerApiKeyAuthentication
 from tenants.models import ApiKey, Tenant
 from tenants.principals import Viewer, viewer_for
 
-MAX_QUESTION_CHARS = 2000  # as /answer
+MAX_QUESTION_CHARS = recipe.MAX_QUESTION_CHARS
 # What each status is called in OpenAI's error shape (the SDKs read the status; clients show type and message).
 ERROR_KINDS = {
     400: ("invalid_request_error", None),
@@ -184,25 +184,26 @@ class ChatCompletionsApi(OpenAIApiView):
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         model = data["model"].strip()
-        assistant = model_assistant(self.tenant, model)
-        options = services.AnswerSettings.from_assistant(assistant)
-        if data.get("temperature") is not None:
-            options.temperature = data["temperature"]
-        if data.get("top_p") is not None:
-            options.top_p = data["top_p"]
-        limit = data.get("max_completion_tokens") or data.get("max_tokens")
-        if limit:
-            options.max_tokens = limit
+
+        def tune(options: services.AnswerSettings) -> None:  # the sampling a client asks for
+            if data.get("temperature") is not None:
+                options.temperature = data["temperature"]
+            if data.get("top_p") is not None:
+                options.top_p = data["top_p"]
+            limit = data.get("max_completion_tokens") or data.get("max_tokens")
+            if limit:
+                options.max_tokens = limit
+
+        asked = recipe.Asked(question=data["question"], assistant=model_assistant(self.tenant, model),
+                             earlier=data["earlier"], tune=tune)  # fmt: skip
+        self.answering = recipe.Answering(viewer=self.viewer, asked=asked, channel=AnswerRecord.Channel.OPENAI,
+                                          api_key=self.key)  # fmt: skip
         completion_id, created = f"chatcmpl-{int(time.time() * 1000):x}", int(time.time())
         if data["stream"]:
-            stream = services.stream_answer(viewer=self.viewer, question=data["question"], options=options,
-                                            earlier=data["earlier"])  # fmt: skip
-            first = admitted(next, stream)  # a full queue, a restarting model, retrieval errors: before streaming
+            stream = transport.guarded(self.answering.stream)  # a full queue, a restarting model: before streaming
             chunks = Chunks(completion_id, created, model)
-            return sse_response(self._events(chunks, chain(first, stream), data["question"]))
-        result = admitted(services.answer_question, viewer=self.viewer, question=data["question"], options=options,
-                          earlier=data["earlier"])  # fmt: skip
-        record = self._record(data["question"], result)
+            return sse_response(self._events(chunks, stream, data["question"]))
+        result, record = transport.guarded(self.answering.json)
         return Response({
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer}, "logprobs": None,
@@ -239,8 +240,7 @@ class ChatCompletionsApi(OpenAIApiView):
         yield "data: [DONE]\n\n"
 
     def _record(self, question: str, result: services.Answer) -> AnswerRecord:
-        return records.answer_record(viewer=self.viewer, question=result.question or question, result=result,
-                                     channel=AnswerRecord.Channel.OPENAI, api_key=self.key)  # fmt: skip
+        return self.answering.record(result)
 
 
 class Chunks:

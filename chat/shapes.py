@@ -10,12 +10,13 @@ from rest_framework import serializers
 
 from chat import services
 from chat.models import Verdict
+from chat.recipe import MAX_QUESTION_CHARS
 from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput
 
 
 @extend_schema_serializer(component_name="AnswerInput")
 class AnswerInput(WhenInput):
-    question = serializers.CharField(max_length=2000)
+    question = serializers.CharField(max_length=MAX_QUESTION_CHARS)
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
     scope = ScopeSerializer(required=False)
     assistant = serializers.CharField(max_length=60, required=False, allow_blank=True)

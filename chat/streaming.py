@@ -10,13 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
+from rest_framework.renderers import BaseRenderer
 
 from chat import services
 from chat.shapes import answer_payload, sentence_payload, sources_payload
-from core.errors import error_reference
-from inference.llm import ModelUnavailable
-from knowledge.search.retrieval import IndexMismatch
-from knowledge.shapes import StoreBusy, StoreUnavailable
+from knowledge import transport
 
 logger = logging.getLogger(__name__)
 
@@ -55,20 +53,22 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:
             close()
 
 
-def stream_failure(exc: Exception) -> dict[str, Any]:
-    """What a stream that failed after it started says in-band: the operator's remedy for an index built with
-    another embedder, when to retry for a model that died mid-answer or a busy store, else a reference to the log."""
-    if isinstance(exc, IndexMismatch):
-        return {"detail": str(exc)}
-    if isinstance(exc, ModelUnavailable):
-        return {"detail": exc.reason, "retry_after": exc.retry_after}
-    if isinstance(exc, StoreBusy):
-        return {"detail": StoreUnavailable.default_detail}
-    reference = error_reference()
-    logger.exception("Answer stream failed (ref %s)", reference, exc_info=exc)
-    return {"detail": "The answer failed; the error was logged.", "reference": reference}
+stream_failure = transport.stream_failure  # what a stream that failed after it started says in-band
 
 
 def chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets content negotiation accept `Accept: text/event-stream`; the stream itself bypasses renderers.
+
+    Errors raised before the stream starts (400, 404, 409, 503) are rendered as JSON text."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return json.dumps(data, ensure_ascii=False).encode() if data is not None else b""

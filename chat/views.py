@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import records, services
+from chat import recipe, records, services
 from chat.models import AnswerRecord, Assistant, ChatSession, Verdict
-from chat.streaming import chain, sse_response, stream_events
+from chat.streaming import sse_response, stream_events
 from inference.llm import ModelUnavailable
 from inference.runtime import model_status
+from knowledge import transport
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import TenantQuerySet
 
@@ -64,25 +65,28 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     question = (request.POST.get("question") or "").strip()
     if not question:
         return HttpResponseBadRequest("Type a question first.")
-    if len(question) > 2000:
-        return HttpResponseBadRequest("Questions are limited to 2,000 characters.")
+    if len(question) > recipe.MAX_QUESTION_CHARS:
+        return HttpResponseBadRequest(f"Questions are limited to {recipe.MAX_QUESTION_CHARS:,} characters.")
     assistant = services.assistant_get(tenant=request.tenant, name=request.POST.get("assistant") or None)
     session_id = request.POST.get("session") or ""
     session = _own_sessions(request).public_or_404(session_id) if session_id else None
-    options = services.AnswerSettings.from_assistant(assistant or (session.assistant if session else None))
+    asked = recipe.Asked(question=question, assistant=assistant or (session.assistant if session else None))
+    answering = recipe.Answering(viewer=request.viewer, asked=asked, channel="chat", user=request.user)
     try:
-        stream = _started(services.stream_answer(viewer=request.viewer, question=question, options=options))
+        stream = _started(answering.stream)
     except (services.AnswersBusy, ModelUnavailable) as busy:
-        response = HttpResponse(str(busy), status=503, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = str(busy.retry_after)
+        problem = transport.problem_of(busy)
+        assert problem is not None
+        response = HttpResponse(problem.detail, status=problem.status, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(problem.retry_after)
         return response
-    tenant, user, viewer = request.tenant, request.user, request.viewer
+    tenant, user = request.tenant, request.user
 
     def on_done(result: services.Answer) -> dict[str, Any]:
         nonlocal session
         if session is None:  # created only once there is an answer to keep: a failed stream leaves nothing behind
             session = ChatSession.objects.create(tenant=tenant, user=user, assistant=assistant)
-        record = records.answer_record(viewer=viewer, question=question, result=result, channel="chat", user=user)
+        record = answering.record(result)
         message = services.session_record(tenant=tenant, session=session, question=question, result=result,
                                           record=record)  # fmt: skip
         return {
@@ -94,11 +98,11 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     return sse_response(stream_events(stream, on_done))
 
 
-def _started(stream: Iterator[Any]) -> Iterator[Any]:
-    """Take the stream's first step now (admission, then retrieval), so a full answer queue is a 503 before the
-    response starts; any other failure of that step is reported in the stream, as later ones are."""
+def _started(start: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    """Take the stream's first step now (admission, then retrieval: `start`), so a full answer queue is a 503 before
+    the response starts; any other failure of that step is reported in the stream, as later ones are."""
     try:
-        first = next(stream)
+        return start()
     except (services.AnswersBusy, ModelUnavailable):
         raise
     except StopIteration:
@@ -111,7 +115,6 @@ def _started(stream: Iterator[Any]) -> Iterator[Any]:
             yield  # a generator
 
         return failed()
-    return chain(first, stream)
 
 
 @tenant_member_required

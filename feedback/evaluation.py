@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
 from chat import services as chat_services
 from core.errors import error_reference
+from feedback import runs
 from feedback.models import EvalQuestion, EvalRun, Fix, VerifierCase
 from inference.embedders import get_embedder
 from knowledge import selectors
@@ -139,25 +139,19 @@ def evaluation_run(run: EvalRun) -> EvalRun:
     In a process that cannot search (the web server owns the embedded store) it goes back to the queue, for the
     web server's runner (feedback/runner.py)."""
     tenant = run.tenant
-    run.state, run.heartbeat_at = EvalRun.State.RUNNING, timezone.now()
-    run.save(update_fields=["state", "heartbeat_at"])
+    runs.start(run)
     try:
         questions = list(EvalQuestion.objects.for_tenant(tenant).order_by("created_at", "pk"))
         rows = []
         for q in questions:
             rows.append(score_question(tenant, q, answers=run.answers))
-            EvalRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())  # alive: see selectors.eval_runs
-        run.results, run.context = rows, system_context(tenant, rows)
-        run.metrics = {**summarise(rows), **verifier_scores(tenant)}
-        run.state = EvalRun.State.DONE
+            runs.heartbeat(run)  # alive: see runs.fail_silent
+        runs.done(run, results=rows, context=system_context(tenant, rows),
+                  metrics={**summarise(rows), **verifier_scores(tenant)})  # fmt: skip
     except StoreBusy:
-        run.state = EvalRun.State.QUEUED
-        run.save(update_fields=["state"])
-        return run
+        runs.requeue(run)
     except Exception:
         reference = error_reference()
         logger.exception("Evaluation run %s failed (ref %s)", run.public_id, reference)
-        run.state, run.error = EvalRun.State.FAILED, f"The run failed; the error was logged (reference {reference})."
-    run.finished_at = timezone.now()
-    run.save()
+        runs.fail(run, f"The run failed; the error was logged (reference {reference}).")
     return run

@@ -13,6 +13,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
+from feedback import runs
 from feedback.conflicts import scan_pending
 from feedback.evaluation import evaluation_run
 from feedback.models import EvalRun
@@ -22,9 +23,7 @@ logger = logging.getLogger(__name__)
 _thread: threading.Thread | None = None
 
 
-def claim(run: EvalRun) -> bool:
-    """Take a queued run for this process; False when another runner took it first."""
-    return bool(EvalRun.objects.filter(pk=run.pk, state=EvalRun.State.QUEUED).update(state=EvalRun.State.RUNNING))
+claim = runs.claim
 
 
 def run_queued(*, limit: int | None = None) -> int:
@@ -49,6 +48,7 @@ def start_runner(*, interval: float = 2.0) -> None:
         while True:
             try:
                 close_old_connections()
+                runs.fail_silent()  # a run whose runner died (another process, a restart) is failed, not left running
                 run_queued()
                 if settings.RAG_CONFLICT_CHECK:  # versions that landed, compared with the current documents
                     scan_pending()

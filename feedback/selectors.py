@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from chat.models import AnswerRecord, Verdict
 from feedback.models import EvalQuestion, EvalRun, Fix
@@ -75,17 +73,8 @@ def eval_questions(*, tenant: Tenant) -> TenantQuerySet[EvalQuestion]:
     return EvalQuestion.objects.for_tenant(tenant).select_related("fix").order_by("created_at", "pk")
 
 
-RUNNER_SILENCE = timedelta(minutes=15)  # a running run whose runner wrote nothing for this long has died
-
-
 def eval_runs(*, tenant: Tenant) -> QuerySet[EvalRun]:
-    """The tenant's runs, newest first. A running run whose runner fell silent (the web server was stopped or
-    killed mid-run) is shown, and kept, as failed with that reason, never as running for ever."""
-    silent = EvalRun.objects.for_tenant(tenant).filter(
-        state=EvalRun.State.RUNNING, heartbeat_at__lt=timezone.now() - RUNNER_SILENCE
-    )
-    silent.update(state=EvalRun.State.FAILED, finished_at=timezone.now(),
-                  error="The process running it stopped before the run finished; run it again.")  # fmt: skip
+    """The tenant's runs, newest first (a read only: runs whose runner died are failed by feedback/runs.py)."""
     return EvalRun.objects.for_tenant(tenant).order_by("-created_at", "-pk")
 
 

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat.models import Verdict
+from feedback import runs
 from feedback.models import EvalQuestion, EvalRun, Fix, VerifierCase
 from knowledge import ids, selectors
 from knowledge import services as knowledge_services
@@ -233,4 +234,4 @@ def eval_question_row(q: EvalQuestion, n: int, *, corpus: str) -> dict[str, Any]
 def evaluation_enqueue(*, tenant: Tenant, answers: bool, started_by: str, trigger: str = "page") -> EvalRun:
     """Queue a run of the tenant's evaluation set: the web server's runner takes it within seconds
     (feedback/runner.py; answers take seconds each)."""
-    return EvalRun.objects.create(tenant=tenant, answers=answers, trigger=trigger, started_by=started_by)
+    return runs.queue(tenant=tenant, answers=answers, started_by=started_by, trigger=trigger)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
-from feedback import conflicts, review, selectors, services
+from feedback import conflicts, review, runs, selectors, services
 from feedback.evaluation import SHOWN_METRICS
 from feedback.models import Fix
 from feedback.plot import evaluation_plot
@@ -173,14 +173,15 @@ def review_act(request: TenantRequest, document_id: str) -> HttpResponse:
 @tenant_member_required(admin=True)
 @require_GET
 def evaluation_page(request: TenantRequest) -> HttpResponse:
-    runs = list(selectors.eval_runs(tenant=request.tenant)[:200])
+    runs.fail_silent(tenant=request.tenant)  # a run whose runner died shows (and stays) failed, never running
+    shown = list(selectors.eval_runs(tenant=request.tenant)[:200])
     context: dict[str, Any] = {
         "tenant": request.tenant,
         "questions": selectors.eval_questions(tenant=request.tenant),
-        "runs": runs[:20],
-        "plot": evaluation_plot(list(reversed(runs))),
+        "runs": shown[:20],
+        "plot": evaluation_plot(list(reversed(shown))),
         "metrics": SHOWN_METRICS,
-        "pending": any(run.state in ("queued", "running") for run in runs),
+        "pending": any(run.state in ("queued", "running") for run in shown),
     }
     return render(request, "feedback/evaluation.html", context)
 

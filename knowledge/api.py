@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -19,14 +19,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.parsers import SafeJSONParser
-from knowledge import changes, ids, selectors, services, validity
+from knowledge import changes, ids, selectors, services, transport, validity
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.schedules import MAX_MINUTES, ScheduleRefused, source_set_sync_every
 from knowledge.search.bootstrap import bootstrap
-from knowledge.search.retrieval import MODES, IndexMismatch, RetrieveFilters, retrieve
+from knowledge.search.retrieval import MODES, RetrieveFilters, retrieve
 from knowledge.shapes import (
     MAX_QUERY_CHARS,
     BootstrapInput,
@@ -38,8 +38,6 @@ from knowledge.shapes import (
     RetrieveInput,
     RetrieveOutput,
     SourceOutput,
-    StoreBusy,
-    StoreUnavailable,
     hit_location,
     plain_errors,
     run_retrieval,
@@ -153,11 +151,12 @@ def _principals(view: TenantApiView, access: list[str]) -> list[str]:
 class SourceListApi(TenantApiView):
     @extend_schema_serializer(component_name="SourceCreateInput")
     class InputSerializer(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=["folder", "obsidian", "git", "upload"])
+        kind = serializers.ChoiceField(choices=["folder", "obsidian", "git", "website", "upload"])
         name = serializers.CharField(max_length=200)
         path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
                                      help_text="folder and obsidian: a folder inside the server's allowed roots; git: "
-                                     "a repository there, or a URL under RAG_ALLOWED_GIT_URLS")  # fmt: skip
+                                     "a repository there, or a URL under RAG_ALLOWED_GIT_URLS; website: a start URL "
+                                     "or sitemap.xml under RAG_ALLOWED_WEB_PREFIXES")  # fmt: skip
         branch = serializers.CharField(max_length=250, required=False, allow_blank=True, default="",
                                        help_text="git: the branch read (blank: the repository's HEAD)")  # fmt: skip
         history_depth = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000,
@@ -185,15 +184,10 @@ class SourceListApi(TenantApiView):
             data["access"] = _principals(self, data["access"])
         try:
             with transaction.atomic():
-                if data["kind"] in ("folder", "obsidian"):
-                    source = services.folder_source_create(tenant=self.tenant, name=data["name"], path=data["path"],
-                                                           kind=data["kind"])  # fmt: skip
-                elif data["kind"] == "git":
-                    source = services.git_source_create(tenant=self.tenant, name=data["name"], location=data["path"],
-                                                        branch=data["branch"],
-                                                        history_depth=data.get("history_depth"))  # fmt: skip
-                else:
-                    source = services.source_create(tenant=self.tenant, kind="upload", name=data["name"])
+                source = services.source_create_for(
+                    tenant=self.tenant, kind=data["kind"], name=data["name"], location=data["path"],
+                    branch=data["branch"], history_depth=data.get("history_depth"),
+                )  # fmt: skip
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
                 source.save(update_fields=["default_mode", "ocr_languages"])
                 if data.get("review_every_days"):
@@ -206,13 +200,11 @@ class SourceListApi(TenantApiView):
                     source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
         except ScheduleRefused as exc:
             raise serializers.ValidationError({"sync_every_minutes": [str(exc)]}) from exc
-        except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
+        except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
             field = "path" if isinstance(exc, services.FolderNotAllowed) else "name"
             raise serializers.ValidationError({field: [str(exc)]}) from exc
-        except Exception as exc:
-            if "UNIQUE" in str(exc).upper() or "unique" in str(exc):
-                raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
-            raise
+        except IntegrityError as exc:  # another request created the same name a moment before
+            raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
         return Response(SourceOutput(source, context=_access_context(self)).data, status=status.HTTP_201_CREATED)
 
 
@@ -260,10 +252,7 @@ class SourceDetailApi(TenantApiView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, tenant_slug: str, source_id: str) -> Response:
         source = _writable_source(self, _source(self, source_id))
-        try:
-            services.source_delete(tenant=self.tenant, source=source)
-        except StoreBusy as exc:
-            raise StoreUnavailable() from exc
+        run_retrieval(services.source_delete, tenant=self.tenant, source=source)  # a busy store: 503
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -343,7 +332,7 @@ class SourceSyncApi(TenantApiView):
         source = _writable_source(self, _source(self, source_id))
         if not source.syncable:
             raise serializers.ValidationError(
-                {"source": ["Only folder, vault and git sources can be re-synced; upload files instead."]}
+                {"source": ["Only folder, vault, git and website sources can be re-synced; upload files instead."]}
             )
         try:  # the service checks the folder or repository against what the server allows
             options = IngestOptions(mode=source.default_mode)
@@ -586,7 +575,9 @@ class DifyRetrievalApi(APIView):
             hits = retrieve(
                 viewer=viewer, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
             )
-        except (IndexMismatch, StoreBusy):
+        except Exception as exc:
+            if transport.problem_of(exc) is None:
+                raise
             logger.exception("Dify retrieval could not search")
             return _dify_error(500, "The knowledge index is unavailable; retry shortly.", 503)
         best = 2.0 / (60 + 1) + settings.RAG_CRITICAL_BOOST

@@ -314,7 +314,7 @@ def _counts_seen(job: IngestJob, hidden: dict[str, str]) -> None:
     for _, state in rows:
         if state in by_status:
             by_status[state] += 1
-    if job.kind != IngestJob.Kind.UPLOAD:
+    if not job.is_upload:
         by_status["unchanged"] += sum(1 for key, state in hidden.items()
                                       if key not in with_rows and state != Status.RETIRED)  # fmt: skip
     documents = by_status["added"] + by_status["updated"] + by_status["unchanged"] + by_status["failed"]

@@ -19,6 +19,8 @@ from core.errors import error_reference
 from knowledge import ids, jobs, timeline
 from knowledge.access import access_enforce
 from knowledge.index.storage import is_storage_full
+from knowledge.ingest import sources
+from knowledge.locations import BRANCH_RE, FolderNotAllowed
 from knowledge.models import (
     Chunk,
     Document,
@@ -81,7 +83,7 @@ def _render_again(tenant: Tenant, notes: list[Document]) -> None:
     if not notes:
         return
     DocumentVersion.objects.filter(document__in=notes, status=Status.ACTIVE).update(mtime=None)
-    for source in {note.source for note in notes if note.source.kind == Source.Kind.OBSIDIAN}:
+    for source in {note.source for note in notes if note.source.is_vault}:
         try:
             source_sync_enqueue(tenant=tenant, source=source, trigger="access")
         except FolderNotAllowed as exc:  # the notes keep the stricter list until the vault is synced
@@ -163,8 +165,9 @@ def _flag_for_sync(document_pks: Iterable[int]) -> None:
     """Curation changed these documents: the indexer pushes the new payloads to the vector store."""
     from knowledge.index import indexer
 
-    Document.objects.filter(pk__in=list(document_pks)).update(needs_sync=True)
-    transaction.on_commit(indexer.drain)
+    pks = list(document_pks)
+    Document.objects.filter(pk__in=pks).update(needs_sync=True)
+    transaction.on_commit(lambda: indexer.sync_documents(pks))  # these documents only, never others' backlog
 
 
 def documents_payload_sync(*, tenant: Tenant, document_pks: Iterable[int]) -> None:
@@ -270,9 +273,6 @@ def document_reviewed(*, tenant: Tenant, document: Document, days: int, actor: s
     return timeline.document_reviewed(document=document, days=days, actor=actor)
 
 
-SYNCABLE_KINDS = (Source.Kind.FOLDER, Source.Kind.OBSIDIAN, Source.Kind.GIT)
-
-
 def source_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOptions = DEFAULT_OPTIONS,
                         operator: bool = False, trigger: str = "request") -> IngestJob:  # fmt: skip
     """Queue a background sync of a folder, vault or git source; returns the IngestJob that reports on it.
@@ -285,18 +285,8 @@ def source_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOption
 
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot be synced here.")
-    if source.kind not in SYNCABLE_KINDS:
-        shown = source.get_kind_display().lower()
-        raise FolderNotAllowed(f"{source.label} holds {shown}: it has nothing to sync; upload files instead.")
-    params: dict[str, Any] = {**options.to_params(), "operator": operator, "trigger": trigger}
-    if source.kind == Source.Kind.GIT:
-        kind = IngestJob.Kind.GIT
-        params["location"] = source.path if operator else git_location_check(source.path)
-    else:
-        kind = IngestJob.Kind.FOLDER
-        params["path"] = (
-            str(Path(source.path).expanduser().resolve()) if operator else str(folder_path_check(source.path))
-        )
+    kind, location = sources.sync_params(source, operator=operator)
+    params: dict[str, Any] = {**options.to_params(), "operator": operator, "trigger": trigger, **location}
     job = IngestJob.objects.create(tenant=tenant, source=source, kind=kind, params=params)
     transaction.on_commit(
         lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"ingest-{job.public_id}")
@@ -360,10 +350,8 @@ def job_retry(*, tenant: Tenant, job):
 
     if job.tenant_id != tenant.pk:
         raise PermissionError("Jobs of another tenant cannot be retried here.")
-    if job.kind == type(job).Kind.FOLDER:
-        job_folder(job)
-    elif job.kind == type(job).Kind.GIT:
-        job_git_location(job)
+    if sources.is_sync(job):
+        sources.job_location(job)  # checked again now (FolderNotAllowed)
     elif not Path((job.params or {}).get("dir") or "/nonexistent").is_dir():
         raise UploadFilesGone("The uploaded files were removed once they were ingested; upload them again.")
     elif not all((Path(job.params["dir"]) / key).is_file() for key in job.params.get("files", [])):
@@ -377,105 +365,45 @@ class UploadFilesGone(ValueError):
     """An upload job's raw files were removed after it ended: it cannot be run again."""
 
 
-class FolderNotAllowed(ValueError):
-    """A folder outside the directories the operator allows for web and API users."""
+class SourceExists(ValueError):
+    """A source of that kind and name exists already in the tenant."""
 
 
-def folder_path_check(path: str) -> Path:
-    """Resolve a folder given through the web UI or API; it must lie inside RAG_ALLOWED_FOLDER_ROOTS.
-
-    The path is resolved with symlinks followed *before* the check, so neither '..' nor a symlink
-    can escape an allowed root; the walker itself never follows symlinks inside the tree.
-    """
-    from django.conf import settings
-
-    roots = settings.RAG_ALLOWED_FOLDER_ROOTS
-    if not roots:
-        raise FolderNotAllowed("Folder sources are disabled for web and API users (set RAG_ALLOWED_FOLDER_ROOTS).")
-    try:
-        resolved = Path(path).expanduser().resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
-        raise FolderNotAllowed(f"{path} does not exist or cannot be read.") from exc
-    if not resolved.is_dir():
-        raise FolderNotAllowed(f"{path} is not a folder.")
-    if not _inside_roots(resolved):
-        raise FolderNotAllowed(f"{path} is outside the folders this server allows.")
-    return resolved
-
-
-def _inside_roots(resolved: Path) -> bool:
-    """A resolved path inside one of RAG_ALLOWED_FOLDER_ROOTS."""
-    return any(resolved == root or root in resolved.parents for root in settings.RAG_ALLOWED_FOLDER_ROOTS)
-
-
-def job_folder(job) -> Path:
-    """The folder a folder job may read: the one it recorded, inside the allowed roots unless the operator
-    queued it. Never the source's current path, which an admin may have changed since."""
-    params = job.params or {}
-    if not params.get("path"):
-        raise FolderNotAllowed("This job recorded no folder; sync the source again to read it.")
-    if params.get("operator"):
-        return Path(params["path"])
-    return folder_path_check(params["path"])
-
-
-def job_git_location(job) -> str:
-    """The repository a git job may read: the one it recorded, checked again unless the operator queued it."""
-    params = job.params or {}
-    if not params.get("location"):
-        raise FolderNotAllowed("This job recorded no repository; sync the source again to read it.")
-    if params.get("operator"):
-        return str(params["location"])
-    return git_location_check(params["location"])
-
-
-def git_location_check(location: str) -> str:
-    """A repository named by a web or API user: a URL must start with one of RAG_ALLOWED_GIT_URLS (compared
-    without its credential), a local repository must be a folder inside RAG_ALLOWED_FOLDER_ROOTS (resolved first,
-    so neither '..' nor a symlink escapes). file:// URLs are refused: a local repository is named by its path."""
-    from knowledge.ingest.git import GitProblem, git_dir, git_dir_links, is_url, public_url
-
-    location = location.strip()
-    if not is_url(location):
-        folder = folder_path_check(location)
-        try:  # the repository exactly there, and every place its git directory leads libgit2 to: inside the roots
-            places = [git_dir(folder)]
-            places += git_dir_links(places[0])
-        except (GitProblem, OSError) as exc:
-            raise FolderNotAllowed(str(exc) if isinstance(exc, GitProblem) else f"{location} cannot be read.") from exc
-        if not all(_inside_roots(place) for place in places):
-            raise FolderNotAllowed(f"{location}: its git directory lies outside the folders this server allows.")
-        return str(folder)
-    shown = public_url(location)
-    if location.startswith("file:"):
-        raise FolderNotAllowed(f"{shown}: name a local repository by its path, not a file:// URL.")
-    allowed = settings.RAG_ALLOWED_GIT_URLS
-    if not allowed:
-        raise FolderNotAllowed("Git URLs are disabled for web and API users (set RAG_ALLOWED_GIT_URLS).")
-    if not any(shown.startswith(prefix) for prefix in allowed) or "/../" in shown or shown.endswith("/.."):
-        raise FolderNotAllowed(f"{shown} is not under a repository URL this server allows.")
-    return location
+def source_create_for(*, tenant: Tenant, kind: str, name: str, location: str = "", branch: str = "",
+                      history_depth: int | None = None, operator: bool = False) -> Source:  # fmt: skip
+    """The one flow that creates a source of any kind, for REST, the pages and the operator's CLI: its location
+    checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, a
+    branch and history depth for the kinds that read them (git). Raises SourceExists for a name taken, and
+    ids.InvalidIdentifier for a name or kind the id scheme cannot hold."""
+    if kind not in sources.KINDS:
+        raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}.")
+    source_id = ids.source_id(tenant.slug, kind, name)
+    if Source.objects.filter(source_id=source_id).exists():
+        raise SourceExists("A source with this name already exists.")
+    if branch and not BRANCH_RE.match(branch):
+        raise FolderNotAllowed(f"{branch!r} is not a branch name.")
+    registered = sources.KINDS[kind]
+    path = ""
+    if registered.check is not None:
+        path = registered.operator_location(location) if operator else sources.location_check(kind, location)
+    source = source_create(tenant=tenant, kind=kind, name=name, path=path)
+    if branch or history_depth:
+        source.branch, source.history_depth = branch, history_depth
+        source.save(update_fields=["branch", "history_depth"])
+    return source
 
 
 def folder_source_create(*, tenant: Tenant, name: str, path: str, kind: str = "folder") -> Source:
-    """Create a folder or vault source for a web/API user: the folder must be inside an allowed root."""
-    resolved = folder_path_check(path)
-    return source_create(tenant=tenant, kind=kind, name=name, path=str(resolved))
+    """Create a folder, vault or website source for a web/API user (`source_create_for`)."""
+    return source_create_for(tenant=tenant, kind=kind, name=name, location=path)
 
 
 def git_source_create(*, tenant: Tenant, name: str, location: str, branch: str = "",
                       history_depth: int | None = None, operator: bool = False) -> Source:  # fmt: skip
     """Create a git source: a local repository or a URL git can reach (checked against what this server allows,
     unless the operator's CLI creates it), a branch (blank: the repository's HEAD) and a history depth."""
-    from knowledge.ingest.git import BRANCH_RE
-
-    if branch and not BRANCH_RE.match(branch):
-        raise FolderNotAllowed(f"{branch!r} is not a branch name.")
-    checked = location.strip() if operator else git_location_check(location)
-    source = source_create(tenant=tenant, kind="git", name=name, path=checked)
-    source.branch, source.history_depth = branch, history_depth
-    source.save(update_fields=["branch", "history_depth"])
-    return source
+    return source_create_for(tenant=tenant, kind="git", name=name, location=location, branch=branch,
+                             history_depth=history_depth, operator=operator)  # fmt: skip
 
 
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],
@@ -659,8 +587,7 @@ def _git_clone_remove(source: Source) -> None:
     """A git URL source's bare clone (RAG_GIT_CACHE_DIR) goes with the source."""
     from knowledge.ingest.git_sync import cache_dir
 
-    if source.kind == Source.Kind.GIT:
-        shutil.rmtree(cache_dir(source), ignore_errors=True)
+    shutil.rmtree(cache_dir(source), ignore_errors=True)  # none for other kinds
 
 
 def tenant_delete(*, tenant: Tenant) -> None:

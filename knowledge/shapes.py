@@ -8,33 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers
 
-from knowledge import validity
-from knowledge.index.vectorstore import StoreBusy
+from knowledge import transport, validity
+from knowledge.index.vectorstore import StoreBusy as StoreBusy  # for doors that may not import the store
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
-from knowledge.search.retrieval import MODES, IndexMismatch, RetrievedChunk, RetrieveFilters
+from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
 
 MAX_QUERY_CHARS = 2000
 
 
-class StoreUnavailable(exceptions.APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The vector store is busy or unavailable; retry shortly."
-
-
-class IndexNeedsRebuild(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The index was built with another embedder."
-
-
 def run_retrieval(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except IndexMismatch as exc:
-        raise IndexNeedsRebuild(str(exc)) from exc
-    except StoreBusy as exc:
-        raise StoreUnavailable() from exc
+    """A retrieval step of a REST request: its domain errors as knowledge/transport.py maps them."""
+    return transport.guarded(fn, *args, **kwargs)
 
 
 @extend_schema_field({"type": "string", "example": "2025-06-01T09:30:00Z"})

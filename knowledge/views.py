@@ -72,16 +72,11 @@ def source_list(request: TenantRequest) -> HttpResponse:
             request.POST.get("path", ""),
         )
         try:
-            if kind in ("folder", "obsidian"):
-                source = services.folder_source_create(tenant=tenant, name=name, path=path, kind=kind)
-            elif kind == "git":
-                source = services.git_source_create(tenant=tenant, name=name, location=path,
-                                                    branch=request.POST.get("branch", "").strip())  # fmt: skip
-            else:
-                source = services.source_create(tenant=tenant, kind="upload", name=name)
+            source = services.source_create_for(tenant=tenant, kind=kind, name=name, location=path,
+                                                branch=request.POST.get("branch", "").strip())  # fmt: skip
             services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
             messages.success(request, f"Created {source.source_id}.")
-        except (ids.InvalidIdentifier, services.FolderNotAllowed) as exc:
+        except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
             messages.error(request, str(exc))
         except IntegrityError:
             messages.error(request, "A source with that name already exists.")
@@ -94,7 +89,8 @@ def source_list(request: TenantRequest) -> HttpResponse:
         source.last_scheduled_at = previous.get(source.pk)
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
     context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
-               "git_urls": settings.RAG_ALLOWED_GIT_URLS, "principals": principal_names(tenant)}  # fmt: skip
+               "git_urls": settings.RAG_ALLOWED_GIT_URLS, "web_prefixes": settings.RAG_ALLOWED_WEB_PREFIXES,
+               "principals": principal_names(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
 
 

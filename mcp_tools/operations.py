@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import exceptions, serializers
+from rest_framework import serializers
 
+from chat import recipe
 from chat import records as chat_records
-from chat import services as chat_services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
-from inference.llm import ModelUnavailable
-from knowledge import selectors
+from knowledge import selectors, transport
 from knowledge.changes import BadCursor, changes_page
 from knowledge.links import document_links
 from knowledge.models import Document, Status
@@ -30,9 +29,7 @@ from knowledge.shapes import (
     SourceOutput,
     VersionOutput,
     plain_errors,
-    run_retrieval,
     scope_filters,
-    with_when,
 )
 from tenants.models import ApiKey
 from tenants.principals import Viewer, viewer_for
@@ -52,11 +49,15 @@ def _valid(serializer_class: type[serializers.Serializer], data: dict[str, Any])
 
 
 def _guarded(fn, *args, **kwargs):
-    """Retrieval errors (index built with another embedder, store busy) as messages, as the REST API words them."""
+    """Domain errors (an index built with another embedder, a busy store, a full answer queue, a restarting model)
+    as tool errors, worded as the REST API words them (knowledge/transport.py)."""
     try:
-        return run_retrieval(fn, *args, **kwargs)
-    except exceptions.APIException as exc:
-        raise OperationError(str(exc.detail)) from exc
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        message = transport.tool_message(exc)
+        if message is None:
+            raise
+        raise OperationError(message) from exc
 
 
 def _viewer(key: ApiKey) -> Viewer:
@@ -83,22 +84,13 @@ def bootstrap(key: ApiKey, **arguments: Any) -> dict[str, Any]:
 
 def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(AnswerInput, arguments)
-    assistant = chat_services.assistant_get(tenant=key.tenant, name=data.get("assistant"))
-    if data.get("assistant") and assistant is None:
-        raise OperationError(f"assistant: no assistant named {data['assistant']!r} in this tenant.")
-    filters = scope_filters(data["scope"]) if "scope" in data else None
-    options = chat_services.AnswerSettings.from_assistant(assistant, top_k=data.get("top_k"), filters=filters)
-    with_when(options.filters, data)
+    asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
+                         filters=scope_filters(data["scope"]) if "scope" in data else None, when=data)  # fmt: skip
     try:
-        result = _guarded(
-            chat_services.answer_question, viewer=_viewer(key), question=data["question"], options=options
-        )
-    except chat_services.AnswersBusy as busy:
-        raise OperationError(str(busy)) from busy
-    except ModelUnavailable as unavailable:
-        raise OperationError(f"{unavailable.reason} (retry in {unavailable.retry_after} s)") from unavailable
-    record = chat_records.answer_record(viewer=_viewer(key), question=data["question"], result=result, channel="mcp",
-                                        api_key=key)  # fmt: skip
+        answering = recipe.Answering(viewer=_viewer(key), asked=asked, channel="mcp", api_key=key)
+    except recipe.UnknownAssistant as exc:
+        raise OperationError(f"assistant: no assistant named {data['assistant']!r} in this tenant.") from exc
+    result, record = _guarded(answering.json)
     return answer_payload(result, answer_id=record.public_id)
 
 

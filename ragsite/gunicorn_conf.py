@@ -8,31 +8,22 @@ With QDRANT_URL set, every worker reaches the server itself.
 
 from __future__ import annotations
 
-import os
+from core.env import env_int
 
-bind = f"127.0.0.1:{os.environ.get('PORT', '8000')}"
+bind = f"127.0.0.1:{env_int('PORT', default=8000, minimum=1)}"
 # The embedded store has a single owner, the first worker to start; other workers read through it (its searches
 # cross a local socket: knowledge/index/shared.py). With QDRANT_URL every worker reaches the server itself.
-workers = int(os.environ.get("RAG_WEB_WORKERS", "1"))
-threads = int(os.environ.get("RAG_WEB_THREADS", "8"))
+workers = env_int("RAG_WEB_WORKERS", default=1, minimum=1)
+threads = env_int("RAG_WEB_THREADS", default=8, minimum=1)
 timeout = 300
 # On SIGTERM, requests in flight (an answer streaming) get this long to end; `up.sh` stops within 10 s.
-graceful_timeout = int(os.environ.get("RAG_GRACEFUL_TIMEOUT_S", "5"))
+graceful_timeout = env_int("RAG_GRACEFUL_TIMEOUT_S", default=5, minimum=0)
 accesslog = "-"
 errorlog = "-"
 
 
 def post_worker_init(worker) -> None:
-    from feedback.runner import start_runner
-    from knowledge.index.indexer import take_store_ownership
+    """This worker's duties besides requests, as ragsite/owner.py declares them (Django is set up by now)."""
+    from ragsite import owner
 
-    if take_store_ownership(share=True):  # the owner also runs the evaluation runs queued by the page
-        start_runner()
-    if os.environ.get("RAG_LLM_PRELOAD", "true").lower() not in ("0", "false", "no", "off"):
-        import threading
-
-        from chat.services import preload_chat_model
-
-        # Have the model server (its own process) evaluate the fixed system prefix once it is up, not during
-        # the first question. Nothing here loads a model: a crash in native code must never take this worker.
-        threading.Thread(target=preload_chat_model, name="chat-model-preload", daemon=True).start()
+    worker.log.info("Worker duties: %s", ", ".join(owner.start()) or "requests only")

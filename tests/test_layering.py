@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("ragsite", "core", "tenants", "inference", "knowledge", "chat")
+APPS = ("ragsite", "core", "tenants", "inference", "knowledge", "chat", "feedback", "mcp_tools")
 
 
 def test_no_module_imports_a_private_name_of_another_app():
@@ -25,9 +25,12 @@ def test_no_module_imports_a_private_name_of_another_app():
     assert offences == []
 
 
-DOORS = ["knowledge/api.py", "knowledge/views.py", "chat/api.py", "chat/views.py", "chat/streaming.py",
-         "chat/shapes.py", "chat/records.py", *(str(p.relative_to(ROOT)) for p in (ROOT / "mcp_tools").glob("*.py")),
-         *(str(p.relative_to(ROOT)) for p in (ROOT / "feedback").glob("*.py"))]  # fmt: skip
+DOORS = [
+    "knowledge/api.py", "knowledge/views.py", "chat/api.py", "chat/openai_api.py", "chat/views.py",
+    "chat/streaming.py", "chat/shapes.py", "chat/records.py",
+    *(str(p.relative_to(ROOT)) for p in (ROOT / "mcp_tools").glob("*.py")),
+    *(str(p.relative_to(ROOT)) for p in (ROOT / "feedback").glob("*.py")),
+]  # fmt: skip
 READ_MODELS = {"Document", "DocumentVersion", "Chunk", "Source", "IngestJob", "Tag"}
 
 
@@ -63,4 +66,54 @@ def test_the_ingest_job_state_changes_in_one_module():
                     "update", "create", "get_or_create", "update_or_create")  # fmt: skip
                 if writes and any(k.arg == "state" for k in node.keywords):
                     offences.append(f"{path.relative_to(ROOT)}:{node.lineno} writes state=")
+    assert offences == []
+
+
+KIND_OWNERS = {"knowledge/ingest/sources.py", "knowledge/models.py"}
+
+
+def test_only_the_source_registry_and_the_model_compare_a_source_or_job_kind():
+    """A source kind's behaviour (syncable, its job, its location check, its sync) is declared once, in
+    knowledge/ingest/sources.py; nothing else compares `.kind` of a source or a job (`==`, `!=`, `in`)."""
+    offences = []
+    for app in ("knowledge", "chat", "feedback", "mcp_tools", "tenants", "ragsite", "core"):
+        for path in (ROOT / app).rglob("*.py"):
+            name = str(path.relative_to(ROOT))
+            if "migrations" in path.parts or name in KIND_OWNERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=name)):
+                if not isinstance(node, ast.Compare):
+                    continue
+                text = ast.unparse(node)
+                sides = [node.left, *node.comparators]
+                of_source_or_job = [
+                    s
+                    for s in sides
+                    if isinstance(s, ast.Attribute)
+                    and s.attr == "kind"
+                    and ("source" in ast.unparse(s.value) or "job" in ast.unparse(s.value))
+                ]
+                if of_source_or_job or "Source.Kind." in text or "IngestJob.Kind." in text:
+                    offences.append(f"{name}:{node.lineno}")
+    assert offences == []
+
+
+def test_the_evaluation_run_state_changes_in_one_module():
+    """Every transition of EvalRun.state is in feedback/runs.py (queue, claim, start, done, requeue, fail,
+    fail_silent); nothing else assigns it or writes it in an update() or a create()."""
+    offences = []
+    for app in ("feedback", "knowledge", "chat", "mcp_tools", "ragsite"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts or path == ROOT / "feedback" / "runs.py":
+                continue
+            source = path.read_text()
+            if "EvalRun" not in source:
+                continue
+            for node in ast.walk(ast.parse(source, filename=str(path))):
+                if isinstance(node, ast.Attribute) and node.attr == "state" and isinstance(node.ctx, ast.Store):
+                    offences.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "update", "create"
+                ) and any(k.arg == "state" for k in node.keywords):  # fmt: skip
+                    offences.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offences == []

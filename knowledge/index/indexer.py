@@ -346,6 +346,26 @@ def drain(*, limit: int | None = None) -> DrainResult:
     return result
 
 
+def sync_documents(document_pks: list[int]) -> int:
+    """Push the payloads of these curated documents now: a curation click's own documents, never the pending work
+    of other documents or tenants (that is the background indexer's). What cannot be pushed now (the store busy,
+    another thread draining) stays flagged, and the next drain pushes it."""
+    if not _drain_lock.acquire(blocking=False):
+        return 0  # a drain is running in this process: it pushes them
+    try:
+        synced = 0
+        for document in Document.objects.filter(pk__in=document_pks, needs_sync=True):
+            try:
+                sync_document(document)
+            except StoreBusy:
+                Document.objects.filter(pk=document.pk).update(needs_sync=True)
+                return synced
+            synced += 1
+        return synced
+    finally:
+        _drain_lock.release()
+
+
 def wait_until_indexed(version_filter: Q, *, timeout: float = 600.0, poll: float = 0.5) -> bool:
     """Drain, or — when another process owns the store — wait for it to index these versions."""
     deadline = time.monotonic() + timeout

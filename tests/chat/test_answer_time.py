@@ -88,7 +88,7 @@ def test_a_git_files_excerpt_carries_the_commit_message_as_evidence(company):
         "Why was the payment timeout raised to 60 seconds?", why, services.AnswerSettings()
     )
     assert "3-D Secure" in prompt.messages[1]["content"]
-    notes = [unit for e in evidence for unit in e.units if unit.startswith("Commit of ")]
+    notes = [unit[unit.index("Commit of ") :] for e in evidence for unit in e.units if "Commit of " in unit]
     assert any(
         n.startswith(
             "Commit of 2025-05-12 (12 May 2025) by Marta Silva. Message: Raise the payment timeout to 60 s: the card "
@@ -163,7 +163,7 @@ def test_an_answer_about_now_whose_value_changed_says_what_it_was_before_cited(c
         f"every city.” [{n}]"
     )
     assert hotel.claims[-1]["note"] == "earlier" and hotel.claims[-1]["citations"] == [n]
-    assert hotel.citations[-1]["text"].startswith("# Travel policy 2025")
+    assert "# Travel policy 2025" in hotel.citations[-1]["text"]
     office = answer("How many days a week do staff work from the office?", "Staff work from the office 3 days a week.")
     assert [c["document_key"] for c in office.citations] == ["remote-work.md", "remote-work.md"]
     assert "remote-work.md said: “Staff work from the office 2 days a week" in office.text

@@ -385,3 +385,26 @@ def test_the_expected_phrase_defaults_to_the_value_a_staff_member_gave():
     assert services.expected_phrase("The answer should mention the approval of the team lead", "Who?") == (
         "The answer should mention the approval of the team lead"
     )  # no value in it: the whole sentence
+
+
+def test_an_evaluation_runs_lifecycle_is_claimed_once_and_never_left_running(acme, tenant_b):
+    from feedback import runs
+
+    run = runs.queue(tenant=acme["tenant"], answers=False, started_by="ada")
+    assert run.state == "queued" and runs.claim(run) and not runs.claim(run)  # one runner takes it
+    run.refresh_from_db()
+    assert run.state == "running" and run.heartbeat_at is not None
+    runs.requeue(run)  # this process could not search: back to the queue, for the store's owner
+    assert EvalRun.objects.get(pk=run.pk).state == "queued"
+    runs.start(run)
+    runs.done(run, results=[], context={}, metrics={"recall@5": 1.0})
+    run.refresh_from_db()
+    assert run.state == "done" and run.finished_at is not None and run.metrics == {"recall@5": 1.0}
+    # A running run whose runner fell silent is failed by the runner's pass, in every tenant, with the reason.
+    stale = [runs.queue(tenant=t, answers=False, running=True) for t in (acme["tenant"], tenant_b)]
+    EvalRun.objects.filter(pk__in=[r.pk for r in stale]).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    fresh = runs.queue(tenant=acme["tenant"], answers=False, running=True)
+    assert runs.fail_silent() == 2
+    assert {r.state for r in EvalRun.objects.filter(pk__in=[r.pk for r in stale])} == {"failed"}
+    assert EvalRun.objects.get(pk=fresh.pk).state == "running"
+    assert "stopped before the run finished" in EvalRun.objects.get(pk=stale[0].pk).error

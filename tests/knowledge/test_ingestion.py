@@ -586,3 +586,23 @@ def test_a_model_file_that_vanished_fails_the_job_with_a_reference_to_its_reason
         assert Document.objects.for_tenant(tenant_a).get().status == Status.ACTIVE
     finally:
         get_embedder.cache_clear()  # the next test gets the packaged embedder again
+
+
+def test_a_curation_click_pushes_its_own_documents_never_another_tenants_backlog(
+    tenant_a, tenant_b, tree, tmp_path, django_capture_on_commit_callbacks
+):
+    from knowledge.services import documents_set_critical
+
+    sync(tenant_a, tree)  # indexed
+    other = pipeline.folder_source_get_or_create(tenant=tenant_b, name="big", path=tree)
+    pipeline.sync_folder(source=other, root=tree)
+    # Tenant B's versions as a big ingest leaves them: written to SQL, waiting for the background indexer.
+    waiting = DocumentVersion.objects.filter(document__tenant=tenant_b).update(status=Status.PENDING)
+    assert waiting > 0
+    guide = Document.objects.filter(tenant=tenant_a, document_key="docs/guide.rst")
+    with django_capture_on_commit_callbacks(execute=True):
+        documents_set_critical(tenant=tenant_a, documents=guide, critical=True)
+    identity = get_embedder().identity
+    critical = Scope(tenant=str(tenant_a.public_id), critical_only=True)
+    assert get_store().count(identity, critical) == guide.get().chunks.count()  # its own payloads: at once
+    assert DocumentVersion.objects.filter(document__tenant=tenant_b, status=Status.PENDING).count() == waiting

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from feedback import runs
 from feedback.evaluation import METRICS, evaluation_run
 from feedback.models import EvalQuestion, EvalRun
 from feedback.runner import wait_for
@@ -111,7 +112,7 @@ class Command(BaseCommand):
         if not count:
             raise CommandError(f"{owner.slug} has no evaluation questions yet: close an item of its curation queue.")
         self.stdout.write(f"{owner.slug}: {count} evaluation question(s){'' if answers else ', retrieval only'}…")
-        run = EvalRun.objects.create(tenant=owner, answers=answers, trigger="command", state=EvalRun.State.RUNNING)
+        run = runs.queue(tenant=owner, answers=answers, trigger="command", running=True)
         run = evaluation_run(run)  # claimed from the start: no runner takes it meanwhile
         if run.state == EvalRun.State.QUEUED:  # the web server owns the embedded store: its runner runs it
             self.stdout.write(

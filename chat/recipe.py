@@ -1,0 +1,96 @@
+"""One answer, as every door makes it (REST `answer` and its SSE, the OpenAI door, the staff chat, MCP `answer`):
+the assistant named (or the door's own), its settings with the caller's scope, size and time, then the answer as one
+JSON result or as a stream whose first step (admission, retrieval) is taken before a byte is sent, and its record.
+A door only reads its input and writes its shape; the domain errors it may meet are mapped by knowledge/transport.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat import records, services
+from chat.models import AnswerRecord, Assistant
+from knowledge.search.retrieval import RetrieveFilters
+from knowledge.shapes import with_when
+from tenants.principals import Viewer
+
+MAX_QUESTION_CHARS = 2000  # every door's limit on a question (its own input checks say it in its own words)
+
+
+class UnknownAssistant(ValueError):
+    """The caller named an assistant this tenant does not have."""
+
+
+@dataclass
+class Asked:
+    """What a caller asked, whatever the door: the question, the assistant by name (None: `assistant` or the
+    tenant's default), how many excerpts, which documents (`filters`), when (`as_of`, `include_expired`), and the
+    conversation's earlier questions (a follow-up is read in their context)."""
+
+    question: str
+    assistant_name: str | None = None
+    assistant: Assistant | None = None
+    top_k: int | None = None
+    filters: RetrieveFilters | None = None
+    when: dict[str, Any] = field(default_factory=dict)
+    earlier: Sequence[str] = ()
+    tune: Callable[[services.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
+
+
+def answer_settings(*, viewer: Viewer, asked: Asked) -> services.AnswerSettings:
+    """The settings of this answer: the named assistant's (UnknownAssistant when there is none of that name), else
+    the one given, with the caller's size, scope and time."""
+    assistant = asked.assistant
+    if asked.assistant_name:
+        assistant = services.assistant_get(tenant=viewer.tenant, name=asked.assistant_name)
+        if assistant is None:
+            raise UnknownAssistant(f"No assistant named {asked.assistant_name!r} in this tenant.")
+    options = services.AnswerSettings.from_assistant(assistant, top_k=asked.top_k, filters=asked.filters)
+    with_when(options.filters, asked.when)
+    if asked.tune is not None:
+        asked.tune(options)
+    return options
+
+
+@dataclass
+class Answering:
+    """One answer of one caller through one door (`channel`), recorded once it is given."""
+
+    viewer: Viewer
+    asked: Asked
+    channel: str
+    user: Any = None
+    api_key: Any = None
+
+    def __post_init__(self) -> None:
+        self.options = answer_settings(viewer=self.viewer, asked=self.asked)
+
+    def json(self) -> tuple[services.Answer, AnswerRecord]:
+        """The whole answer, and its record."""
+        result = services.answer_question(viewer=self.viewer, question=self.asked.question, options=self.options,
+                                          earlier=self.asked.earlier)  # fmt: skip
+        return result, self.record(result)
+
+    def stream(self) -> Iterator[Any]:
+        """Sources → sentences → the Answer; its first step is taken now (a full queue, a restarting model, a
+        retrieval problem raise here, before the response starts); the door records the Answer when it comes."""
+        stream = services.stream_answer(viewer=self.viewer, question=self.asked.question, options=self.options,
+                                        earlier=self.asked.earlier)  # fmt: skip
+        first = next(stream)
+        return _chain(first, stream)
+
+    def record(self, result: services.Answer) -> AnswerRecord:
+        """The answer kept as it was given (question as read in its conversation, claims, hits, versions)."""
+        return records.answer_record(viewer=self.viewer, question=result.question or self.asked.question,
+                                     result=result, channel=self.channel, user=self.user,
+                                     api_key=self.api_key)  # fmt: skip
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    try:
+        yield first
+        yield from rest
+    finally:
+        getattr(rest, "close", lambda: None)()  # the client went away: stop generating now
