@@ -22,19 +22,29 @@ RAG_DEBUG=true RAG_DATA_DIR="$(mktemp -d)" "$VENV/bin/mypy"
 # broker and cache, the Qdrant-server code path against qdrant-client's in-process server API, since no Qdrant
 # server binary installs here). RAG_TEST_CONFIGS=embedded (or production) runs one of them.
 CONFIGS="${RAG_TEST_CONFIGS:-embedded production}"
+# Two lanes a configuration: the tests that start no process (no Chromium, gunicorn or model) first, for a quick
+# answer, then the others (tests/conftest.py marks them `process`). Both run; the status is the worse of the two.
+run_lanes() {
+  local lane_status=0
+  echo "-- fast lane (no process started)"
+  "$VENV/bin/python" -m pytest -m "not process" "$@" || { s=$?; [ "$s" = 5 ] || lane_status=$s; }
+  echo "-- process lane (Chromium, gunicorn, the model server, packaged models)"
+  "$VENV/bin/python" -m pytest -m process "$@" || { s=$?; [ "$s" = 5 ] || lane_status=$s; }
+  return $lane_status
+}
 status=0
 for config in $CONFIGS; do
   case "$config" in
     embedded)
       echo "== embedded configuration: SQLite, Qdrant Edge, django-q2 on the ORM broker"
-      "$VENV/bin/python" -m pytest "$@" || status=$?
+      run_lanes "$@" || status=$?
       ;;
     production)
       source scripts/_services.sh
       services_start
       echo "== production configuration: PostgreSQL, Redis (broker and cache), the Qdrant client path"
       DATABASE_URL="$RAG_TEST_DATABASE_URL" REDIS_URL="$RAG_TEST_REDIS_URL" RAG_TEST_QDRANT_URL=":memory:" \
-        "$VENV/bin/python" -m pytest "$@" || status=$?
+        run_lanes "$@" || status=$?
       ;;
     *) echo "Unknown configuration $config (embedded, production)" >&2; exit 2 ;;
   esac

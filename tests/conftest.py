@@ -8,10 +8,21 @@ from django.test import Client
 from tenants.models import Membership, Tenant
 from tests.factories import make_member, make_tenant
 
+# The slow lane: tests that start a process (Chromium, gunicorn, the model server, a worker, the installer) or load a
+# packaged model; scripts/test.sh runs the others first (`-m "not process"`), then these (`-m process`).
+PROCESS_FIXTURES = {"browser", "chat_model", "model_server"}
+PROCESS_MODULES = {"test_answer", "test_backup", "test_clean_stop", "test_faults", "test_install_script",
+                   "test_model_process", "test_shared_store", "test_setup_commands", "test_mcp"}  # fmt: skip
+
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """In the production-configuration run, tests of the embedded store's own rules (one owning process,
-    its files on disk) have no counterpart: a Qdrant server has neither. Everything else runs in both."""
+    """Each test's lane (`process` or not); and in the production-configuration run, tests of the embedded store's
+    own rules (one owning process, its files on disk) have no counterpart: a Qdrant server has neither."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if (module in PROCESS_MODULES or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("slow")):  # fmt: skip
+            item.add_marker(pytest.mark.process)
     if not os.environ.get("RAG_TEST_QDRANT_URL"):
         return
     reason = pytest.mark.skip(reason="about the embedded Qdrant Edge store; this run uses the Qdrant-server path")
