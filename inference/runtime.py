@@ -37,6 +37,7 @@ from typing import Any
 from django.conf import settings
 
 from core.processes import process_alive
+from inference.gguf import ModelLoadError, chat_format_for, configured_paths, gguf_info, server_threads
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +152,6 @@ def free_port() -> int:
 def served_models(default: str, failed: list[str]) -> dict[str, str]:
     """alias → path: the default first, then every other GGUF the product may ask this server for (not the
     models of the chain that already failed: they would crash or fail again when swapped in)."""
-    from inference.llm import ModelLoadError, configured_paths, gguf_info
-
     candidates = [default, *configured_paths()]
     models_dir = Path(settings.RAG_MODELS_DIR)
     if models_dir.is_dir():
@@ -179,8 +178,6 @@ def served_models(default: str, failed: list[str]) -> dict[str, str]:
 
 
 def server_config(models: dict[str, str], *, port: int, api_key: str) -> dict[str, Any]:
-    from inference.llm import chat_format_for, server_threads
-
     threads = server_threads()
     return {
         "host": "127.0.0.1",

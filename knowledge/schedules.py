@@ -70,24 +70,6 @@ def source_schedule(source: Source) -> dict[str, Any]:
     }
 
 
-def sync_due(source: Source, operator: bool) -> IngestJob | None:
-    """One scheduled run: the sync's job, or None when a sync of the source is already queued or running (or the
-    source is no longer scheduled). A folder no longer allowed fails the run's job with the reason."""
-    from knowledge import jobs
-    from knowledge.services import FolderNotAllowed, source_sync_enqueue
-
-    if source.sync_every_minutes is None or IngestJob.objects.filter(source=source, state__in=BUSY).exists():
-        return None
-    try:
-        return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
-    except FolderNotAllowed as exc:
-        kind = sources.kind_of(source).job_kind
-        job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=kind,
-                                       params={"trigger": "schedule", "path": source.path})  # fmt: skip
-        jobs.fail(job, f"The scheduled sync was not run: {exc}")
-        return job
-
-
 def next_runs(sources: list[Source]) -> dict[int, datetime]:
     """The next scheduled run of each of these sources that has one."""
     names = {s.schedule_name: s.pk for s in sources if s.sync_every_minutes}

@@ -33,28 +33,11 @@ from knowledge.models import (
 )
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
 from knowledge.schedules import source_schedule_remove
+from knowledge.source_rows import source_create
 from tenants.models import Tenant, TenantQuerySet
 from tenants.principals import Viewer, principals_check
 
 logger = logging.getLogger(__name__)
-
-
-def source_create(
-    *, tenant: Tenant, kind: str, name: str, path: str = "", ref: str = "", access: list[str] | None = None
-) -> Source:
-    """Create a source (open to the tenant unless `access` says otherwise); raises ids.InvalidIdentifier for a
-    name the id scheme cannot hold, UnknownPrincipal for an access list naming what the tenant lacks."""
-    source_id = ids.source_id(tenant.slug, kind, name)
-    return Source.objects.create(
-        tenant=tenant,
-        kind=kind,
-        name=ids.parse_source_id(source_id).source_name,
-        label=name.strip(),
-        source_id=source_id,
-        path=path,
-        ref=ref,
-        access=principals_check(tenant=tenant, principals=access if access is not None else ["tenant"]),
-    )
 
 
 # --- access ---------------------------------------------------------------------------------------------------

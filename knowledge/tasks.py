@@ -6,16 +6,16 @@ import logging
 from pathlib import Path
 
 from core.errors import error_reference
-from knowledge import jobs
+from knowledge import jobs, schedules
 from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline, sources
 from knowledge.ingest.git import GitProblem
 from knowledge.ingest.website import WebProblem
 from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
 from knowledge.locations import FolderNotAllowed
-from knowledge.models import IngestJob
+from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
-from knowledge.services import upload_files_done
+from knowledge.services import source_sync_enqueue, upload_files_done
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +53,21 @@ def ingest_job_task(job_id: int) -> None:
 
 def scheduled_sync_task(source_id: int, operator: bool = False) -> None:
     """A source's scheduled sync (knowledge/schedules.py), queued by the worker's scheduler."""
-    from knowledge.models import Source
-    from knowledge.schedules import sync_due
-
     source = Source.objects.select_related("tenant").filter(pk=source_id).first()  # unscoped: the id is ours
     if source is not None:
         sync_due(source, operator)
+
+
+def sync_due(source: Source, operator: bool) -> IngestJob | None:
+    """One scheduled run: the sync's job, or None when a sync of the source is already queued or running (or the
+    source is no longer scheduled). A folder no longer allowed fails the run's job with the reason."""
+    if source.sync_every_minutes is None or IngestJob.objects.filter(source=source, state__in=schedules.BUSY).exists():
+        return None
+    try:
+        return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
+    except FolderNotAllowed as exc:
+        kind = sources.kind_of(source).job_kind
+        job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=kind,
+                                       params={"trigger": "schedule", "path": source.path})  # fmt: skip
+        jobs.fail(job, f"The scheduled sync was not run: {exc}")
+        return job

@@ -30,7 +30,7 @@ from django.utils import timezone
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
 from knowledge.index import storage
-from knowledge.index.shared import StoreServer
+from knowledge.index.shared import OwnerStore, StoreServer
 from knowledge.index.vectorstore import (
     Scope,
     StoreBusy,
@@ -433,7 +433,7 @@ def take_store_ownership(*, interval: float = 1.0, share: bool = False) -> bool:
         get_store().ensure_collection(get_embedder().identity)
     except StoreBusy:
         if share:
-            use_owner_store()
+            use_owner_store(OwnerStore(Path(settings.RAG_QDRANT_PATH)))
             logger.info("The embedded vector store is owned by another web process; this one reads through it.")
         else:
             logger.warning("The embedded vector store is owned by another process; this one will not index.")

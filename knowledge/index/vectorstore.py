@@ -604,15 +604,14 @@ def get_store() -> VectorStore:
         return _store
 
 
-def use_owner_store() -> None:
-    """From now on this process reaches the embedded store through the web process that owns it (shared.py)."""
+def use_owner_store(store: VectorStore) -> None:
+    """From now on this process reaches the embedded store through `store`: the web process that owns it, over
+    its socket (shared.OwnerStore, which the caller makes: this module knows no transport)."""
     global _store
-    from knowledge.index.shared import OwnerStore
-
     with _store_lock:
         if _store is not None:
             _store.close()
-        _store = OwnerStore(Path(settings.RAG_QDRANT_PATH))
+        _store = store
 
 
 def is_shared_server() -> bool:

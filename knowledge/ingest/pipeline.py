@@ -55,6 +55,7 @@ from knowledge.models import (
 )  # fmt: skip
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from knowledge.selectors import document_writable_by
+from knowledge.source_rows import folder_source_get_or_create as folder_source_get_or_create
 from tenants.models import Tenant
 from tenants.principals import admits_all_of
 
@@ -888,17 +889,3 @@ def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
     job.refresh_from_db()
     jobs.finish_if_indexed(job)
     return job
-
-
-def folder_source_get_or_create(*, tenant: Tenant, name: str, path: Path, kind: str = "folder") -> Source:
-    """The tenant's folder (or vault) source of this name, reading `path` (the operator's CLI and setup)."""
-    from knowledge.services import source_create
-
-    source_id = ids.source_id(tenant.slug, kind, name)
-    source = Source.objects.for_tenant(tenant).filter(source_id=source_id).first()
-    if source is None:
-        source = source_create(tenant=tenant, kind=kind, name=name, path=str(path))
-    elif source.path != str(path):
-        source.path = str(path)
-        source.save(update_fields=["path"])
-    return source
