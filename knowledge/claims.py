@@ -561,8 +561,9 @@ class Verifier:
         document with no other state is its own history. Otherwise a value its current version still states is
         no earlier value (unless the question asks what was there originally); and the claim rests on the lines
         replaced by the latest change that touched what it speaks of, or on the state right before the current
-        one (the previous version, a superseded document), or on the first version when the question asks what
-        was there originally. An older version's value is not "the one before the last change"."""
+        one (the previous version, a superseded document). For "originally": on the first version, or on the
+        lines replaced by the first change that touched it. An older version's value is not "the one before the
+        last change", nor the previous version's "the original one"."""
         assert self.when is not None
         if not evidence.has_history:
             return True
@@ -570,9 +571,14 @@ class Verifier:
         if not self.when.original and any(e.current and self._states_values(sentence, _without_note(e)) for e in same):
             return False
         touched = [e for e in same if e.before and self._touches(sentence, e.before)]
-        if touched and min(touched, key=lambda e: e.step) is evidence and self._replaced(sentence, evidence):
+        # The change whose replaced lines hold the earlier value: the latest that touched it, or for "originally"
+        # the first (what it replaced was there from the start, as far as the excerpts read go).
+        chosen = (max if self.when.original else min)(touched, key=lambda e: e.step) if touched else None
+        if chosen is evidence and self._replaced(sentence, evidence):
             return True
-        return not evidence.current and (evidence.step <= 1 or (self.when.original and evidence.first))
+        if self.when.original:  # the first state: the first version, or what the first change replaced (above)
+            return evidence.first and not evidence.current
+        return not evidence.current and evidence.step <= 1
 
     def _touches(self, sentence: str, lines: str) -> bool:
         """Whether replaced lines speak of what the claim speaks of: a setting it names, else a term of its own."""

@@ -144,6 +144,16 @@ def test_the_value_before_the_last_change_is_the_one_that_change_replaced(compan
     assert replaced.status == "answered", replaced.claims
     original = _verdict(company, "What was max_items_per_order originally?", "Originally max_items_per_order was 50.")
     assert original.status == "answered", original.claims
+    # Without the first version among the excerpts, the earliest change that touched it says what it replaced.
+    question = "What was max_items_per_order originally?"
+    sources = _sources(company, question)
+    kept = [(f, hit) for f, hit in zip(sources.focused, sources.excerpts, strict=True)
+            if hit.chunk.document_version.version != 1]  # fmt: skip
+    sources.focused, sources.excerpts = [f for f, _ in kept], [hit for _, hit in kept]
+    _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
+    verifier = services.answer_verifier(question, evidence, sources.when)
+    assert verifier.check("Originally max_items_per_order was 50.")[0].supported
+    assert not verifier.check("Originally max_items_per_order was 40.")[0].supported
 
 
 def test_an_answer_about_now_whose_value_changed_says_what_it_was_before_cited(company):
