@@ -90,10 +90,12 @@ def web_location_check(url: str) -> str:
     return url
 
 
-def web_address_check(url: str, *, site_root: bool = False) -> None:
+def web_address_check(url: str, *, site_root: bool = False) -> str:
     """One URL a sync is about to read (a page, a redirect's target, a sitemap): under an allowed prefix, its host
     resolving only to public addresses unless the prefix that admits it names that very host. `site_root`: a file of
-    the site's root (robots.txt), admitted by any allowed prefix of the same scheme and host."""
+    the site's root (robots.txt), admitted by any allowed prefix of the same scheme and host. Returns the address
+    checked, which the caller connects to (a name is never resolved twice: no DNS rebinding between check and
+    read)."""
     if "/../" in url or url.endswith("/.."):
         raise FolderNotAllowed(f"{url[:200]} is not under a website this server allows.")
     origin = "{0.scheme}://{0.netloc}/".format(urlsplit(url))
@@ -113,6 +115,7 @@ def web_address_check(url: str, *, site_root: bool = False) -> None:
         if not ip.is_global and not named:
             raise FolderNotAllowed(f"{host} resolves to a private or loopback address ({ip}); this server reads it "
                                    "only when an allowed prefix names that address.")  # fmt: skip
+    return sorted(addresses)[0]
 
 
 def _is_address(host: str) -> bool:

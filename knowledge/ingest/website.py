@@ -85,8 +85,10 @@ class Reader:
 
     def get(self, url: str, headers: dict[str, str] | None = None, *, site_root: bool = False) -> Fetched:
         for _ in range(MAX_REDIRECTS + 1):
-            web_address_check(url, site_root=site_root)  # FolderNotAllowed: a redirect to a host not allowed
-            with self.client.stream("GET", url, headers=headers or {}) as response:
+            address = web_address_check(url, site_root=site_root)  # FolderNotAllowed: a redirect to a host not allowed
+            pinned, extensions = _pinned(url, address)
+            with self.client.stream("GET", pinned, headers={**(headers or {}), "Host": urlsplit(url).netloc},
+                                    extensions=extensions) as response:  # fmt: skip
                 if response.is_redirect and response.headers.get("location"):
                     url = urljoin(url, response.headers["location"])
                     continue
@@ -102,6 +104,16 @@ class Reader:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _pinned(url: str, address: str) -> tuple[str, dict[str, str]]:
+    """The URL with its host replaced by the address that was checked, and for https the name TLS must verify
+    (SNI): the connection goes where the check looked, whatever the name resolves to a moment later."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    extensions = {"sni_hostname": parts.hostname or ""} if parts.scheme == "https" else {}
+    return parts._replace(netloc=netloc).geturl(), extensions
 
 
 def prefix_of(url: str) -> str:

@@ -242,3 +242,30 @@ def test_the_operators_cli_ingests_a_website_through_its_kind(tenant_a, site):
     assert "src:acme:website:handbook: 3 added" in out.getvalue()
     source = Source.objects.get(source_id="src:acme:website:handbook")
     assert source.sync_state["prefix"] == f"{site.base}/docs/"
+
+
+def test_a_sync_connects_to_the_address_it_checked_not_to_what_the_name_resolves_to_later(
+    tenant_a, site, settings, monkeypatch
+):
+    """DNS rebinding: the check resolves the name to a public address, the connection would resolve it to loopback.
+    The sync connects to the checked address (the name is sent as Host), so the loopback server is never reached."""
+    import socket
+
+    port = int(site.base.rsplit(":", 1)[1])
+    settings.RAG_ALLOWED_WEB_PREFIXES = [f"http://docs.example.test:{port}/docs/"]
+    settings.RAG_WEB_TIMEOUT_S = 1
+    real = socket.getaddrinfo
+
+    def rebinding(host, port_, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if host == "docs.example.test":  # the check asks without a port; a connection asks with one
+            address = "93.184.216.34" if port_ is None else "127.0.0.1"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port_ or 0))]
+        return real(host, port_, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    start = f"http://docs.example.test:{port}/docs/index.html"
+    source = services.folder_source_create(tenant=tenant_a, name="rebound", path=start, kind="website")
+    job = _sync(source)
+    assert site.log == []  # nothing reached the loopback server
+    assert any("cannot be read" in error["error"] for error in job.errors)
+    assert not Document.objects.filter(source=source).exists()
