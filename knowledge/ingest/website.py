@@ -56,6 +56,10 @@ class WebProblem(Exception):
     """The website cannot be read at all (its start page); the message says why."""
 
 
+class BudgetSpent(WebProblem):
+    """The sync read RAG_WEB_MAX_BYTES: it stops reading, keeps what it has not read, and ends normally."""
+
+
 @dataclass
 class Fetched:
     status: int
@@ -97,7 +101,8 @@ class Reader:
                     for piece in response.iter_bytes():
                         body += piece
                         if len(body) > self.bytes_left:
-                            raise WebProblem(f"the sync read RAG_WEB_MAX_BYTES ({settings.RAG_WEB_MAX_BYTES:,} bytes)")
+                            raise BudgetSpent(f"over the byte budget (RAG_WEB_MAX_BYTES = "
+                                              f"{settings.RAG_WEB_MAX_BYTES:,})")  # fmt: skip
                     self.bytes_left -= len(body)
                 return Fetched(response.status_code, url, body, dict(response.headers))
         raise FolderNotAllowed(f"{url[:200]}: more than {MAX_REDIRECTS} redirects")
@@ -227,8 +232,17 @@ def sync_website(
                     continue
                 key = page_key(url)
                 known = state.get(url) or {}
-                links = _read_page(reader, job, source, url, key, known, pages, keep, options, embedder, number,
-                                   progress)  # fmt: skip
+                try:
+                    links = _read_page(reader, job, source, url, key, known, pages, keep, options, embedder, number,
+                                       progress)  # fmt: skip
+                except BudgetSpent as spent:  # nothing more is read; nothing unread is lost
+                    skipped += [(left[:1000], JobFile.Status.SKIPPED, str(spent)) for left, _ in queue]
+                    queue.clear()
+                    for other, kept in state.items():
+                        if other not in pages:
+                            pages[other] = kept
+                            keep.add(str(kept.get("key") or page_key(other)))
+                    continue
                 number += 1
                 job.documents_done = number
                 for link in links if depth < settings.RAG_WEB_MAX_DEPTH else []:
@@ -267,7 +281,7 @@ def _read_page(reader: Reader, job: IngestJob, source: Source, url: str, key: st
         if known:  # a page that cannot be read now keeps the version it had
             keep.add(key)
             pages[url] = known
-        if isinstance(exc, WebProblem):
+        if isinstance(exc, BudgetSpent):
             raise
         return []
     if fetched.status == 304 and known:

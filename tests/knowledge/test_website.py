@@ -269,3 +269,15 @@ def test_a_sync_connects_to_the_address_it_checked_not_to_what_the_name_resolves
     assert site.log == []  # nothing reached the loopback server
     assert any("cannot be read" in error["error"] for error in job.errors)
     assert not Document.objects.filter(source=source).exists()
+
+
+def test_a_sync_that_spends_its_byte_budget_stops_reading_and_loses_nothing(tenant_a, site, settings):
+    source = services.folder_source_create(tenant=tenant_a, name="handbook", path=f"{site.base}/docs/index.html",
+                                           kind="website")  # fmt: skip
+    assert _sync(source).added == 3
+    site.pages["/docs/index.html"] = SITE["/docs/index.html"] + "<!-- changed -->"  # read again in full: too big
+    settings.RAG_WEB_MAX_BYTES = 200
+    job = _sync(source)
+    assert job.state != "failed" and job.retired == 0  # the pages it could not read are kept as they were
+    assert Document.objects.filter(source=source, status=Status.ACTIVE).count() == 3
+    assert any("byte budget" in error["error"] for error in job.errors)
