@@ -70,8 +70,8 @@ def main() -> None:
     data_dir = setup()
     from django.core.management import call_command
 
+    from chat.excerpts import AnswerSettings, focused_prompt, prepare
     from chat.models import Assistant
-    from chat.services import AnswerSettings, focused_prompt, prepare
     from inference.llm import STOP, approximate_tokens, server_threads
     from inference.packaged import packaged_llm_path
     from inference.runtime import READY, read_state

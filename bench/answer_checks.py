@@ -42,7 +42,7 @@ def main() -> None:
     django.setup()
     from eval_halves import harness
 
-    from chat import services
+    from chat import excerpts, verdicts
     from chat.models import AnswerRecord
     from knowledge.claims import CLAIM_RELEVANCE_MIN
     from tenants.models import Tenant
@@ -53,7 +53,7 @@ def main() -> None:
     questions = [json.loads(line) for line in questions_path.read_text().splitlines() if line.strip()]
     by_text = {q["question"]: q for q in questions}
     contains_phrase = harness(questions_path).contains_phrase
-    cross = services.cross_encoder()
+    cross = excerpts.cross_encoder()
     assert cross is not None, "the packaged cross-encoder is needed"
 
     # 1. relevance of supported sentences
@@ -96,16 +96,16 @@ def main() -> None:
     tenant = Tenant.objects.get(slug="bench")
     viewer = Viewer.everything(tenant)
     scored = []  # (half, answerable, [(logit, phrase in it)])
-    saved = services.WHERE_TO_LOOK_LOGIT
-    services.WHERE_TO_LOOK_LOGIT = -1e9  # every candidate, with its logit; thresholds applied below
+    saved = verdicts.WHERE_TO_LOOK_LOGIT
+    verdicts.WHERE_TO_LOOK_LOGIT = -1e9  # every candidate, with its logit; thresholds applied below
     try:
         for q in questions:
-            sources = services.prepare(viewer=viewer, question=q["question"], options=services.AnswerSettings())
-            passages = services.where_to_look(q["question"], sources)
+            sources = excerpts.prepare(viewer=viewer, question=q["question"], options=excerpts.AnswerSettings())
+            passages = verdicts.where_to_look(q["question"], sources)
             scored.append((half(q["id"]), q["answerable"],
                            [(p["score"], contains_phrase(p["text"], q["answer"])) for p in passages]))  # fmt: skip
     finally:
-        services.WHERE_TO_LOOK_LOGIT = saved
+        verdicts.WHERE_TO_LOOK_LOGIT = saved
     print("\n## Where to look: the passages a refusal would show\n")
     print("| half | threshold | answerable: phrase in the passages | unanswerable: any passage shown |")
     print("|---|---|---|---|")

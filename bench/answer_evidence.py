@@ -63,7 +63,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from chat.services import AnswerSettings, prepare
+    from chat.excerpts import AnswerSettings, prepare
     from tenants.models import Tenant
 
     questions_path = Path(args.questions)

@@ -1,4 +1,4 @@
-"""How the conversation's earlier questions condition a follow-up (chat.services.in_context), on the public set.
+"""How the conversation's earlier questions condition a follow-up (chat.excerpts.in_context), on the public set.
 
     python bench/follow_ups.py CORPORA_DIR [QUESTIONS] [CORPUS ...]   (default corpora: flask-docs click-code)
 
@@ -36,7 +36,7 @@ def main() -> None:
     setup()
     from django.core.management import call_command
 
-    from chat import services
+    from chat import excerpts
     from tenants.principals import Viewer
     from tenants.services import tenant_create
 
@@ -51,26 +51,26 @@ def main() -> None:
     print(f"ingested {', '.join(corpora)} in {time.perf_counter() - started:.0f} s")
     questions = [q for q in map(json.loads, questions_path.read_text().splitlines())
                  if q.get("answerable") and q["corpus"] in corpora]  # fmt: skip
-    viewer, options = Viewer.everything(tenant), services.AnswerSettings()
+    viewer, options = Viewer.everything(tenant), excerpts.AnswerSettings()
 
-    def relevant(sources: services.Sources, question: dict) -> bool:  # type: ignore[type-arg]
+    def relevant(sources: excerpts.Sources, question: dict) -> bool:  # type: ignore[type-arg]
         keys = {hit.chunk.document.document_key for hit in sources.excerpts}
         return any(key.endswith(doc) or doc.endswith(key) for key in keys for doc in question["relevant_docs"])
 
     rows = []
     everything = [q for q in map(json.loads, questions_path.read_text().splitlines()) if q]
-    joined_wrongly = [q["id"] for q in everything if services.follows_up(q["question"])]
+    joined_wrongly = [q["id"] for q in everything if excerpts.follows_up(q["question"])]
     print(f"public questions (all {len(everything)}, 3 corpora, 2 languages) taken for follow-ups: "
           f"{len(joined_wrongly)} {joined_wrongly}")  # fmt: skip
     for i, question in enumerate(questions):
         phrasings = FOLLOW_UPS[int(question["id"][1:]) % 2 == 0]
         follow_up = phrasings[i % len(phrasings)]
-        alone = services.prepare(viewer=viewer, question=question["question"], options=options)
-        bare = services.prepare(viewer=viewer, question=follow_up, options=options)
-        asked, joined = services.in_context(viewer=viewer, question=follow_up, earlier=[question["question"]],
+        alone = excerpts.prepare(viewer=viewer, question=question["question"], options=options)
+        bare = excerpts.prepare(viewer=viewer, question=follow_up, options=options)
+        asked, joined = excerpts.in_context(viewer=viewer, question=follow_up, earlier=[question["question"]],
                                             options=options, budget_chars=None)  # fmt: skip
         other = next(q for q in questions[i + 1 :] + questions if q["corpus"] != question["corpus"])
-        kept, switched = services.in_context(
+        kept, switched = excerpts.in_context(
             viewer=viewer, question=question["question"], earlier=[other["question"]], options=options,
             budget_chars=None,
         )  # fmt: skip

@@ -34,7 +34,7 @@ def main() -> None:
     import os
 
     from inference.embedders import become_batch_process, get_embedder
-    from knowledge.ingest import pipeline
+    from knowledge.ingest import pipeline, prepare
     from knowledge.models import Chunk
     from tenants.services import tenant_create
 
@@ -73,7 +73,7 @@ def main() -> None:
         pipeline_seconds, pipeline_cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
 
         stored = Chunk.objects.for_tenant(tenant).select_related("document", "document_version").order_by("pk")
-        texts = [pipeline.stored_embedding_text(c) for c in stored]  # the very inputs the pipeline embedded
+        texts = [prepare.stored_embedding_text(c) for c in stored]  # the very inputs the pipeline embedded
         started, cpu_started = time.perf_counter(), cpu_seconds()
         embedder.embed(texts)
         raw_seconds, raw_cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
@@ -133,7 +133,7 @@ def edit_one_paragraph(tenant, embedder) -> None:  # type: ignore[no-untyped-def
     """A new version of the longest prose document with one paragraph changed: how many chunks are embedded."""
     from django.db.models import Count
 
-    from knowledge.ingest import pipeline
+    from knowledge.ingest import versions
     from knowledge.models import Document
 
     document = (
@@ -155,7 +155,7 @@ def edit_one_paragraph(tenant, embedder) -> None:  # type: ignore[no-untyped-def
             Counting.embedded += len(texts)
             return embedder.embed(texts)
 
-    outcome = pipeline.ingest_bytes(source=document.source, key=document.document_key,
+    outcome = versions.ingest_bytes(source=document.source, key=document.document_key,
                                     data="\n\n".join(paragraphs).encode(), embedder=Counting())  # fmt: skip
     print(
         f"one-paragraph edit of {document.display_key} ({outcome.chunks} chunks): {Counting.embedded} "

@@ -25,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat import recipe, services
+from chat import citations, excerpts, recipe, services, verdicts
 from chat.models import AnswerRecord, Assistant
 from chat.streaming import EventStreamRenderer, sse_response, stream_failure
 from core.parsers import SafeJSONParser
@@ -174,7 +174,7 @@ class ModelApi(OpenAIApiView):
 
 
 class ChatCompletionsApi(OpenAIApiView):
-    """The last user message is the question; the earlier ones may condition its retrieval (services.in_context)."""
+    """The last user message is the question; the earlier ones may condition its retrieval (excerpts.in_context)."""
 
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
@@ -185,7 +185,7 @@ class ChatCompletionsApi(OpenAIApiView):
         data = incoming.validated_data
         model = data["model"].strip()
 
-        def tune(options: services.AnswerSettings) -> None:  # the sampling a client asks for
+        def tune(options: excerpts.AnswerSettings) -> None:  # the sampling a client asks for
             if data.get("temperature") is not None:
                 options.temperature = data["temperature"]
             if data.get("top_p") is not None:
@@ -218,10 +218,10 @@ class ChatCompletionsApi(OpenAIApiView):
         sent = ""
         try:
             for item in stream:
-                if isinstance(item, services.Sources):
-                    excerpts = [services.citation_of(n, hit) for n, hit in enumerate(item.excerpts, 1)]
-                    yield chunks.event({"role": "assistant", "content": ""}, citations=excerpts)
-                elif isinstance(item, services.Sentence) and item.shown:
+                if isinstance(item, excerpts.Sources):
+                    read = [citations.citation_of(n, hit) for n, hit in enumerate(item.excerpts, 1)]
+                    yield chunks.event({"role": "assistant", "content": ""}, citations=read)
+                elif isinstance(item, verdicts.Sentence) and item.shown:
                     piece = f"{' ' if sent else ''}{item.text}"
                     sent += piece
                     yield chunks.event({"content": piece})

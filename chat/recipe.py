@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat import records, services
+from chat import excerpts, records, services
 from chat.models import AnswerRecord, Assistant
 from knowledge.search.retrieval import RetrieveFilters
 from knowledge.shapes import with_when
@@ -36,10 +36,10 @@ class Asked:
     filters: RetrieveFilters | None = None
     when: dict[str, Any] = field(default_factory=dict)
     earlier: Sequence[str] = ()
-    tune: Callable[[services.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
+    tune: Callable[[excerpts.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
 
 
-def answer_settings(*, viewer: Viewer, asked: Asked) -> services.AnswerSettings:
+def answer_settings(*, viewer: Viewer, asked: Asked) -> excerpts.AnswerSettings:
     """The settings of this answer: the named assistant's (UnknownAssistant when there is none of that name), else
     the one given, with the caller's size, scope and time."""
     assistant = asked.assistant
@@ -47,7 +47,7 @@ def answer_settings(*, viewer: Viewer, asked: Asked) -> services.AnswerSettings:
         assistant = services.assistant_get(tenant=viewer.tenant, name=asked.assistant_name)
         if assistant is None:
             raise UnknownAssistant(f"No assistant named {asked.assistant_name!r} in this tenant.")
-    options = services.AnswerSettings.from_assistant(assistant, top_k=asked.top_k, filters=asked.filters)
+    options = excerpts.AnswerSettings.from_assistant(assistant, top_k=asked.top_k, filters=asked.filters)
     with_when(options.filters, asked.when)
     if asked.tune is not None:
         asked.tune(options)

@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from chat import services
+from chat import citations, excerpts, services, verdicts
 from chat.models import Verdict
 from chat.recipe import MAX_QUESTION_CHARS
 from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput
@@ -35,14 +35,14 @@ class VerdictInput(serializers.Serializer):
     )  # fmt: skip
 
 
-def sources_payload(sources: services.Sources) -> dict[str, Any]:
+def sources_payload(sources: excerpts.Sources) -> dict[str, Any]:
     return {
         "hits": HitSerializer(sources.hits, many=True).data,
-        "excerpts": [services.citation_of(n, hit) for n, hit in enumerate(sources.excerpts, 1)],
+        "excerpts": [citations.citation_of(n, hit) for n, hit in enumerate(sources.excerpts, 1)],
     }
 
 
-def sentence_payload(sentence: services.Sentence) -> dict[str, Any]:
+def sentence_payload(sentence: verdicts.Sentence) -> dict[str, Any]:
     """A checked sentence: shown (its text with verified markers, its claim with quotes) or left out, and why."""
     return {"shown": sentence.shown, "text": sentence.text if sentence.shown else "", "claim": sentence.claim,
             "reason": sentence.reason}  # fmt: skip

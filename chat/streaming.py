@@ -12,7 +12,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
-from chat import services
+from chat import excerpts, services, verdicts
 from chat.shapes import answer_payload, sentence_payload, sources_payload
 from knowledge import transport
 
@@ -41,9 +41,9 @@ def stream_events(stream: Iterator[Any], on_done=None) -> Iterator[str]:
                 if on_done is not None:
                     payload.update(on_done(item) or {})
                 yield sse("done", payload)
-            elif isinstance(item, services.Sources):
+            elif isinstance(item, excerpts.Sources):
                 yield sse("sources", sources_payload(item))
-            elif isinstance(item, services.Sentence):
+            elif isinstance(item, verdicts.Sentence):
                 yield sse("sentence", sentence_payload(item))
     except Exception as exc:  # the stream has started: report in-band, the status line is already sent
         yield sse("error", stream_failure(exc))

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from chat import excerpts
 from chat import services as chat_services
 from core.errors import error_reference
 from feedback import runs
@@ -74,7 +75,7 @@ def score_question(tenant: Tenant, q: EvalQuestion, *, answers: bool) -> dict[st
     started = time.perf_counter()
     try:
         result = chat_services.answer_question(viewer=Viewer.everything(tenant), question=q.question,
-                                               options=chat_services.AnswerSettings.from_assistant(None))  # fmt: skip
+                                               options=excerpts.AnswerSettings.from_assistant(None))  # fmt: skip
     except StoreBusy:
         raise
     except Exception as exc:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from inference import embedders
 from knowledge.index import indexer
-from knowledge.ingest import pipeline
+from knowledge.ingest import prepare
 from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Tenant
 
@@ -29,7 +29,7 @@ def stale_versions(*, tenant: Tenant, identity: embedders.EmbedderIdentity) -> t
         for v in versions
         if (v.embedding_provider, v.embedding_model, v.embedding_dims)
         != (identity.provider, identity.model, identity.dims)
-        or (v.document.mode == "code" and v.indexing_version < pipeline.CODE_PATH_INDEXING)
+        or (v.document.mode == "code" and v.indexing_version < prepare.CODE_PATH_INDEXING)
     ]
     return stale, len(versions)
 
@@ -41,7 +41,7 @@ def tenant_reindex(*, tenant: Tenant, progress: Callable[[int, int], None] | Non
     stale, live = stale_versions(tenant=tenant, identity=identity)
     for number, version in enumerate(stale, 1):
         chunks = list(version.chunks.select_related("document", "document_version").order_by("index"))
-        vectors = embedder.embed([pipeline.stored_embedding_text(c) for c in chunks])
+        vectors = embedder.embed([prepare.stored_embedding_text(c) for c in chunks])
         for chunk, vector in zip(chunks, vectors, strict=True):
             chunk.dense = vector.astype("float32").tobytes()
             chunk.embedding_provider, chunk.embedding_model = identity.provider, identity.model
@@ -51,7 +51,7 @@ def tenant_reindex(*, tenant: Tenant, progress: Callable[[int, int], None] | Non
             embedding_provider=identity.provider,
             embedding_model=identity.model,
             embedding_dims=identity.dims,
-            indexing_version=max(version.indexing_version, pipeline.CODE_PATH_INDEXING),
+            indexing_version=max(version.indexing_version, prepare.CODE_PATH_INDEXING),
         )
         version.refresh_from_db()
         indexer.activate_version(version)

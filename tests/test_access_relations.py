@@ -168,7 +168,7 @@ def test_a_note_that_embeds_an_already_restricted_note_renders_a_placeholder_and
 
 
 def test_a_citation_names_an_embedded_note_only_where_every_reader_of_the_chunk_may_see_it(wiki):
-    from chat.services import citation_of
+    from chat.citations import citation_of
 
     indexer.drain()  # the index is restricted like the minutes, and still carries their text (its sync is queued)
     hits = retrieve(viewer=Viewer.everything(wiki["tenant"]), query=EMBED_QUESTION, top_k=8)

@@ -25,16 +25,14 @@ from knowledge import ids, jobs, timeline
 from knowledge.index.storage import is_storage_full
 from knowledge.ingest import git
 from knowledge.ingest.extraction import ExtractionError
-from knowledge.ingest.pipeline import (  # the steps every source's sync shares
+from knowledge.ingest.sync_run import (  # the steps every source's sync shares
     checkpoint,
-    document_move,
     files_listed,
     finish,
-    ingest_bytes,
     ingest_one,
-    retire_documents,
     stopped_when_full,
 )  # fmt: skip
+from knowledge.ingest.versions import document_move, ingest_bytes, retire_documents
 from knowledge.ingest.walker import size_limit
 from knowledge.jobs import report_activity, source_locked
 from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source

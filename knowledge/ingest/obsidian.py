@@ -7,7 +7,7 @@ case and without ".md". A name two notes share is ambiguous and a name no note h
 reported ("Notes/Meeting.md: [[Ana]] is ambiguous: Archive/Ana.md, People/Ana.md"), never guessed. Links inside
 code (fenced blocks, inline spans) are text, as in Obsidian.
 
-Pure functions over the vault's file list: the folder sync (knowledge/ingest/pipeline.py) renders each note it
+Pure functions over the vault's file list: the vault sync (knowledge/ingest/vault_sync.py) renders each note it
 ingests and keeps the links (knowledge/links.py)."""
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from knowledge.ingest import pipeline, website
+from knowledge.ingest import website
+from knowledge.ingest.folder_sync import sync_folder
 from knowledge.ingest.git_sync import sync_git
+from knowledge.ingest.vault_sync import sync_vault
 from knowledge.locations import FolderNotAllowed, folder_path_check, git_location_check, web_location_check
 from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
@@ -28,7 +30,12 @@ def _folder(path: str) -> str:
 
 def _sync_folder(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
                  progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
-    return pipeline.sync_folder(source=source, root=Path(location), options=options, job=job, progress=progress)
+    return sync_folder(source=source, root=Path(location), options=options, job=job, progress=progress)
+
+
+def _sync_vault(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
+                progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
+    return sync_vault(source=source, root=Path(location), options=options, job=job, progress=progress)
 
 
 def _sync_git(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
@@ -67,7 +74,7 @@ KINDS: dict[str, SourceKind] = {
         SourceKind(Source.Kind.EXTERNAL, IngestJob.Kind.UPLOAD, what="external references"),
         SourceKind(Source.Kind.FOLDER, IngestJob.Kind.FOLDER, _folder, _sync_folder,
                    operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a folder"),
-        SourceKind(Source.Kind.OBSIDIAN, IngestJob.Kind.FOLDER, _folder, _sync_folder,
+        SourceKind(Source.Kind.OBSIDIAN, IngestJob.Kind.FOLDER, _folder, _sync_vault,
                    operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a vault"),
         SourceKind(Source.Kind.GIT, IngestJob.Kind.GIT, git_location_check, _sync_git, param="location",
                    what="a git repository"),

@@ -31,15 +31,15 @@ from django.utils import timezone
 
 from inference.embedders import get_embedder
 from knowledge import ids, jobs, timeline
-from knowledge.ingest.pipeline import (  # the steps every source's sync shares
+from knowledge.ingest.sync_run import (  # the steps every source's sync shares
     checkpoint,
     files_listed,
     finish,
     ingest_one,
     record_failure,
-    retire_documents,
     stopped_when_full,
 )
+from knowledge.ingest.versions import retire_documents
 from knowledge.jobs import source_locked
 from knowledge.locations import FolderNotAllowed, web_address_check
 from knowledge.models import IngestJob, JobFile, Source

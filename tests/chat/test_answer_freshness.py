@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from chat import services
+from chat import excerpts, services
 from knowledge.index import indexer
 from tenants.principals import Viewer
 from tests.factories import make_folder_source
@@ -20,7 +20,7 @@ TODAY = dt.date.today()
 
 def _ask(tenant, question: str) -> services.Answer:  # type: ignore[no-untyped-def]
     return services.answer_question(viewer=Viewer.everything(tenant), question=question,
-                                    options=services.AnswerSettings(top_k=4))  # fmt: skip
+                                    options=excerpts.AnswerSettings(top_k=4))  # fmt: skip
 
 
 def test_an_answer_resting_on_evidence_due_a_review_says_so(tenant_a, tmp_path):  # type: ignore[no-untyped-def]

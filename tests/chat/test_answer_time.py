@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chat import services
+from chat import excerpts, verdicts
 from knowledge.claims import EvidenceText, Verifier
 from knowledge.index import indexer
 from knowledge.ingest import pipeline
@@ -55,16 +55,16 @@ def company(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     return tenant_a
 
 
-def _sources(tenant, question: str) -> services.Sources:  # type: ignore[no-untyped-def]
-    return services.prepare(viewer=Viewer.everything(tenant), question=question,
-                            options=services.AnswerSettings(top_k=6))  # fmt: skip
+def _sources(tenant, question: str) -> excerpts.Sources:  # type: ignore[no-untyped-def]
+    return excerpts.prepare(viewer=Viewer.everything(tenant), question=question,
+                            options=excerpts.AnswerSettings(top_k=6))  # fmt: skip
 
 
 def test_a_question_about_a_past_year_reads_the_policy_in_force_then(company):
     then = _sources(company, "What was the per diem for business travel in 2025?")
     keys = [hit.chunk.document.document_key for hit in then.excerpts]
     assert keys[0] == "travel-2025.md" and "travel-2026.md" not in keys
-    prompt, _ = services.focused_prompt("What was the per diem in 2025?", then, services.AnswerSettings())
+    prompt, _ = excerpts.focused_prompt("What was the per diem in 2025?", then, excerpts.AnswerSettings())
     assert "in force 2025-01-01 to 2025-12-31" in prompt.messages[1]["content"]
     now = _sources(company, "What is the per diem for business travel?")
     assert [hit.chunk.document.document_key for hit in now.excerpts][0] == "travel-2026.md" and now.when is None
@@ -74,7 +74,7 @@ def test_a_question_about_an_earlier_state_reads_every_version_labelled(company)
     before = _sources(company, "How many office days a week were required before the remote work policy changed?")
     texts = [hit.chunk.text for hit in before.excerpts if hit.chunk.document.document_key == "remote-work.md"]
     assert any("2 days" in text for text in texts) and any("3 days" in text for text in texts)
-    prompt, _ = services.focused_prompt("Before?", before, services.AnswerSettings())
+    prompt, _ = excerpts.focused_prompt("Before?", before, excerpts.AnswerSettings())
     assert "the version before the current one" in prompt.messages[1]["content"]
     assert (
         "Before this change: Staff work from the office 2 days a week. / The home-office allowance is 25 EUR a month. "
@@ -84,8 +84,8 @@ def test_a_question_about_an_earlier_state_reads_every_version_labelled(company)
 
 def test_a_git_files_excerpt_carries_the_commit_message_as_evidence(company):
     why = _sources(company, "Why was the payment timeout raised to 60 seconds?")
-    prompt, evidence = services.focused_prompt(
-        "Why was the payment timeout raised to 60 seconds?", why, services.AnswerSettings()
+    prompt, evidence = excerpts.focused_prompt(
+        "Why was the payment timeout raised to 60 seconds?", why, excerpts.AnswerSettings()
     )
     assert "3-D Secure" in prompt.messages[1]["content"]
     notes = [unit[unit.index("Commit of ") :] for e in evidence for unit in e.units if "Commit of " in unit]
@@ -113,10 +113,10 @@ def test_a_reason_the_evidence_does_not_state_is_not_supported():
     assert max(verifier.support(invented, None)) < 1.0
 
 
-def _verdict(tenant, question: str, draft: str) -> services.Verdict:  # type: ignore[no-untyped-def]
+def _verdict(tenant, question: str, draft: str) -> verdicts.Verdict:  # type: ignore[no-untyped-def]
     sources = _sources(tenant, question)
-    _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
-    return services.verified(question, draft, sources, evidence)
+    _, evidence = excerpts.focused_prompt(question, sources, excerpts.AnswerSettings())
+    return verdicts.verified(question, draft, sources, evidence)
 
 
 def test_a_claim_rests_on_evidence_in_force_at_the_time_it_speaks_of(company):
@@ -150,8 +150,8 @@ def test_the_value_before_the_last_change_is_the_one_that_change_replaced(compan
     kept = [(f, hit) for f, hit in zip(sources.focused, sources.excerpts, strict=True)
             if hit.chunk.document_version.version != 1]  # fmt: skip
     sources.focused, sources.excerpts = [f for f, _ in kept], [hit for _, hit in kept]
-    _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
-    verifier = services.answer_verifier(question, evidence, sources.when)
+    _, evidence = excerpts.focused_prompt(question, sources, excerpts.AnswerSettings())
+    verifier = verdicts.answer_verifier(question, evidence, sources.when)
     assert verifier.check("Originally max_items_per_order was 50.")[0].supported
     assert not verifier.check("Originally max_items_per_order was 40.")[0].supported
 
@@ -159,10 +159,10 @@ def test_the_value_before_the_last_change_is_the_one_that_change_replaced(compan
 def test_an_answer_about_now_whose_value_changed_says_what_it_was_before_cited(company):
     viewer = Viewer.everything(company)
 
-    def answer(question: str, draft: str) -> services.Verdict:
+    def answer(question: str, draft: str) -> verdicts.Verdict:
         sources = _sources(company, question)
-        _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
-        return services.verified(question, draft, sources, evidence, viewer=viewer)
+        _, evidence = excerpts.focused_prompt(question, sources, excerpts.AnswerSettings())
+        return verdicts.verified(question, draft, sources, evidence, viewer=viewer)
 
     hotel = answer("What is the hotel allowance per night?", "The hotel allowance is 140 EUR a night in every city.")
     assert hotel.status == "answered"

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from chat import services
+from chat import excerpts, services, verdicts
 from inference.catalog import catalog_register_packaged
 from inference.embedders import get_embedder
 from knowledge import claims
 from knowledge.index.lexical import query_vector
 from knowledge.index.vectorstore import Scope, get_store
-from knowledge.ingest import office, pipeline
+from knowledge.ingest import office, pipeline, versions
 from knowledge.models import Chunk, Document
 from knowledge.search.retrieval import retrieve
 from mcp_tools import operations
@@ -144,13 +144,13 @@ def test_a_value_under_another_column_of_the_row_does_not_verify(tenant_a, tmp_p
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="stock", path=folder)
     pipeline.sync_folder(source=source, root=folder)
     question = "What is the product in row 47?"
-    sources = services.prepare(viewer=Viewer.everything(tenant_a), question=question, options=services.AnswerSettings())
-    _, evidence = services.focused_prompt(question, sources, services.AnswerSettings())
+    sources = excerpts.prepare(viewer=Viewer.everything(tenant_a), question=question, options=excerpts.AnswerSettings())
+    _, evidence = excerpts.focused_prompt(question, sources, excerpts.AnswerSettings())
     # The row reaches the model whole, beside its column names (not cut at its colons).
     assert any(f"- Row 47: SKU: SKU-1047; Product: {rows[47][1]}; Stock: 239" in e.units for e in evidence)
 
-    def verdict(draft: str) -> services.Verdict:
-        return services.verified(question, draft, sources, evidence)
+    def verdict(draft: str) -> verdicts.Verdict:
+        return verdicts.verified(question, draft, sources, evidence)
 
     wrong = verdict("The product in row 47 is SKU: 239.")  # the answer: 239 is the row's stock
     assert wrong.status in ("not_verified", "not_found") and wrong.claims[0]["problem"] == "field"
@@ -174,7 +174,7 @@ def test_the_packaged_model_names_row_47s_product_or_refuses(tenant_a, tmp_path,
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="stock", path=folder)
     pipeline.sync_folder(source=source, root=folder)
     result = services.answer_question(viewer=Viewer.everything(tenant_a), question="What is the product in row 47?",
-                                      options=services.AnswerSettings(temperature=0.0))  # fmt: skip
+                                      options=excerpts.AnswerSettings(temperature=0.0))  # fmt: skip
     if result.status in ("answered", "partial"):
         assert rows[47][1].lower() in result.answer.lower()
         shown = [c for c in result.claims if c["supported"]]
@@ -188,19 +188,19 @@ def test_a_refusal_shows_the_passages_that_may_hold_the_answer_and_nothing_when_
     warranty = "Every product carries a two year warranty. Claims need the original receipt."
     files = {"warranty.md": f"# Warranty\n\n{warranty}\n\n# Returns\n\nReturns are accepted within thirty days.\n"}
     make_folder_source(tenant=tenant_a, root=tmp_path / "handbook", files=files)
-    viewer, options = Viewer.everything(tenant_a), services.AnswerSettings()
+    viewer, options = Viewer.everything(tenant_a), excerpts.AnswerSettings()
     question = "How long is the warranty?"
-    sources = services.prepare(viewer=viewer, question=question, options=options)
-    _, evidence = services.focused_prompt(question, sources, options)
-    refused = services.verified(question, "The warranty lasts five years.", sources, evidence)  # not what it says
-    assert refused.status == "not_verified" and refused.text.startswith(services.WHERE_TO_LOOK["en"])
+    sources = excerpts.prepare(viewer=viewer, question=question, options=options)
+    _, evidence = excerpts.focused_prompt(question, sources, options)
+    refused = verdicts.verified(question, "The warranty lasts five years.", sources, evidence)  # not what it says
+    assert refused.status == "not_verified" and refused.text.startswith(verdicts.WHERE_TO_LOOK["en"])
     assert 1 <= len(refused.evidence) <= 3 and "two year warranty" in refused.evidence[0]["text"]
     assert all(p["text"] in " ".join(sources.excerpts[p["n"] - 1].chunk.text.split()) for p in refused.evidence)
     assert [c["document_key"] for c in refused.citations] == ["warranty.md"]
     unrelated = "Which airline flies from Reykjavik to Nuuk?"
-    sources = services.prepare(viewer=viewer, question=unrelated, options=options)
-    _, evidence = services.focused_prompt(unrelated, sources, options)
-    nothing = services.verified(unrelated, "Air Greenland flies from Reykjavik to Nuuk.", sources, evidence)
+    sources = excerpts.prepare(viewer=viewer, question=unrelated, options=options)
+    _, evidence = excerpts.focused_prompt(unrelated, sources, options)
+    nothing = verdicts.verified(unrelated, "Air Greenland flies from Reykjavik to Nuuk.", sources, evidence)
     assert nothing.status == "not_found" and nothing.evidence == [] and nothing.citations == []
 
 
@@ -219,7 +219,7 @@ def test_a_summary_hit_expands_only_within_what_the_reader_may_see(tenant_a, ten
     summary_text = f"The salary bands {canary} are reviewed every March."
     record = {"status": "ok", "model": "stand-in", "directives": "", "title": "Salary bands",
               "summary": summary_text, "topics": ["pay"], "key_points": []}  # fmt: skip
-    monkeypatch.setattr(pipeline, "enrich", lambda **_: dict(record))
+    monkeypatch.setattr(versions, "enrich", lambda **_: dict(record))
     folder = tmp_path / "hr"
     folder.mkdir()
     (folder / "salaries.md").write_text(f"# Salary bands\n\nThe salary bands {canary} are reviewed every March.\n")

@@ -171,7 +171,7 @@ def test_an_unknown_path_under_v1_is_a_json_404_in_openais_shape_never_a_page(te
 
 
 def test_a_short_message_that_points_back_is_a_follow_up_and_a_question_of_its_own_is_not():
-    from chat.services import follows_up
+    from chat.excerpts import follows_up
 
     for message in ("And which document says so?", "Where is that written?", "What about Spain?", "¿Y dónde lo dice?",
                     "Can you quote it?", "¿Eso vale también para Debian?"):  # fmt: skip

@@ -230,7 +230,7 @@ def test_a_claim_about_a_name_the_question_asks_about_needs_that_name_in_its_exc
 
 def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant_a, tmp_path, monkeypatch):
     """A missing or tampered cross-encoder file costs the relevance and weak-evidence checks, never the answer."""
-    from chat import services
+    from chat import excerpts, verdicts
     from inference import packaged
     from knowledge.search import rerank
     from tests.factories import make_folder_source
@@ -239,16 +239,16 @@ def test_without_a_loadable_cross_encoder_answers_keep_their_other_checks(tenant
         raise packaged.PackagedModelError("reranker_en/model.onnx: sha256 mismatch")
 
     monkeypatch.setattr(rerank, "_reranker", None)
-    monkeypatch.setattr(services, "_cross_failed_at", None)
+    monkeypatch.setattr(excerpts, "_cross_failed_at", None)
     monkeypatch.setattr(packaged, "packaged_reranker_files", tampered)
     make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": f"# Warranty\n\n{WARRANTY}\n"})
-    sources = services.prepare(
-        viewer=Viewer.everything(tenant_a), question="How long is the warranty?", options=services.AnswerSettings()
+    sources = excerpts.prepare(
+        viewer=Viewer.everything(tenant_a), question="How long is the warranty?", options=excerpts.AnswerSettings()
     )
-    assert sources.excerpts and sources.strength is None and not services.weak_evidence(sources)
-    assert services.cross_encoder() is None
+    assert sources.excerpts and sources.strength is None and not verdicts.weak_evidence(sources)
+    assert excerpts.cross_encoder() is None
     monkeypatch.setattr(packaged, "packaged_reranker_files", lambda: 1 / 0)  # not even tried again meanwhile
-    assert services.cross_encoder() is None
+    assert excerpts.cross_encoder() is None
 
 
 def test_a_name_the_claim_adds_must_be_in_the_excerpt_it_cites_however_many_words_they_share():

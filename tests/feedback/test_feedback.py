@@ -342,7 +342,7 @@ def test_an_answer_that_used_the_wrong_version_becomes_a_dated_question_with_the
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from time_corpus import TRAVEL_2025, TRAVEL_2026
 
-    from chat import services as chat_services
+    from chat import excerpts
 
     make_folder_source(tenant=tenant_a, root=tmp_path / "policies",
                        files={"travel-2025.md": TRAVEL_2025, "travel-2026.md": TRAVEL_2026})  # fmt: skip
@@ -371,8 +371,8 @@ def test_an_answer_that_used_the_wrong_version_becomes_a_dated_question_with_the
     row = json.loads(services.eval_set_jsonl(tenant=tenant_a).splitlines()[0])
     assert row["as_of"] == "2025-06-01" and row["question"] == dated.question
     # The dated question reads as a time by the answer pipeline: what was in force then comes first.
-    sources = chat_services.prepare(viewer=Viewer.everything(tenant_a), question=dated.question,
-                                    options=chat_services.AnswerSettings(top_k=4))  # fmt: skip
+    sources = excerpts.prepare(viewer=Viewer.everything(tenant_a), question=dated.question,
+                                    options=excerpts.AnswerSettings(top_k=4))  # fmt: skip
     assert sources.when is not None and sources.excerpts[0].chunk.document.document_key == "travel-2025.md"
 
 

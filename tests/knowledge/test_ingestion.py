@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from inference.embedders import get_embedder
 from knowledge.index import indexer
 from knowledge.index.vectorstore import Scope, get_store
-from knowledge.ingest import pipeline
+from knowledge.ingest import folder_sync, lookahead, pipeline, prepare
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.options import IngestOptions
 from knowledge.search.retrieval import retrieve
@@ -438,7 +438,7 @@ def test_a_chunk_spanning_pages_names_the_page_its_matching_text_is_on(tenant_a,
     """Issue 11: a 3-page PDF whose fact is on page 2 came back as one chunk with `page: 1`."""
     from rest_framework.test import APIClient
 
-    from chat.services import citation_of
+    from chat.citations import citation_of
     from tenants.services import api_key_issue
     from tests.factories import make_pdf
 
@@ -491,7 +491,7 @@ def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(
     (root / "long.md").write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
     embedder = CountingEmbedder()
-    monkeypatch.setattr(pipeline, "get_embedder", lambda: embedder)
+    monkeypatch.setattr(folder_sync, "get_embedder", lambda: embedder)
     pipeline.sync_folder(source=source, root=root)
     first = len(embedder.texts)
     total = Document.objects.get(document_key="long.md").chunks.count()
@@ -526,7 +526,7 @@ def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own
     """The lookahead reads, embeds and writes different batches at once: no vector lands on another chunk,
     each distinct input is embedded once (also a copy read a batch later), and a broken file among them is
     reported while the rest are indexed."""
-    monkeypatch.setattr(pipeline.Lookahead, "BATCH_CHUNKS", 4)  # 30 files: eight batches, more than DEPTH ahead
+    monkeypatch.setattr(lookahead.Lookahead, "BATCH_CHUNKS", 4)  # 30 files: eight batches, more than DEPTH ahead
     root = tmp_path / "many"
     root.mkdir()
     for n in range(30):
@@ -536,12 +536,12 @@ def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own
     (root / "note-05.md").replace(root / "note-05.pdf")  # not a PDF: fails, the rest go on
     (root / "note-27.md").write_text((root / "note-01.md").read_text())  # the same text, seven batches later
     embedder = CountingEmbedder()
-    monkeypatch.setattr(pipeline, "get_embedder", lambda: embedder)
+    monkeypatch.setattr(folder_sync, "get_embedder", lambda: embedder)
     job = pipeline.sync_folder(source=pipeline.folder_source_get_or_create(tenant=tenant_a, name="many", path=root),
                                root=root)  # fmt: skip
     assert (job.added, job.failed) == (29, 1) and job.errors[0]["key"] == "note-05.pdf"
     chunks = list(Chunk.objects.for_tenant(tenant_a).select_related("document", "document_version"))
-    inputs = [pipeline.stored_embedding_text(chunk) for chunk in chunks]
+    inputs = [prepare.stored_embedding_text(chunk) for chunk in chunks]
     assert sorted(embedder.texts) == sorted(set(inputs))  # every distinct input once, nothing twice
     expected = embedder.inner.embed(inputs)
     stored = np.vstack([np.frombuffer(bytes(chunk.dense), dtype=np.float32) for chunk in chunks])

@@ -234,7 +234,7 @@ def test_image_attachments_are_read_by_ocr_and_a_photo_without_text_is_skipped(t
 
 
 def test_embedded_text_is_cited_to_the_note_it_comes_from(vault, tenant_a):  # type: ignore[no-untyped-def]
-    from chat.services import citation_of
+    from chat.citations import citation_of
 
     hits = retrieve(viewer=Viewer.everything(tenant_a), query="new staff onboarding offsite Lisbon", top_k=8)
     onboarding = next(h for h in hits if h.chunk.document.document_key == "Onboarding.md")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.ingest import pipeline
+from knowledge.ingest import pipeline, prepare
 from knowledge.ingest.extraction import NeedsOCR, extract
 from knowledge.ingest.ocr import installed_languages, ocr_pdf_pages
 from knowledge.models import Document, IngestJob
@@ -62,7 +62,7 @@ def test_ocr_languages_are_checked_where_they_are_used():
 def test_the_job_says_which_scanned_page_it_is_reading_and_a_later_save_does_not_erase_it(tenant_a, client_a):
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="scans", path=Path("/nonexistent"))
     job = IngestJob.objects.create(tenant=tenant_a, source=source, kind=IngestJob.Kind.UPLOAD)
-    pipeline.prepare_text(source, "returns.pdf", scanned_pdf([ENGLISH, SPANISH]), "auto", job=job)
+    prepare.prepare_text(source, "returns.pdf", scanned_pdf([ENGLISH, SPANISH]), "auto", job=job)
     job.documents_done = 1
     job.save()  # the job's own thread saves its counts with a stale activity in memory
     job.refresh_from_db()
@@ -99,7 +99,7 @@ def test_a_scan_that_fails_in_a_sync_is_read_once_and_its_reason_recorded(tenant
     (folder / "blank.pdf").write_bytes(scanned_pdf([[]]))
     (folder / "notes.md").write_text("# Notes\n\nThe warehouse opens at seven.\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="scans", path=folder)
-    with caplog.at_level(logging.INFO, logger="knowledge.ingest.pipeline"):
+    with caplog.at_level(logging.INFO, logger="knowledge.ingest.prepare"):
         job = pipeline.sync_folder(source=source, root=folder)
     assert job.added == 1 and job.failed == 1
     assert "not even by OCR" in job.errors[0]["error"] and "OCR found no text" in job.errors[0]["error"]

@@ -1,0 +1,233 @@
+"""A model's draft checked: each sentence as it streams (SentenceChecker), the whole draft's verdict (answered,
+partial, or a refusal that shows where to look), and the refusals that need no model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from chat.citations import citation_of, earlier_notes, stale_note
+from chat.excerpts import Sources, cross_encoder, embed
+from knowledge.claims import (
+    CLAIM_SPLIT_RE,
+    NOT_FOUND_RE,
+    PROBLEM_REASONS,
+    REFUSALS,
+    Claim,
+    EvidenceText,
+    Verifier,
+    language_of,
+    render,
+    says_not_found,
+    split_claims,
+)
+from knowledge.search.when import TimeRead
+from tenants.principals import Viewer
+
+
+@dataclass(kw_only=True)
+class Sentence:
+    """A sentence of the model's answer, checked as soon as the model finished it: shown (with its verified markers
+    and the excerpt sentences it stands on) or not, and then why."""
+
+    claim: dict[str, Any]
+    shown: bool
+    text: str = ""  # as shown: the sentence with its verified markers
+    reason: str = ""  # why it is not shown
+
+
+def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
+    listed = ", ".join(f"`{name}`" for name in names)
+    if language_of(question) == "es":
+        return f"Los documentos disponibles no mencionan {listed}, así que no contienen la respuesta a esta pregunta."
+    return f"The documents available to me do not mention {listed}, so they do not contain the answer to this question."
+
+
+@dataclass(kw_only=True)
+class Verdict:
+    """What the checks made of a generated draft."""
+
+    status: str  # answered | partial | not_verified | not_found
+    text: str  # the answer shown: supported sentences with their evidence, or the refusal
+    citations: list[dict[str, Any]]
+    claims: list[dict[str, Any]]  # every sentence of the draft, checked
+    reason: str = ""  # why it was refused
+    evidence: list[dict[str, Any]] = field(default_factory=list)  # not_verified: where the answer may be
+
+
+def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead | None = None) -> Verifier:
+    """The checker of a draft's sentences; `when`: the question asks about the past (each claim rests on evidence of
+    its own time)."""
+    cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
+    return Verifier(evidence, question=question, embed=embed, cross=cross, when=when, now=timezone.now())
+
+
+def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText],
+             verifier: Verifier | None = None, viewer: Viewer | None = None) -> Verdict:  # fmt: skip
+    """The verdict on a generated draft (`verifier`: the one that checked its sentences as they streamed).
+
+    The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
+    its first claim or one sharing a content term with the question) and is supported by an excerpt, values
+    and polarity included; for a question about now (`viewer` given), a value that came with its document's latest
+    change is followed by what was there before, cited (`earlier_notes`). Otherwise it is a refusal: `not_verified`
+    with the source sentences most likely to hold the answer when the model read some that bear on the question,
+    `not_found` when it read none."""
+    language = language_of(question)
+    verifier = verifier or answer_verifier(question, evidence, sources.when)
+    claims = verifier.check(draft)
+    checked = [c for c in claims if c.supported is not None]
+    if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
+        reason = (
+            "The model said the excerpts do not contain the answer." if says_not_found(draft)
+            else "The excerpts state what the draft says of another time than the question asks about (problem: "
+            "time)." if any(c.problem == "time" for c in checked)
+            else "No sentence of the model's draft that answers the question is supported by the excerpts."
+        )  # fmt: skip
+        return refusal(question, sources, reason, claims=[c.as_dict() for c in claims])
+    used = sorted({n for c in claims for n in c.citations})
+    cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
+    citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
+    status = "partial" if any(c.supported is False or c.relevant is False for c in checked) else "answered"
+    text = render(claims, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
+    shown_claims = [c.as_dict() for c in claims]
+    note = stale_note(citations, shown_claims, language)
+    if note:  # said in the text, and as a last sentence of the claims (not a claim of the model's: `note`)
+        text = f"{text}\n\n{note}"
+        shown_claims.append({"text": note, "citations": [], "supported": None, "quotes": [], "relevant": None,
+                             "problem": "", "note": "freshness"})  # fmt: skip
+    if viewer is not None and sources.when is None:  # what the document said before, cited after the answer's
+        for earlier, citation in earlier_notes(viewer, claims, sources, len(sources.excerpts), language):
+            text = f"{text}\n\n{earlier} [{citation['n']}]"
+            citations.append(citation)
+            shown_claims.append({"text": earlier, "citations": [citation["n"]], "supported": None, "quotes": [],
+                                 "relevant": None, "problem": "", "note": "earlier"})  # fmt: skip
+    return Verdict(status=status, text=text, citations=citations, claims=shown_claims)
+
+
+# on something else. Chosen on the tuning half of the public set only (docs/evaluation.md).
+WHERE_TO_LOOK_LOGIT = 0.0
+WHERE_TO_LOOK_MAX = 3
+WHERE_TO_LOOK = {
+    "en": "I could not find a verifiable answer in the documents; these passages may hold it:",
+    "es": "No se encuentra una respuesta verificable en los documentos; estos pasajes pueden contenerla:",
+}
+
+
+def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:
+    """The 1-3 sentences the model read that the packaged cross-encoder ranks best for the question, each read and
+    shown with the sentence before it (as the model read them: "Default: 500_000" needs its setting), verbatim, with
+    the number of its excerpt; none that scores below WHERE_TO_LOOK_LOGIT, none without the cross-encoder.
+    (Measured on the tuning half: scoring a sentence with the one before it put the expected phrase in the passages
+    for 8 of 28 answerable questions, the sentence alone for 3; docs/evaluation.md.)"""
+    cross = cross_encoder()
+    read = [(n, f.units[i - 1] if i else "", unit) for n, f in enumerate(sources.focused, 1)
+            for i, unit in enumerate(f.units) if unit.strip()]  # fmt: skip
+    if cross is None or not read:
+        return []
+    logits = cross(question, [f"{before} {unit}".strip() for _, before, unit in read])
+    ranked = sorted(zip(read, map(float, logits), strict=True), key=lambda item: -item[1])
+    chosen: list[dict[str, Any]] = []
+    shown: set[str] = set()
+    for (n, before, unit), logit in ranked:
+        if logit < WHERE_TO_LOOK_LOGIT or len(chosen) == WHERE_TO_LOOK_MAX:
+            break
+        if unit in shown:
+            continue
+        parts = [unit] if not before or before in shown else [before, unit]
+        shown.update(parts)
+        chosen.append({"n": n, "text": " ".join(" ".join(parts).split()), "score": round(logit, 2)})
+    return chosen
+
+
+def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[str, Any]] | None = None) -> Verdict:
+    """No sentence could be verified: the passages that may hold the answer (not_verified), or a plain refusal
+    when the model read nothing that bears on the question (not_found)."""
+    language = language_of(question)
+    passages = where_to_look(question, sources)
+    if not passages:
+        return Verdict(status="not_found", text=REFUSALS[language], citations=[], claims=claims or [], reason=reason)
+    lines = [WHERE_TO_LOOK[language], *(f"> [{p['n']}] “{p['text']}”" for p in passages)]
+    numbers = sorted({p["n"] for p in passages})
+    citations = [
+        citation_of(n, sources.excerpts[n - 1], " ".join(p["text"] for p in passages if p["n"] == n)) for n in numbers
+    ]
+    return Verdict(status="not_verified", text="\n".join(lines), citations=citations, claims=claims or [],
+                   reason=reason, evidence=passages)  # fmt: skip
+
+
+SENTENCE_LEFT_OUT = "A sentence of the model's was left out: {reason}."
+HELD_BACK = "A supported sentence was held back: it does not seem to answer the question."
+
+
+class SentenceChecker:
+    """The model's tokens in, checked sentences out: a sentence is checked as soon as the next one begins (or the
+    model stops), and shown only when an excerpt supports it and it answers the question. A sentence with nothing
+    to check ("Here is how:") waits for a shown one to follow it; the model's "the excerpts do not say" is never
+    shown (the verdict says it)."""
+
+    def __init__(self, verifier: Verifier, clock: Callable[[], float]) -> None:
+        self.verifier, self.clock = verifier, clock
+        self.buffer = ""
+        self.complete = 0  # pieces of the buffer already checked
+        self.arrivals: list[tuple[int, float]] = []  # (buffer length after a delta, when it came)
+        self.waiting: list[Claim] = []
+        self.first_checked: Claim | None = None
+        self.times: dict[str, float] = {}
+
+    def feed(self, delta: str) -> list[Sentence]:
+        self.buffer += delta
+        self.arrivals.append((len(self.buffer), self.clock()))
+        pieces = CLAIM_SPLIT_RE.split(self.buffer)
+        return self._check(pieces[self.complete : len(pieces) - 1], final=False)
+
+    def finish(self) -> list[Sentence]:
+        return self._check(CLAIM_SPLIT_RE.split(self.buffer)[self.complete :], final=True)
+
+    def _check(self, pieces: list[str], *, final: bool) -> list[Sentence]:
+        out: list[Sentence] = []
+        for piece in pieces:
+            self.complete += 1
+            if not piece or not piece.strip():
+                continue
+            self.times.setdefault("model_first_sentence_ms", self._finished_at(piece))
+            for text, numbers in split_claims(piece):
+                out += self._one(self.verifier.check_claim(text, numbers))
+        if final:
+            self.waiting = []
+        return out
+
+    def _finished_at(self, piece: str) -> float:
+        """When the model wrote the end of this piece: the arrival of the delta that carried its last character."""
+        end = self.buffer.find(piece) + len(piece.rstrip())
+        return next((at for length, at in self.arrivals if length >= end), self.clock())
+
+    def _one(self, claim: Claim) -> list[Sentence]:
+        if claim.supported is None:
+            if not NOT_FOUND_RE.search(claim.text):
+                self.waiting.append(claim)
+            return []
+        self.verifier.judge([claim])
+        self.first_checked = self.first_checked or claim
+        if claim.supported and self.verifier.addresses_question(claim, first=claim is self.first_checked):
+            shown = [*self.waiting, claim]
+            self.waiting = []
+            self.times.setdefault("first_verified_ms", self.clock())
+            return [Sentence(claim=c.as_dict(), shown=True, text=render([c])) for c in shown]
+        if claim.supported:
+            return [Sentence(claim=claim.as_dict(), shown=False, reason=HELD_BACK)]
+        why = PROBLEM_REASONS.get(claim.problem, PROBLEM_REASONS[""])
+        return [Sentence(claim=claim.as_dict(), shown=False, reason=SENTENCE_LEFT_OUT.format(reason=why))]
+
+
+# Below this cross-encoder logit the best sentence the model would read is unrelated to the question (an
+# unrelated passage scores about -11, a near miss about -1): the question is refused without asking the model.
+# Set below the weakest evidence that a right answer of the tuning half stood on (-7.3; docs/evaluation.md).
+WEAK_EVIDENCE_LOGIT = -8.0
+
+
+def weak_evidence(sources: Sources) -> bool:
+    return sources.strength is not None and sources.strength < WEAK_EVIDENCE_LOGIT
