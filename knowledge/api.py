@@ -45,6 +45,7 @@ from knowledge.shapes import (
 )
 from tenants.access import TenantApiView, found_or_404
 from tenants.authentication import BearerApiKeyAuthentication
+from tenants.keys import presented
 from tenants.models import ApiKey
 from tenants.principals import UnknownPrincipal, principals_check, viewer_for
 
@@ -554,8 +555,7 @@ class DifyRetrievalApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={200: dict})
     def post(self, request: Request, tenant_slug: str) -> Response:
-        scheme, _, raw_key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-        if scheme.lower() != "bearer" or not raw_key.strip():
+        if presented(request.META.get("HTTP_AUTHORIZATION", ""), ("Bearer",)) is None:
             return _dify_error(1001, "Invalid Authorization header format. Expected 'Bearer <api-key>' format.", 403)
         api_key = request.auth
         if not isinstance(api_key, ApiKey) or api_key.tenant.slug != tenant_slug:

@@ -5,11 +5,11 @@ process (a2wsgi bridges each WSGI request to it), so MCP shares the process that
 vector store, its settings and its loaded models. Stateless mode with JSON responses: every POST is
 complete in itself, so any number of web workers (with a Qdrant server) can serve it.
 
-The guard in front of it is the REST API's, applied to the raw request:
+The guard in front of it is the key door every door uses (tenants/keys.py), applied to the raw request:
 - the Host header must be one of ALLOWED_HOSTS;
 - `Authorization: Api-Key <key>` or `Bearer <key>`; a missing, wrong or revoked key is answered 401
   here (a JSON-RPC error body), and counts towards the address's wrong-key limit (429 past it);
-- the key's request rate (RAG_API_RATE) is the same throttle as the REST API's, per key (429 past it).
+- the key's request rate (RAG_API_RATE) is the same counter as the REST API's, per key (429 past it).
 """
 
 from __future__ import annotations
@@ -23,19 +23,14 @@ from typing import Any
 import anyio
 from a2wsgi import ASGIMiddleware
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
 from django.db import close_old_connections
-from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
-from rest_framework import exceptions
 
 from core.errors import error_reference
 from mcp_tools.server import build_server
-from tenants.authentication import key_failure_record
+from tenants.keys import KeyRefused, key_open, key_rate, presented
 from tenants.models import ApiKey
-from tenants.services import api_key_authenticate
-from tenants.throttling import ApiKeyRateThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -49,40 +44,34 @@ class Refused(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-def _django_request(scope: dict[str, Any], headers: dict[str, str]) -> HttpRequest:
-    """The request as Django sees one (META: client address and headers), for the REST API's throttles."""
-    request = HttpRequest()
-    request.META = {"REMOTE_ADDR": (scope.get("client") or ("", 0))[0] or ""}
-    for name, value in headers.items():
-        request.META["HTTP_" + name.upper().replace("-", "_")] = value
-    request.auth, request.user = None, AnonymousUser()  # type: ignore[attr-defined]
-    return request
+class _Meta:
+    """The request's client address and headers as Django's META names them (what the key door reads)."""
+
+    def __init__(self, scope: dict[str, Any], headers: dict[str, str]) -> None:
+        self.META = {"REMOTE_ADDR": (scope.get("client") or ("", 0))[0] or ""}
+        for name, value in headers.items():
+            self.META["HTTP_" + name.upper().replace("-", "_")] = value
 
 
 def authenticate(scope: dict[str, Any]) -> ApiKey:
-    """The request's API key, or Refused: what the REST API's authentication and throttles would answer."""
+    """The request's API key, or Refused: what the key door answers every other door."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
     host = headers.get("host", "")
     domain, _port = split_domain_port(host)
     if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
         raise Refused(400, "Bad Host header.")
-    scheme, _, raw_key = headers.get("authorization", "").partition(" ")
-    if scheme.lower() not in SCHEMES or not raw_key.strip():
+    raw_key = presented(headers.get("authorization", ""))
+    if raw_key is None:
         raise Refused(401, "An API key is required: Authorization: Api-Key <key> (or Bearer <key>).",
                       {"WWW-Authenticate": "Api-Key"})  # fmt: skip
-    request = _django_request(scope, headers)
-    api_key = api_key_authenticate(raw_key.strip())
-    if api_key is None:
-        try:  # a wrong key is counted against the client's address; a valid one never waits for them
-            key_failure_record(request, raw_key.strip())  # type: ignore[arg-type]  # these read only META
-        except exceptions.Throttled as exc:
-            raise Refused(429, str(exc.detail), {"Retry-After": str(int(getattr(exc, "wait", None) or 1))}) from exc
-        raise Refused(401, "Invalid or revoked API key.", {"WWW-Authenticate": "Api-Key"})
-    request.auth = api_key  # type: ignore[attr-defined]
-    throttle = ApiKeyRateThrottle()
-    if not throttle.allow_request(request, None):  # type: ignore[arg-type]  # needs no view
-        wait = throttle.wait()
-        raise Refused(429, "Request was throttled.", {"Retry-After": str(int(wait or 1))})
+    try:
+        api_key = key_open(_Meta(scope, headers), raw_key)
+    except KeyRefused as refused:
+        retry = {"Retry-After": str(refused.retry_after or 1)} if refused.status == 429 else {}
+        raise Refused(refused.status, refused.message, retry or {"WWW-Authenticate": "Api-Key"}) from None
+    wait = key_rate(api_key)
+    if wait is not None:
+        raise Refused(429, "Request was throttled.", {"Retry-After": str(wait)})
     return api_key
 
 

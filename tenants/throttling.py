@@ -56,34 +56,38 @@ def client_address(request: Any) -> str:
 
 class ApiKeyRateThrottle(SimpleRateThrottle):
     """RAG_API_RATE requests per key (or signed-in user) in a fixed window opened by the first: one shared atomic
-    count per request, where DRF's own keeps a per-process list of every request's time."""
+    count per request (`rate_hit`, which the MCP door counts with too), where DRF's own keeps a per-process list of
+    every request's time."""
 
     scope = "api_key"
-    num_requests: int
-    duration: int
+    waiting: int | None = None
 
-    def get_ident(self, request: Request) -> str:
-        return client_address(request)
+    def __init__(self) -> None:  # the rate is read at each request (rate_hit), not parsed once here
+        pass
 
     def allow_request(self, request: Request, view: APIView) -> bool:
-        if self.rate is None:
+        if isinstance(request.auth, ApiKey):
+            ident = f"key-{request.auth.pk}"
+        elif request.user is not None and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
             return True
-        self.key = self.get_cache_key(request, view)
-        if self.key is None:
-            return True
-        self.count, self.started = counters.hit(self.key, self.duration)
-        return self.count <= self.num_requests
+        self.waiting = rate_hit(ident)
+        return self.waiting is None
 
     def wait(self) -> float | None:
-        return max(1.0, self.started + self.duration - time.time())
+        return self.waiting
 
-    def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        if isinstance(request.auth, ApiKey):
-            return self.cache_format % {"scope": self.scope, "ident": f"key-{request.auth.pk}"}
-        user = request.user
-        if user is not None and user.is_authenticated:
-            return self.cache_format % {"scope": self.scope, "ident": f"user-{user.pk}"}
+
+def rate_hit(ident: str) -> int | None:
+    """One request of `ident` (`key-<pk>`, `user-<pk>`) counted against RAG_API_RATE; the seconds until its window
+    closes when it is past the rate, None within it."""
+    rate = ApiKeyRateThrottle.THROTTLE_RATES.get(ApiKeyRateThrottle.scope)
+    if rate is None:
         return None
+    number, duration = SimpleRateThrottle.parse_rate(None, rate)  # type: ignore[arg-type]  # reads no state
+    count, started = counters.hit(f"throttle_{ApiKeyRateThrottle.scope}_{ident}", duration)
+    return None if count <= number else max(1, int(started + duration - time.time()))
 
 
 def window_count(counter: str, window: int) -> int:
