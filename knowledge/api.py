@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from core.parsers import SafeJSONParser
 from knowledge import changes, ids, selectors, services, transport, validity
 from knowledge.ids import OCR_LANGUAGES_RE
+from knowledge.ingest import sources as source_kinds
 from knowledge.ingest.uploads import request_too_large
 from knowledge.models import Document, IngestJob, Source, Status
 from knowledge.options import IngestOptions
@@ -152,7 +153,7 @@ def _principals(view: TenantApiView, access: list[str]) -> list[str]:
 class SourceListApi(TenantApiView):
     @extend_schema_serializer(component_name="SourceCreateInput")
     class InputSerializer(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=["folder", "obsidian", "git", "website", "upload"])
+        kind = serializers.ChoiceField(choices=source_kinds.creatable_kinds())
         name = serializers.CharField(max_length=200)
         path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
                                      help_text="folder and obsidian: a folder inside the server's allowed roots; git: "

@@ -358,8 +358,8 @@ def source_create_for(*, tenant: Tenant, kind: str, name: str, location: str = "
     checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, a
     branch and history depth for the kinds that read them (git). Raises SourceExists for a name taken, and
     ids.InvalidIdentifier for a name or kind the id scheme cannot hold."""
-    if kind not in sources.KINDS:
-        raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}.")
+    if kind not in (sources.KINDS if operator else sources.creatable_kinds()):
+        raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}; use one of {', '.join(sources.creatable_kinds())}.")
     source_id = ids.source_id(tenant.slug, kind, name)
     if Source.objects.filter(source_id=source_id).exists():
         raise SourceExists("A source with this name already exists.")

@@ -98,6 +98,35 @@ def test_only_the_source_registry_and_the_model_compare_a_source_or_job_kind():
     assert offences == []
 
 
+def test_the_source_kinds_the_ids_the_model_and_the_registry_know_are_the_same():
+    from knowledge.ids import SOURCE_KINDS
+    from knowledge.ingest.sources import KINDS, creatable_kinds
+    from knowledge.models import Source
+
+    assert set(SOURCE_KINDS) == set(KINDS) == set(Source.Kind.values)
+    assert "external" not in creatable_kinds() and "website" in creatable_kinds()
+
+
+def test_only_the_key_door_opens_a_key_or_counts_a_key_or_a_wrong_one():
+    """tenants/keys.py is the one place a raw key is looked up (api_key_authenticate), a wrong key counted and a key's
+    requests counted (rate_hit); every door (REST, Dify, /v1, MCP) goes through it."""
+    owners = {"tenants/keys.py": {"api_key_authenticate", "rate_hit", "window_count"},
+              "tenants/throttling.py": {"rate_hit"}, "tenants/views.py": {"window_count"},  # password resets
+              # the stdio proxy's early word on a bad key; each of its calls then goes through the HTTP door
+              "mcp_tools/management/commands/mcp.py": {"api_key_authenticate"}}  # fmt: skip
+    offences = []
+    for app in ("knowledge", "chat", "feedback", "mcp_tools", "tenants", "ragsite", "core"):
+        for path in (ROOT / app).rglob("*.py"):
+            name = str(path.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text(), filename=name)):
+                if isinstance(node, ast.Call):
+                    called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                    if called in ("api_key_authenticate", "rate_hit", "window_count", "ApiKeyRateThrottle"):
+                        if called not in owners.get(name, set()):
+                            offences.append(f"{name}:{node.lineno} {called}")
+    assert offences == []
+
+
 def test_the_evaluation_run_state_changes_in_one_module():
     """Every transition of EvalRun.state is in feedback/runs.py (queue, claim, start, done, requeue, fail,
     fail_silent); nothing else assigns it or writes it in an update() or a create()."""

@@ -19,9 +19,9 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import socket
 import threading
 import time
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,11 @@ class StoreServer:
 
     def __init__(self, store: VectorStore, root: Path) -> None:
         self.store = store
+        self.address, self.authkey = _address(root), _authkey(root)
+        self.closing = False
         # A client process opens one connection per thread, all at once under load: the default backlog (1) would
         # refuse most of them.
-        self.listener = Listener(_address(root), family="AF_UNIX", backlog=128, authkey=_authkey(root))
+        self.listener = Listener(self.address, family="AF_UNIX", backlog=128, authkey=self.authkey)
         self.thread = threading.Thread(target=self._accept, name="ragsite-store-server", daemon=True)
         self.thread.start()
 
@@ -68,6 +70,9 @@ class StoreServer:
             except Exception:  # a client that failed the handshake: refused, the server goes on
                 logger.warning("A connection to the store's socket was refused (wrong key)")
                 continue
+            if self.closing:  # the wake-up call of close()
+                connection.close()
+                return
             threading.Thread(target=self._serve, args=(connection,), name="ragsite-store-call", daemon=True).start()
 
     def _serve(self, connection: Connection) -> None:
@@ -88,11 +93,11 @@ class StoreServer:
                     connection.send(("error", f"{type(exc).__name__}: {exc}"))
 
     def close(self) -> None:
-        """Stop accepting: the listening socket is shut down first, which wakes the thread blocked in accept()."""
-        listening = getattr(getattr(self.listener, "_listener", None), "_socket", None)
-        if listening is not None:
-            with contextlib.suppress(OSError):
-                listening.shutdown(socket.SHUT_RDWR)
+        """Stop accepting: one last connection of our own wakes the thread blocked in accept(), which sees `closing`
+        and returns; then the listening socket is closed."""
+        self.closing = True
+        with contextlib.suppress(OSError, EOFError, AuthenticationError):
+            Client(self.address, family="AF_UNIX", authkey=self.authkey).close()
         self.listener.close()
         self.thread.join(timeout=5)
 

@@ -61,6 +61,7 @@ class SourceKind:
     param: str = "path"
     operator_location: Callable[[str], str] = str.strip
     what: str = ""  # in words, for refusals
+    creatable: bool = True  # whether a web or API user may create a source of this kind
 
     @property
     def syncable(self) -> bool:
@@ -71,7 +72,7 @@ KINDS: dict[str, SourceKind] = {
     kind.name: kind
     for kind in (
         SourceKind(Source.Kind.UPLOAD, IngestJob.Kind.UPLOAD, what="uploaded files"),
-        SourceKind(Source.Kind.EXTERNAL, IngestJob.Kind.UPLOAD, what="external references"),
+        SourceKind(Source.Kind.EXTERNAL, IngestJob.Kind.UPLOAD, what="external references", creatable=False),
         SourceKind(Source.Kind.FOLDER, IngestJob.Kind.FOLDER, _folder, _sync_folder,
                    operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a folder"),
         SourceKind(Source.Kind.OBSIDIAN, IngestJob.Kind.FOLDER, _folder, _sync_vault,
@@ -87,6 +88,11 @@ JOB_SYNCS = {kind.job_kind: kind for kind in KINDS.values() if kind.syncable}  #
 
 def kind_of(source: Source) -> SourceKind:
     return KINDS[source.kind]
+
+
+def creatable_kinds() -> list[str]:
+    """The kinds a web or API user may create (the operator's command line may create any)."""
+    return [name for name, kind in KINDS.items() if kind.creatable]
 
 
 def syncable_kinds() -> list[str]:

@@ -194,6 +194,8 @@ def test_sources_crud_upload_sync_and_jobs(corpus_a, key_a, tmp_path):
         "/api/v1/tenants/acme/sources/", {"kind": "upload", "name": "product sheets"}, format="json"
     )
     assert duplicate.status_code == 400 and "name" in duplicate.json()
+    external = client.post("/api/v1/tenants/acme/sources/", {"kind": "external", "name": "links"}, format="json")
+    assert external.status_code == 400 and "kind" in external.json()  # only the registry's creatable kinds
     outside = client.post(
         "/api/v1/tenants/acme/sources/", {"kind": "folder", "name": "etc", "path": "/etc"}, format="json"
     )
