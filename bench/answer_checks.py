@@ -11,7 +11,7 @@ Halves as in bench/eval_halves.py: odd question numbers are the tuning half, eve
    paraphrase counts as not answering, so false negatives are a lower bound). Prints, per threshold, how many it
    flags, its precision (flagged sentences that do not answer) and the right sentences it rejects (false negatives),
    and lists those at the product's threshold.
-2. **Where to look** (chat/services.py WHERE_TO_LOOK_LOGIT): for every question, the passages a refusal would show
+2. **Where to look** (chat/verdicts.py WHERE_TO_LOOK_LOGIT): for every question, the passages a refusal would show
    at each threshold: the share of answerable questions whose expected phrase is in them, and the share of
    unanswerable questions that would be shown any.
 """
