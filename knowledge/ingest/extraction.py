@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
 from knowledge.ingest.boilerplate import is_navigation_element, is_navigation_line, strip_running_lines
+from knowledge.ingest.metadata import split_frontmatter
 from knowledge.ingest.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,18 @@ def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "sp
     if source_type == "html":
         return extract_html(text, key=key)
     text = normalise_text(text)
-    return Extracted(text=text, title=_title_from_text(text, source_type) or _title_from_key(key))
+    title = _title_from_text(text, source_type) or _title_from_key(key)
+    if source_type == "markdown":
+        text = without_frontmatter(text)
+    return Extracted(text=text, title=title)
+
+
+def without_frontmatter(text: str) -> str:
+    """A Markdown file's text without its frontmatter: metadata (knowledge/ingest/metadata.py reads it from the
+    file), not text to chunk, show or cite, and its closing `---` would make its last line a heading. Each line of
+    the header becomes an empty one, so the body's line numbers stay the file's."""
+    header, body = split_frontmatter(text)
+    return "\n" * header.count("\n") + body if header else text
 
 
 def extract_office_document(data: bytes, *, key: str, source_type: str) -> Extracted:
@@ -123,13 +135,14 @@ def _title_from_key(key: str) -> str:
 def _title_from_text(text: str, source_type: str) -> str:
     lines = text.splitlines()
     if source_type == "markdown":
-        in_front_matter = bool(lines) and lines[0].strip() == "---"
+        fence = lines[0].strip() if lines and lines[0].strip() in ("---", "+++") else ""  # YAML or TOML header
+        in_front_matter = bool(fence)
         for index, line in enumerate(lines[:200]):
             if in_front_matter:
-                if index > 0 and line.strip() == "---":
+                if index > 0 and line.strip() in (fence, "..."):
                     in_front_matter = False
-                elif line.lower().startswith("title:"):
-                    return line.split(":", 1)[1].strip().strip("\"'")
+                elif re.match(r"title\s*[:=]", line, re.I):
+                    return re.split(r"[:=]", line, maxsplit=1)[1].strip().strip("\"'")
                 continue
             match = re.match(r"^#{1,2}\s+(.+?)\s*#*\s*$", line)
             if match:

@@ -7,6 +7,7 @@ metadata cannot be read (broken YAML, a corrupt part) states nothing, and says w
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from typing import Any
 
@@ -43,16 +44,39 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506  # BaseLoader builds only str, list, dict
 
 
+FRONTMATTER_RE = re.compile(
+    r"(?:---[ \t]*\r?\n.*?\r?\n(?:---|\.\.\.)"  # YAML: --- … --- (or …)
+    r"|\+\+\+[ \t]*\r?\n.*?\r?\n\+\+\+)"  # TOML: +++ … +++
+    r"[ \t]*(?:\r?\n|$)",
+    re.S,
+)
+
+
+def normalise_newlines(text: str) -> str:
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_frontmatter(text: str) -> tuple[str, str]:
+    """(the header with its fence lines, the body): YAML between `---` lines (or `---` … `...`), or TOML between
+    `+++` lines (Hugo's). A file without one is all body."""
+    stripped = text.lstrip("\ufeff")
+    match = FRONTMATTER_RE.match(stripped) if stripped.startswith(("---", "+++")) else None
+    if match is None:
+        return "", text
+    return match.group(0), stripped[match.end() :]
+
+
 def problem_text(text: str) -> str:
     """A recorded problem, cut to MAX_PROBLEM_CHARS (it quotes what the file says)."""
     return text if len(text) <= MAX_PROBLEM_CHARS else text[: MAX_PROBLEM_CHARS - 1] + "…"
 
 
-def file_metadata(data: bytes, *, source_type: str, text: str = "") -> dict[str, Any]:
-    """Name → value of the file's own metadata; a "problems" list when some of it could not be read."""
+def file_metadata(data: bytes, *, source_type: str) -> dict[str, Any]:
+    """Name → value of the file's own metadata (read from its bytes: the extracted text has no frontmatter); a
+    "problems" list when some of it could not be read."""
     try:
         if source_type == "markdown":
-            return _frontmatter(text)
+            return _frontmatter(normalise_newlines(data.decode("utf-8", errors="replace")))
         if source_type in OOXML_TYPES:
             return _ooxml_custom(data)
         if source_type in ODF_TYPES:

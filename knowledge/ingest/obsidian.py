@@ -17,6 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import yaml
+
+from knowledge.ingest.metadata import UnsafeYAML, load_yaml, split_frontmatter
+
 NOTE_SUFFIXES = (".md", ".markdown")
 # [[target#heading|alias]] and ![[…]]: target without "]", "|" or "#"; Obsidian allows spaces in each part.
 LINK_RE = re.compile(r"(!?)\[\[([^\[\]|#\n]*)(#[^\[\]|\n]*)?(?:\|([^\[\]\n]*))?\]\]")
@@ -113,17 +117,6 @@ class Vault:
         return self._texts[key]
 
 
-def split_frontmatter(text: str) -> tuple[str, str]:
-    """(the YAML header with its --- lines, the body)."""
-    stripped = text.lstrip("\ufeff")
-    if not stripped.startswith("---"):
-        return "", text
-    match = re.match(r"---[ \t]*\r?\n.*?\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|$)", stripped, re.S)
-    if match is None:
-        return "", text
-    return match.group(0), stripped[match.end() :]
-
-
 def _listed(value: object) -> list[str]:
     """A frontmatter `tags`/`aliases` value: a YAML list, or a string of comma- or space-separated items."""
     if value is None:
@@ -136,11 +129,7 @@ def _listed(value: object) -> list[str]:
 def header_lists(header: str) -> tuple[list[str], list[str]]:
     """(tags, aliases) the frontmatter states; a header YAML cannot read states none (the validity fields name
     the problem, knowledge/ingest/metadata.py)."""
-    import yaml
-
-    from knowledge.ingest.metadata import UnsafeYAML, load_yaml
-
-    if not header:
+    if not header or header.startswith("+++"):  # a TOML header (Hugo's) states no Obsidian lists
         return [], []
     try:
         data = load_yaml(header.strip().strip("-").strip(".") or "{}")

@@ -120,7 +120,7 @@ def ingest_bytes(
             embedding_provider=embedder.identity.provider, embedding_model=embedder.identity.model,
             embedding_dims=embedder.identity.dims, indexing_version=INDEXING_VERSION,
             warnings=extracted.warnings, job=job, enrichment=enriched,
-            stated=_stated(data, source_type, extracted.text), commit=commit or {}, historical=history is not None,
+            stated=_stated(data, source_type), commit=commit or {}, historical=history is not None,
             served_from=history[0] if history else None, served_until=history[1] if history else None,
         )  # fmt: skip
         rows = []
@@ -191,9 +191,9 @@ def _draft_mode(draft: ChunkDraft, doc_mode: str) -> str:
     return doc_mode
 
 
-def _stated(data: bytes, source_type: str, text: str) -> dict:
+def _stated(data: bytes, source_type: str) -> dict:
     """The validity the file states (frontmatter, Office properties), checked; a problem is named, not dropped."""
-    metadata = file_metadata(data, source_type=source_type, text=text)
+    metadata = file_metadata(data, source_type=source_type)
     unreadable = metadata.pop("problems", [])
     stated = validity.stated_values(metadata)
     if unreadable:
