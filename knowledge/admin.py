@@ -108,10 +108,10 @@ class SourceAdminForm(forms.ModelForm):
             self.instance.name = ids.parse_source_id(self.instance.source_id).source_name
             if Source.objects.filter(source_id=self.instance.source_id).exists():
                 raise forms.ValidationError(f"A source with the id {self.instance.source_id} already exists.")
-        if self.instance.pk is None and kind and sources.KINDS[kind].check is not None:
+        if self.instance.pk is None and tenant and kind and sources.KINDS[kind].check is not None:
             # Checked again wherever it is read (sync, retry, the worker); here for a clear answer now.
             try:
-                data["path"] = sources.location_check(kind, data.get("path") or "")
+                data["path"] = sources.location_check(kind, data.get("path") or "", tenant.slug)
             except FolderNotAllowed as exc:
                 self.add_error("path", str(exc))
         return data

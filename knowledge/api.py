@@ -170,6 +170,8 @@ class SourceListApi(TenantApiView):
         tags = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=50)
         access = AccessField(required=False, max_length=100)
         review_every_days = ReviewEveryField()
+        sync = serializers.BooleanField(default=True, help_text="folder, obsidian, git, website: queue the first "
+                                        "sync at once (its job's id is the reply's sync_job_id)")  # fmt: skip
 
     @extend_schema(responses={200: SourceOutput(many=True)})
     def get(self, request: Request, tenant_slug: str) -> Response:
@@ -188,7 +190,7 @@ class SourceListApi(TenantApiView):
             with transaction.atomic():
                 source = services.source_create_for(
                     tenant=self.tenant, kind=data["kind"], name=data["name"], location=data["path"],
-                    branch=data["branch"], history_depth=data.get("history_depth"),
+                    branch=data["branch"], history_depth=data.get("history_depth"), sync=data["sync"],
                 )  # fmt: skip
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
                 source.save(update_fields=["default_mode", "ocr_languages"])
@@ -207,7 +209,10 @@ class SourceListApi(TenantApiView):
             raise serializers.ValidationError({field: [str(exc)]}) from exc
         except IntegrityError as exc:  # another request created the same name a moment before
             raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
-        return Response(SourceOutput(source, context=_access_context(self)).data, status=status.HTTP_201_CREATED)
+        first = selectors.last_job_by_source(tenant=self.tenant).get(source.pk)
+        shown = {**SourceOutput(source, context=_access_context(self)).data,
+                 "sync_job_id": first.public_id if first is not None else None}  # fmt: skip
+        return Response(shown, status=status.HTTP_201_CREATED)
 
 
 class SourceDetailApi(TenantApiView):

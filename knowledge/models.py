@@ -596,3 +596,26 @@ class SourceLock(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.source_id} held by {self.host}:{self.pid}"
+
+
+class AllowedLocation(models.Model):
+    """A place the operator allows every tenant's web and API users to read, added on the operator's page (beside
+    what RAG_ALLOWED_FOLDER_ROOTS, RAG_ALLOWED_GIT_URLS and RAG_ALLOWED_WEB_PREFIXES name): a server folder, a git
+    URL prefix or a website prefix (knowledge/locations.py). Not tenant-owned: the operator's, for the server."""
+
+    class Kind(models.TextChoices):
+        FOLDER = "folder", "Server folder (folders, vaults, local repositories)"
+        GIT = "git", "Git URL prefix"
+        WEB = "web", "Website prefix"
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    value = models.CharField(max_length=1000)
+    added_by = models.CharField(max_length=150)  # the operator's user name, as the audit keeps it
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["kind", "value"]
+        constraints = [models.UniqueConstraint(fields=["kind", "value"], name="allowed_location_once")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.value}"

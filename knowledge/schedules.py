@@ -40,7 +40,7 @@ def source_set_sync_every(*, tenant: Tenant, source: Source, minutes: int | None
         if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_MINUTES:
             raise ScheduleRefused(f"Give a whole number of minutes from 1 to {MAX_MINUTES}.")
         if not operator:  # FolderNotAllowed: the caller says why
-            sources.location_check(source.kind, source.path)
+            sources.location_check(source.kind, source.path, tenant.slug)
     source.sync_every_minutes = minutes
     source.save(update_fields=["sync_every_minutes"])
     if minutes is None:

@@ -25,6 +25,7 @@ from django.db.models import Count, Max, OuterRef, Q, Subquery
 from knowledge import ids
 from knowledge.models import (
     RANKING_ONLY_MODES,
+    AllowedLocation,
     Chunk,
     Document,
     DocumentVersion,
@@ -406,3 +407,8 @@ def knowledge_scope(*, viewer: Viewer, knowledge_id: str) -> tuple[str, str] | N
     if scope_documents(visible_documents(viewer), tags=[name]).exists():  # a tag of hidden documents only: unknown
         return "tag", name
     return None
+
+
+def allowed_locations() -> list[AllowedLocation]:
+    """What the operator's page allows every tenant to read (the settings' own lists aside)."""
+    return list(AllowedLocation.objects.all())

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -22,6 +23,7 @@ from knowledge.index.storage import is_storage_full
 from knowledge.ingest import sources
 from knowledge.locations import BRANCH_RE, FolderNotAllowed
 from knowledge.models import (
+    AllowedLocation,
     Chunk,
     Document,
     DocumentVersion,
@@ -352,12 +354,15 @@ class SourceExists(ValueError):
     """A source of that kind and name exists already in the tenant."""
 
 
-def source_create_for(*, tenant: Tenant, kind: str, name: str, location: str = "", branch: str = "",
-                      history_depth: int | None = None, operator: bool = False) -> Source:  # fmt: skip
+def source_create_for(
+    *, tenant: Tenant, kind: str, name: str, location: str = "", branch: str = "", history_depth: int | None = None,
+    operator: bool = False, sync: bool = False,
+) -> Source:  # fmt: skip
     """The one flow that creates a source of any kind, for REST, the pages and the operator's CLI: its location
     checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, a
     branch and history depth for the kinds that read them (git). Raises SourceExists for a name taken, and
-    ids.InvalidIdentifier for a name or kind the id scheme cannot hold."""
+    ids.InvalidIdentifier for a name or kind the id scheme cannot hold. `sync`: a kind that syncs has its first
+    sync queued at once (after the caller's transaction commits), so a new source never sits at 0 documents."""
     if kind not in (sources.KINDS if operator else sources.creatable_kinds()):
         raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}; use one of {', '.join(sources.creatable_kinds())}.")
     source_id = ids.source_id(tenant.slug, kind, name)
@@ -368,11 +373,14 @@ def source_create_for(*, tenant: Tenant, kind: str, name: str, location: str = "
     registered = sources.KINDS[kind]
     path = ""
     if registered.check is not None:
-        path = registered.operator_location(location) if operator else sources.location_check(kind, location)
+        path = (registered.operator_location(location) if operator
+                else sources.location_check(kind, location, tenant.slug))  # fmt: skip
     source = source_create(tenant=tenant, kind=kind, name=name, path=path)
     if branch or history_depth:
         source.branch, source.history_depth = branch, history_depth
         source.save(update_fields=["branch", "history_depth"])
+    if sync and sources.kind_of(source).syncable:
+        source_sync_enqueue(tenant=tenant, source=source, operator=operator, trigger="created")
     return source
 
 
@@ -620,3 +628,36 @@ def ingest_options(
                              f"{', '.join(sorted(known)) or 'none'}.")  # fmt: skip
         enrichment = EnrichmentRequest(model_path=entry.path, model_name=entry.name, directives=directives.strip())
     return IngestOptions(mode=mode, tags=tuple(tags), critical=critical, enrichment=enrichment)
+
+
+class LocationRefused(ValueError):
+    """An allowed location the operator's page cannot add; the message says why."""
+
+
+def allowed_location_add(*, kind: str, value: str, operator: str) -> AllowedLocation:
+    """Allow every tenant's web and API users to read under a server folder (absolute, existing; stored resolved), a
+    git URL prefix or a website prefix (http or https, no credential). Logged with the operator's name."""
+    value = value.strip()
+    if kind == AllowedLocation.Kind.FOLDER:
+        given = Path(value).expanduser()
+        if not given.is_absolute() or not given.is_dir():
+            raise LocationRefused(f"{value!r} is not an absolute path to a folder on this server.")
+        value = str(given.resolve())
+    elif kind in (AllowedLocation.Kind.GIT, AllowedLocation.Kind.WEB):
+        parts = urlsplit(value)
+        schemes = ("https", "http", "ssh") if kind == AllowedLocation.Kind.GIT else ("https", "http")
+        if parts.scheme not in schemes or not parts.hostname or parts.username or parts.password:
+            raise LocationRefused(f"{value[:200]!r} is not a {' or '.join(schemes)} URL without a credential.")
+    else:
+        raise LocationRefused(f"Unknown kind {kind!r}.")
+    found, created = AllowedLocation.objects.get_or_create(kind=kind, value=value, defaults={"added_by": operator})
+    if created:
+        logger.warning("Operator %s allowed %s %s for every tenant", operator, kind, value)
+    return found
+
+
+def allowed_location_remove(*, pk: int, operator: str) -> None:
+    found = AllowedLocation.objects.filter(pk=pk).first()
+    if found is not None:
+        found.delete()
+        logger.warning("Operator %s removed the allowed %s %s", operator, found.kind, found.value)

@@ -7,6 +7,7 @@ app_name = "knowledge"
 T = "t/<slug:tenant_slug>/"
 
 urlpatterns = [
+    path("operator/locations/", views.allowed_locations, name="allowed-locations"),
     path(f"{T}sources/", views.source_list, name="source-list"),
     path(f"{T}sources/<uuid:source_id>/tags/", views.source_tags, name="source-tags"),
     path(f"{T}sources/<uuid:source_id>/access/", views.source_access, name="source-access"),

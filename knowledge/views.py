@@ -11,23 +11,23 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db import IntegrityError
-from django.http import HttpResponse
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
-from knowledge import ids, schedules, selectors, services, validity
+from knowledge import ids, locations, schedules, selectors, services, validity
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.links import document_links
-from knowledge.models import Chunk, Document, IngestJob, JobFile, Source, Status
+from knowledge.models import AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import StoreBusy
-from tenants.access import TenantRequest, found_or_404, tenant_member_required
+from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
 from tenants.principals import UnknownPrincipal, everyone, parse_principal_list, principal_names
 
 admin_required = tenant_member_required(admin=True)
@@ -72,10 +72,14 @@ def source_list(request: TenantRequest) -> HttpResponse:
             request.POST.get("path", ""),
         )
         try:
-            source = services.source_create_for(tenant=tenant, kind=kind, name=name, location=path,
-                                                branch=request.POST.get("branch", "").strip())  # fmt: skip
-            services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
-            messages.success(request, f"Created {source.source_id}.")
+            with transaction.atomic():
+                source = services.source_create_for(
+                    tenant=tenant, kind=kind, name=name, location=path, branch=request.POST.get("branch", "").strip(),
+                    sync=True,
+                )  # fmt: skip
+                services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
+            syncing = " Its first sync is running: the table shows its progress." if source.syncable else ""
+            messages.success(request, f"Created {source.source_id}.{syncing}")
         except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
             messages.error(request, str(exc))
         except IntegrityError:
@@ -88,8 +92,11 @@ def source_list(request: TenantRequest) -> HttpResponse:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
         source.last_scheduled_at = previous.get(source.pk)
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
-    context = {"tenant": tenant, "rows": rows, "folders_allowed": bool(settings.RAG_ALLOWED_FOLDER_ROOTS),
-               "git_urls": settings.RAG_ALLOWED_GIT_URLS, "web_prefixes": settings.RAG_ALLOWED_WEB_PREFIXES,
+    running = any(job is not None and not job.is_finished for _, job in rows)  # the table refreshes until done
+    drop = locations.drop_folder(tenant.slug)
+    context = {"tenant": tenant, "rows": rows, "syncing": running, "drop_folder": drop,
+               "drop_entries": locations.drop_entries(drop), "folder_roots": locations.folder_roots(),
+               "git_urls": locations.git_prefixes(), "web_prefixes": locations.web_prefixes(),
                "principals": principal_names(tenant)}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
 
@@ -462,3 +469,28 @@ def search_preview(request: TenantRequest) -> HttpResponse:
         context["pack"] = bootstrap(viewer=request.viewer, intent=query)
     template = "knowledge/partials/_search_results.html" if _is_htmx(request) else "knowledge/search.html"
     return render(request, template, context)
+
+
+# --- the operator's allowed locations (server-wide) --------------------------------------------
+@operator_required
+@require_http_methods(["GET", "POST"])
+def allowed_locations(request: HttpRequest) -> HttpResponse:
+    """Operators (superusers) allow every workspace to read under a server folder, a git URL prefix or a website
+    prefix, beside what the settings name; anyone else gets 404. Each workspace's drop folder needs nothing here."""
+    operator = request.user.get_username()
+    if request.method == "POST":
+        if request.POST.get("remove"):
+            services.allowed_location_remove(pk=int(request.POST["remove"]), operator=operator)
+            messages.success(request, "Removed.")
+        else:
+            try:
+                kind, value = request.POST.get("kind", ""), request.POST.get("value", "")
+                added = services.allowed_location_add(kind=kind, value=value, operator=operator)
+                messages.success(request, f"Allowed for every workspace: {added.value}.")
+            except services.LocationRefused as exc:
+                messages.error(request, str(exc))
+        return redirect("knowledge:allowed-locations")
+    context = {"added": selectors.allowed_locations(), "kinds": AllowedLocation.Kind.choices,
+               "settings_roots": settings.RAG_ALLOWED_FOLDER_ROOTS, "settings_git": settings.RAG_ALLOWED_GIT_URLS,
+               "settings_web": settings.RAG_ALLOWED_WEB_PREFIXES, "drop_dir": settings.RAG_DROP_DIR}  # fmt: skip
+    return render(request, "knowledge/allowed_locations.html", context)

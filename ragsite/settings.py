@@ -360,6 +360,9 @@ RAG_MAX_UNZIPPED_BYTES = env_int("RAG_MAX_UNZIPPED_BYTES", default=500 * 1024 * 
 # queues more is told to retry when its jobs have run (429), so one tenant cannot fill the queue or the disk.
 RAG_TENANT_QUEUED_BYTES = env_int("RAG_TENANT_QUEUED_BYTES", default=1024 * 1024 * 1024, minimum=1)
 RAG_ALLOWED_FOLDER_ROOTS = [Path(p).resolve() for p in env_list("RAG_ALLOWED_FOLDER_ROOTS", default=[])]
+# Each tenant's drop folder is RAG_DROP_DIR/<tenant>/: its admins may add folders, vaults and repositories copied
+# there with no operator step (knowledge/locations.py). Only that tenant reads it.
+RAG_DROP_DIR = env_path("RAG_DROP_DIR", default=DATA_DIR / "drop")
 # Git sources (knowledge/ingest/git.py): versions of a file its first import reads; the URL prefixes web and API
 # users may name (a local repository must lie inside RAG_ALLOWED_FOLDER_ROOTS); where clones of URLs are kept.
 RAG_GIT_HISTORY_DEPTH = env_int("RAG_GIT_HISTORY_DEPTH", default=50, minimum=1)

@@ -86,6 +86,8 @@ def rate_hit(ident: str) -> int | None:
     if rate is None:
         return None
     number, duration = SimpleRateThrottle.parse_rate(None, rate)  # type: ignore[arg-type]  # reads no state
+    if number is None or duration is None:
+        return None
     count, started = counters.hit(f"throttle_{ApiKeyRateThrottle.scope}_{ident}", duration)
     return None if count <= number else max(1, int(started + duration - time.time()))
 

@@ -90,7 +90,7 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/",
     }
     operators = {route for route, role in roles.items() if role == "operator"}
-    assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/"}
+    assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/", "operator/locations/"}
 
 
 def test_each_role_opens_exactly_its_pages_and_the_others_get_404(world, tenant_a, tenant_b):

@@ -24,8 +24,8 @@ from knowledge.options import IngestOptions
 Sync = Callable[[Source, str, IngestOptions, IngestJob | None, Callable[[IngestJob], None] | None], Any]
 
 
-def _folder(path: str) -> str:
-    return str(folder_path_check(path))
+def _folder(path: str, tenant_slug: str) -> str:
+    return str(folder_path_check(path, tenant_slug))
 
 
 def _sync_folder(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
@@ -50,13 +50,14 @@ def _sync_website(source: Source, location: str, options: IngestOptions, job: In
 
 @dataclass(frozen=True)
 class SourceKind:
-    """One kind of source. `check`: a web or API user's location → the location to read (FolderNotAllowed says
-    why not); `sync`: one sync of a source from its checked location; `param`: where a job records that location;
-    `operator_location`: the location as the operator's command line gave it (not checked, made absolute)."""
+    """One kind of source. `check`: a web or API user's location and their tenant → the location to read
+    (FolderNotAllowed says why not); `sync`: one sync of a source from its checked location; `param`: where a job
+    records that location; `operator_location`: the location as the operator's command line gave it (not checked,
+    made absolute)."""
 
     name: str
     job_kind: str
-    check: Callable[[str], str] | None = None
+    check: Callable[[str, str], str] | None = None
     sync: Sync | None = None
     param: str = "path"
     operator_location: Callable[[str], str] = str.strip
@@ -99,13 +100,13 @@ def syncable_kinds() -> list[str]:
     return [name for name, kind in KINDS.items() if kind.syncable]
 
 
-def location_check(kind: str, location: str) -> str:
-    """A web or API user's location for a source of `kind`, checked (FolderNotAllowed); kinds that read nothing
-    have no location."""
+def location_check(kind: str, location: str, tenant_slug: str) -> str:
+    """A web or API user's location for a source of `kind` in their tenant, checked (FolderNotAllowed); kinds that
+    read nothing have no location."""
     checker = KINDS[kind].check
     if checker is None:
         raise FolderNotAllowed(f"A source of {KINDS[kind].what} reads no location.")
-    return checker(location)
+    return checker(location, tenant_slug)
 
 
 def sync_params(source: Source, *, operator: bool) -> tuple[str, dict[str, Any]]:
@@ -113,7 +114,8 @@ def sync_params(source: Source, *, operator: bool) -> tuple[str, dict[str, Any]]
     kind = kind_of(source)
     if not kind.syncable:
         raise FolderNotAllowed(f"{source.label} holds {kind.what}: it has nothing to sync; upload files instead.")
-    location = kind.operator_location(source.path) if operator else location_check(kind.name, source.path)
+    location = (kind.operator_location(source.path) if operator
+                else location_check(kind.name, source.path, source.tenant.slug))  # fmt: skip
     return kind.job_kind, {kind.param: location}
 
 
@@ -126,7 +128,7 @@ def job_location(job: IngestJob) -> str:
         raise FolderNotAllowed(f"This job recorded nothing to read ({kind.what}); sync the source again.")
     if params.get("operator"):
         return str(params[kind.param])
-    return location_check(kind.name, str(params[kind.param]))
+    return location_check(kind.name, str(params[kind.param]), job.tenant.slug)
 
 
 def is_sync(job: IngestJob) -> bool:

@@ -95,3 +95,73 @@ def test_a_folder_source_added_in_the_admin_must_lie_inside_an_allowed_root(tena
                               "default_mode": "auto", "ocr_languages": "spa+eng"})  # fmt: skip
     assert added.status_code == 302
     assert Source.objects.get(label="kb").path == str(allowed.resolve())
+
+
+def test_a_new_folder_source_syncs_at_once_over_rest_and_on_the_pages(tenant_a, folders):
+    """Issue 50: a new folder, vault or git source sat at 0 documents until someone found "Re-sync"."""
+    from django.test import Client
+
+    from tenants.models import Membership
+    from tests.factories import make_member
+
+    allowed, _ = folders
+    created = _client(tenant_a).post("/api/v1/tenants/acme/sources/",
+                                     {"kind": "folder", "name": "kb", "path": str(allowed)}, format="json")  # fmt: skip
+    assert created.status_code == 201 and created.json()["sync_job_id"]
+    job = IngestJob.objects.get(public_id=created.json()["sync_job_id"])
+    assert job.params["trigger"] == "created" and job.state == IngestJob.State.SUCCEEDED and job.added == 1
+    assert Document.objects.filter(source__label="kb", document_key="faq.md").exists()
+    quiet = _client(tenant_a).post("/api/v1/tenants/acme/sources/",
+                                   {"kind": "folder", "name": "later", "path": str(allowed), "sync": False},
+                                   format="json")  # fmt: skip
+    assert quiet.status_code == 201 and quiet.json()["sync_job_id"] is None
+
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    page = type("CommittingClient", (CommittingClientMixin, Client), {})()
+    page.force_login(admin)
+    response = page.post("/t/acme/sources/", {"kind": "folder", "name": "pages", "path": str(allowed)}, follow=True)
+    assert "Its first sync is running" in response.content.decode()
+    assert Document.objects.filter(source__label="pages", document_key="faq.md").exists()
+
+
+def test_each_tenant_reads_its_own_drop_folder_and_what_the_operator_allows_on_the_page(tenant_a, tenant_b, settings,
+                                                                                         tmp_path):  # fmt: skip
+    """Issue 50: folder sources were off out of the box (a disabled field saying "set RAG_ALLOWED_FOLDER_ROOTS").
+    Now each workspace has a drop folder its admins may add from, which no other workspace reads; the operator
+    allows more on a page, with no restart."""
+    from django.test import Client
+
+    from knowledge.locations import FolderNotAllowed, drop_folder, folder_path_check
+    from tenants.models import Membership
+    from tests.factories import make_member, make_user
+
+    settings.RAG_ALLOWED_FOLDER_ROOTS, settings.RAG_DROP_DIR = [], tmp_path / "drop"
+    handbook = drop_folder("acme") / "handbook"
+    handbook.mkdir()
+    (handbook / "leave.md").write_text("# Leave\n\nTwenty-five days of paid leave a year.\n")
+    assert folder_path_check("handbook", "acme") == handbook.resolve()  # a name is read from the drop folder
+    assert folder_path_check(str(handbook), "acme") == handbook.resolve()
+    for bad, tenant in (("handbook", "globex"), (str(handbook), "globex"), ("../acme/handbook", "globex"),
+                        ("..", "acme"), (str(tmp_path), "acme")):  # fmt: skip
+        with pytest.raises(FolderNotAllowed):
+            folder_path_check(bad, tenant)
+
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    page = type("CommittingClient", (CommittingClientMixin, Client), {})()
+    page.force_login(admin)
+    listing = page.get("/t/acme/sources/").content.decode()
+    assert str(drop_folder("acme")) in listing and "<code>handbook</code>" in listing and "disabled" not in listing
+    page.post("/t/acme/sources/", {"kind": "folder", "name": "handbook", "path": "handbook"})
+    assert Document.objects.filter(tenant=tenant_a, document_key="leave.md").exists()
+
+    shares = tmp_path / "shares" / "policies"
+    shares.mkdir(parents=True)
+    with pytest.raises(FolderNotAllowed):
+        folder_path_check(str(shares), "acme")
+    assert page.get("/operator/locations/").status_code == 404  # a workspace admin is no operator
+    operator = make_user(username="root", is_superuser=True, is_staff=True)
+    page.force_login(operator)
+    assert page.post("/operator/locations/", {"kind": "folder", "value": "relative/path"}, follow=True).status_code == 200
+    page.post("/operator/locations/", {"kind": "folder", "value": str(tmp_path / "shares")})
+    assert folder_path_check(str(shares), "acme") == shares.resolve() == folder_path_check(str(shares), "globex")
+    assert str(tmp_path / "shares") in page.get("/operator/locations/").content.decode()

@@ -85,6 +85,7 @@ def test_uploading_again_the_same_content_changes_nothing(tenant_a, django_captu
     assert Document.objects.get(document_key="a.md").versions.get().status == Status.ACTIVE
 
 
+@pytest.mark.django_db
 def test_web_folders_must_be_inside_an_allowed_root(settings, tmp_path):
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
     (allowed / "docs").mkdir(parents=True)

@@ -199,6 +199,7 @@ def test_website_locations_are_checked_for_web_and_api_users(tenant_a, site, set
         web_location_check(f"{site.base}/docs/index.html")
 
 
+@pytest.mark.django_db
 def test_a_private_address_behind_a_public_name_is_refused(settings, monkeypatch):
     import socket
 
