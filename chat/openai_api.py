@@ -31,7 +31,7 @@ from chat.streaming import EventStreamRenderer, sse_response, stream_failure
 from core.parsers import SafeJSONParser
 from knowledge import transport
 from knowledge.shapes import plain_errors
-from tenants.authentication import ApiKeyAuthentication, BearerApiKeyAuthentication
+from tenants.authentication import OpenAIKeyAuthentication
 from tenants.models import ApiKey, Tenant
 from tenants.principals import Viewer, viewer_for
 
@@ -115,13 +115,17 @@ class ChatCompletionInput(serializers.Serializer):
             )
         # Earlier turns only condition a follow-up's retrieval: a long pasted one counts by its first characters.
         data["question"], data["earlier"] = asked[-1], [text[:MAX_QUESTION_CHARS] for text in asked[:-1]]
+        # What the assistant answered before the last question (a follow-up's answer does not say it again).
+        last_user = max(i for i, m in enumerate(data["messages"]) if m["role"] == "user")
+        data["said"] = [message_text(m.get("content"))[:10 * MAX_QUESTION_CHARS] for m in data["messages"][:last_user]
+                        if m["role"] == "assistant"][-1:]  # fmt: skip
         return data
 
 
 class OpenAIApiView(APIView):
     """Keys only (Bearer or Api-Key); the request's tenant and viewer come from the key."""
 
-    authentication_classes = [BearerApiKeyAuthentication, ApiKeyAuthentication]
+    authentication_classes = [OpenAIKeyAuthentication]
     permission_classes: list[Any] = []
     parser_classes = [SafeJSONParser]
     renderer_classes = [JSONRenderer]
@@ -195,7 +199,7 @@ class ChatCompletionsApi(OpenAIApiView):
                 options.max_tokens = limit
 
         asked = recipe.Asked(question=data["question"], assistant=model_assistant(self.tenant, model),
-                             earlier=data["earlier"], tune=tune)  # fmt: skip
+                             earlier=data["earlier"], said=data["said"], tune=tune)  # fmt: skip
         self.answering = recipe.Answering(viewer=self.viewer, asked=asked, channel=AnswerRecord.Channel.OPENAI,
                                           api_key=self.key)  # fmt: skip
         completion_id, created = f"chatcmpl-{int(time.time() * 1000):x}", int(time.time())

@@ -36,6 +36,7 @@ class Asked:
     filters: RetrieveFilters | None = None
     when: dict[str, Any] = field(default_factory=dict)
     earlier: Sequence[str] = ()
+    said: Sequence[str] = ()  # what was answered before in the conversation (a follow-up's answer does not repeat it)
     tune: Callable[[excerpts.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
 
 
@@ -70,14 +71,14 @@ class Answering:
     def json(self) -> tuple[services.Answer, AnswerRecord]:
         """The whole answer, and its record."""
         result = services.answer_question(viewer=self.viewer, question=self.asked.question, options=self.options,
-                                          earlier=self.asked.earlier)  # fmt: skip
+                                          earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
         return result, self.record(result)
 
     def stream(self) -> Iterator[Any]:
         """Sources → sentences → the Answer; its first step is taken now (a full queue, a restarting model, a
         retrieval problem raise here, before the response starts); the door records the Answer when it comes."""
         stream = services.stream_answer(viewer=self.viewer, question=self.asked.question, options=self.options,
-                                        earlier=self.asked.earlier)  # fmt: skip
+                                        earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
         first = next(stream)
         return _chain(first, stream)
 

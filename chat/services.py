@@ -95,7 +95,7 @@ ADMISSION = AnswerAdmission()
 
 
 def stream_answer(
-    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = ()
+    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = (), said: Sequence[str] = ()
 ) -> Iterator[Sources | Sentence | Answer]:
     """Yield the Sources as soon as retrieval is done, then each sentence of the model's as soon as it is checked,
     then the final Answer. The model's unchecked draft is never yielded. `earlier`: the questions asked before in
@@ -105,21 +105,25 @@ def stream_answer(
     ADMISSION.enter()
     entered = time.perf_counter()
     try:
-        yield from _stream_answer(viewer=viewer, question=question, options=options, earlier=earlier)
+        yield from _stream_answer(viewer=viewer, question=question, options=options, earlier=earlier, said=said)
     finally:
         ADMISSION.leave(time.perf_counter() - entered)
 
 
 def _stream_answer(
-    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str]
+    *, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str], said: Sequence[str]
 ) -> Iterator[Sources | Sentence | Answer]:
     started = time.perf_counter()
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
     model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
     budget = context_budget(model.prefill_rate if model is not None else None)
+    message = question
     question, sources = in_context(viewer=viewer, question=question, earlier=earlier, options=options,
                                    budget_chars=budget)  # fmt: skip
+    follow_up = question != message  # read with the question before it: the model answers only the new one
+    said = said if follow_up else ()
+    asked = follow_up_prompt(message, question) if follow_up else question
     timings = {**sources.timings, "sources_ms": elapsed(), "context_chars": budget}
     yield sources
     if not sources.excerpts:
@@ -143,12 +147,12 @@ def _stream_answer(
                           question=question)  # fmt: skip
         return
     budget = model.n_ctx - options.max_tokens - 64
-    prompt, evidence = focused_prompt(question, sources, options, model.count_tokens, budget)
+    prompt, evidence = focused_prompt(asked, sources, options, model.count_tokens, budget)
     timings["prompt_ms"] = elapsed()
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
     model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
-    checker = SentenceChecker(answer_verifier(question, evidence, sources.when), elapsed)
+    checker = SentenceChecker(answer_verifier(question, evidence, sources.when), elapsed, said)
     ttft: float | None = None
     written = 0  # the model streams one token a delta
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
@@ -168,7 +172,8 @@ def _stream_answer(
     timings.update(checker.times)
     timings["generated_ms"] = checker.arrivals[-1][1] if checker.arrivals else elapsed()  # the model's last token
     checked_at = elapsed()
-    verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier, viewer=viewer)
+    verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier, viewer=viewer,
+                       said=said)  # fmt: skip
     timings["verify_ms"] = elapsed() - checked_at
     yield Answer(
         answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
@@ -177,6 +182,13 @@ def _stream_answer(
         timings={k: round(v, 1) for k, v in timings.items()}, question=question,
         prompt_tokens=sum(model.count_tokens(m["content"]) for m in prompt.messages), completion_tokens=written,
     )  # fmt: skip
+
+
+def follow_up_prompt(message: str, together: str) -> str:
+    """The question the model is given for a follow-up: the new message, with the earlier question as its context
+    only (answering both made the answer repeat the previous one)."""
+    earlier = together[: len(together) - len(message)].strip()
+    return f"{message} (This follows the earlier question “{earlier}”: answer only what the new question asks.)"
 
 
 def _unanswered(
@@ -208,9 +220,10 @@ def preload_chat_model(wait_s: float | None = None) -> None:
             return
 
 
-def answer_question(*, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = ()) -> Answer:
+def answer_question(*, viewer: Viewer, question: str, options: AnswerSettings, earlier: Sequence[str] = (),
+                    said: Sequence[str] = ()) -> Answer:  # fmt: skip
     result = None
-    for item in stream_answer(viewer=viewer, question=question, options=options, earlier=earlier):
+    for item in stream_answer(viewer=viewer, question=question, options=options, earlier=earlier, said=said):
         if isinstance(item, Answer):
             result = item
     assert result is not None

@@ -3,7 +3,7 @@ partial, or a refusal that shows where to look), and the refusals that need no m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from knowledge.claims import (
     says_not_found,
     split_claims,
 )
+from knowledge.index.lexical import query_vector
 from knowledge.search.when import TimeRead
 from tenants.principals import Viewer
 
@@ -66,8 +67,10 @@ def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead 
     return Verifier(evidence, question=question, embed=embed, cross=cross, when=when, now=timezone.now())
 
 
-def verified(question: str, draft: str, sources: Sources, evidence: list[EvidenceText],
-             verifier: Verifier | None = None, viewer: Viewer | None = None) -> Verdict:  # fmt: skip
+def verified(
+    question: str, draft: str, sources: Sources, evidence: list[EvidenceText], verifier: Verifier | None = None,
+    viewer: Viewer | None = None, said: Sequence[str] = (),
+) -> Verdict:  # fmt: skip
     """The verdict on a generated draft (`verifier`: the one that checked its sentences as they streamed).
 
     The answer stands when a sentence of it answers the question (the cross-encoder reads it so; without it,
@@ -75,11 +78,17 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
     and polarity included; for a question about now (`viewer` given), a value that came with its document's latest
     change is followed by what was there before, cited (`earlier_notes`). Otherwise it is a refusal: `not_verified`
     with the source sentences most likely to hold the answer when the model read some that bear on the question,
-    `not_found` when it read none."""
+    `not_found` when it read none. `said`: the previous answer, when the question is a follow-up; a sentence that
+    says it again is left out of the text (problem "repeat"), unless nothing else answers."""
     language = language_of(question)
     verifier = verifier or answer_verifier(question, evidence, sources.when)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
+    again = [c for c in checked if c.supported and repeats(c, said)]
+    if any(c.supported and c not in again and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
+        for claim in again:
+            claim.problem = "repeat"
+        claims = [c for c in claims if c not in again] + again  # kept in `claims`, out of the text
     if not any(c.supported and verifier.addresses_question(c, first=c is checked[0]) for c in checked):
         reason = (
             "The model said the excerpts do not contain the answer." if says_not_found(draft)
@@ -88,11 +97,12 @@ def verified(question: str, draft: str, sources: Sources, evidence: list[Evidenc
             else "No sentence of the model's draft that answers the question is supported by the excerpts."
         )  # fmt: skip
         return refusal(question, sources, reason, claims=[c.as_dict() for c in claims])
-    used = sorted({n for c in claims for n in c.citations})
-    cited = {n: " ".join(c.text for c in claims if n in c.citations) for n in used}
+    told = [c for c in claims if c.problem != "repeat"]
+    used = sorted({n for c in told for n in c.citations})
+    cited = {n: " ".join(c.text for c in told if n in c.citations) for n in used}
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
     status = "partial" if any(c.supported is False or c.relevant is False for c in checked) else "answered"
-    text = render(claims, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
+    text = render(told, evidence=settings.RAG_ANSWER_EVIDENCE_LINES)
     shown_claims = [c.as_dict() for c in claims]
     note = stale_note(citations, shown_claims, language)
     if note:  # said in the text, and as a last sentence of the claims (not a claim of the model's: `note`)
@@ -163,14 +173,32 @@ SENTENCE_LEFT_OUT = "A sentence of the model's was left out: {reason}."
 HELD_BACK = "A supported sentence was held back: it does not seem to answer the question."
 
 
+REPEATS = "A sentence was held back: it repeats what the previous answer said."
+REPEAT_SHARE = 0.8  # of a sentence's content terms found in one sentence the previous answer said
+
+
+def repeats(claim: Claim, said: Sequence[str]) -> bool:
+    """Whether a sentence of a follow-up's answer says again what a sentence of the previous answer said: nearly all
+    its content terms, its numbers included, are that sentence's (chat clients show the previous answer already)."""
+    terms = set(query_vector(claim.text)[0])
+    if not said or len(terms) < 2:
+        return False
+    for answer in said:
+        for sentence in CLAIM_SPLIT_RE.split(answer):
+            before = set(query_vector(sentence)[0])
+            if before and len(terms & before) >= REPEAT_SHARE * len(terms):
+                return True
+    return False
+
+
 class SentenceChecker:
     """The model's tokens in, checked sentences out: a sentence is checked as soon as the next one begins (or the
     model stops), and shown only when an excerpt supports it and it answers the question. A sentence with nothing
     to check ("Here is how:") waits for a shown one to follow it; the model's "the excerpts do not say" is never
     shown (the verdict says it)."""
 
-    def __init__(self, verifier: Verifier, clock: Callable[[], float]) -> None:
-        self.verifier, self.clock = verifier, clock
+    def __init__(self, verifier: Verifier, clock: Callable[[], float], said: Sequence[str] = ()) -> None:
+        self.verifier, self.clock, self.said = verifier, clock, said  # said: the previous answer, for a follow-up
         self.buffer = ""
         self.complete = 0  # pieces of the buffer already checked
         self.arrivals: list[tuple[int, float]] = []  # (buffer length after a delta, when it came)
@@ -212,6 +240,8 @@ class SentenceChecker:
             return []
         self.verifier.judge([claim])
         self.first_checked = self.first_checked or claim
+        if claim.supported and repeats(claim, self.said):
+            return [Sentence(claim={**claim.as_dict(), "problem": "repeat"}, shown=False, reason=REPEATS)]
         if claim.supported and self.verifier.addresses_question(claim, first=claim is self.first_checked):
             shown = [*self.waiting, claim]
             self.waiting = []

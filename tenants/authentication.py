@@ -21,13 +21,15 @@ def drf_refusal(refused: KeyRefused) -> exceptions.APIException:
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Api-Key <key>`."""
+    """`Authorization: Api-Key <key>` or `Bearer <key>` (what OpenAI clients and most HTTP tools send): a wrong key
+    is a 401 that says the key was wrong (never "no credentials were provided")."""
 
-    keyword = "Api-Key"
+    schemes: tuple[str, ...] = ("Api-Key", "Bearer")
+    challenge = "Api-Key"  # the WWW-Authenticate of a 401
     raise_on_failure = True
 
     def authenticate(self, request: Request) -> tuple[None, ApiKey] | None:
-        raw_key = presented(request.META.get("HTTP_AUTHORIZATION", ""), (self.keyword,))
+        raw_key = presented(request.META.get("HTTP_AUTHORIZATION", ""), self.schemes)
         if raw_key is None:
             return None
         try:
@@ -38,12 +40,19 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return None
 
     def authenticate_header(self, request: Request) -> str:
-        return self.keyword
+        return self.challenge
+
+
+class OpenAIKeyAuthentication(ApiKeyAuthentication):
+    """The OpenAI-compatible door's: the same keys and schemes; its 401 asks for `Bearer`, as OpenAI's does."""
+
+    challenge = "Bearer"
 
 
 class BearerApiKeyAuthentication(ApiKeyAuthentication):
-    """`Authorization: Bearer <key>` (Dify's External Knowledge API, OpenAI clients). A wrong key leaves the
-    request unauthenticated, so the view answers in its door's own error shape; guessing is throttled the same."""
+    """`Authorization: Bearer <key>` (Dify's External Knowledge API). A wrong key leaves the request
+    unauthenticated, so the view answers in Dify's own error shape; guessing is throttled the same."""
 
-    keyword = "Bearer"
+    schemes = ("Bearer",)
+    challenge = "Bearer"
     raise_on_failure = False

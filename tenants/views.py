@@ -269,6 +269,8 @@ def api_keys(request: TenantRequest) -> HttpResponse:
         "events": MembershipEvent.objects.for_tenant(tenant).filter(action__startswith="key_")
         .select_related("actor")[:30],
         "today": timezone.localdate(),
+        "site": _site(request).rstrip("/"),
+        "shown_key": created["raw"] if created else "<key>",
     }  # fmt: skip
     return render(request, "tenants/api_keys.html", context, status=status)
 

@@ -331,8 +331,9 @@ def test_git_sources_open_exactly_the_checked_repository(company, tmp_path, sett
     (inside / "docs").mkdir()
     admin = _client(company, "admin")
     answers = {
-        name: admin.post(f"{BASE}/sources/", {"kind": "git", "name": name, "path": str(path), "sync": False},
-                         format="json")  # fmt: skip
+        name: admin.post(
+            f"{BASE}/sources/", {"kind": "git", "name": name, "path": str(path), "sync": False}, format="json"
+        )  # fmt: skip
         for name, path in (("redirect", redirect), ("subfolder", inside / "docs"), ("project", inside))
     }
     assert answers["redirect"].status_code == 400 and "outside the folders" in answers["redirect"].content.decode()

@@ -269,3 +269,33 @@ def test_a_name_the_claim_adds_must_be_in_the_excerpt_it_cites_however_many_word
     restated = verifier.check("The courier that delivers orders to Iceland is the Eimskip courier.")[0]
     assert restated.supported and restated.citations == [1]
     assert verifier.check("Returns from Iceland are tracked by e-mail [3].")[0].citations == [3]  # no new name
+
+
+def test_a_follow_ups_answer_leaves_out_what_the_previous_answer_said(tenant_a, tmp_path):
+    """Issue 50: OpenAI-door follow-ups repeated the previous answer before answering the new question (the
+    follow-up is read with the question before it, and the model answered both)."""
+    from chat import excerpts, services, verdicts
+    from tests.factories import make_folder_source
+
+    text = ("# Warranty\n\nIn France every product carries a two year warranty.\n\n"
+            "In Spain every product carries a three year warranty.\n")  # fmt: skip
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"warranty.md": text})
+    together = "How long is the warranty in France? and in Spain?"
+    sources = excerpts.prepare(viewer=Viewer.everything(tenant_a), question=together,
+                               options=excerpts.AnswerSettings())  # fmt: skip
+    _, evidence = excerpts.focused_prompt(together, sources, excerpts.AnswerSettings())
+    said = ["In France every product carries a two year warranty [1]."]
+    draft = "In France every product carries a two year warranty [1]. In Spain it carries a three year warranty [1]."
+    verdict = verdicts.verified(together, draft, sources, evidence, said=said)
+    assert verdict.status in ("answered", "partial") and "three year" in verdict.text
+    assert "France" not in verdict.text, verdict.text
+    assert [c["problem"] for c in verdict.claims if "France" in c["text"]] == ["repeat"]
+    assert "France" in verdicts.verified(together, draft, sources, evidence).text  # a question of its own: all of it
+
+    checker = verdicts.SentenceChecker(verdicts.answer_verifier(together, evidence), lambda: 0.0, said)
+    sentences = checker.feed(draft) + checker.finish()
+    assert [s.shown for s in sentences] == [False, True] and sentences[0].reason == verdicts.REPEATS
+    alone = verdicts.verified(together, said[0], sources, evidence, said=said)  # nothing new: the repeat stands
+    assert "two year" in alone.text
+    asked = services.follow_up_prompt("and in Spain?", together)
+    assert asked.startswith("and in Spain?") and "How long is the warranty in France?" in asked

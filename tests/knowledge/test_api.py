@@ -458,3 +458,18 @@ def test_specific_retrieval_finds_the_code_and_the_open_items_a_question_asks_fo
     question = {"query": "What pending tasks remain?", "top_k": 1, "specific": True}
     pending = client.post("/api/v1/tenants/acme/retrieve/", question, format="json").json()
     assert pending["hits"][0]["document_key"] == "README.md" and "rotate keys" in pending["hits"][0]["text"]
+
+
+def test_rest_takes_a_bearer_key_too_and_a_wrong_key_is_told_it_was_wrong(corpus_a, key_a):
+    """Issue 50: the keys page named only Api-Key while the OpenAI door takes Bearer; a wrong Bearer key on REST
+    answered "Authentication credentials were not provided"."""
+    bearer = APIClient()
+    bearer.credentials(HTTP_AUTHORIZATION=f"Bearer {key_a}")
+    assert bearer.post("/api/v1/tenants/acme/retrieve/", {"query": "install"}, format="json").status_code == 200
+    for scheme in ("Bearer", "Api-Key"):
+        wrong = APIClient()
+        wrong.credentials(HTTP_AUTHORIZATION=f"{scheme} rag_not-a-key")
+        response = wrong.post("/api/v1/tenants/acme/retrieve/", {"query": "install"}, format="json")
+        assert response.status_code == 401 and response.json() == {"detail": "Invalid or revoked API key."}, scheme
+    nothing = APIClient().post("/api/v1/tenants/acme/retrieve/", {"query": "install"}, format="json")
+    assert nothing.status_code in (401, 403) and "not provided" in nothing.json()["detail"]

@@ -184,8 +184,12 @@ def test_a_tenant_admin_creates_a_read_key_on_the_page_an_agent_uses_it_and_a_re
     assert agent.get("/api/v1/tenants/acme/").status_code == 200
     assert agent.post("/api/v1/tenants/acme/retrieve/", {"query": "refunds"}, format="json").status_code == 200
     assert agent.delete("/api/v1/tenants/acme/sources/00000000-0000-0000-0000-000000000000/").status_code == 403
+    # Each door's call, copyable with the new key: REST (Api-Key), MCP (Bearer), the OpenAI base URL.
+    assert f"Authorization: Api-Key {raw}" in html and f'"Authorization": "Bearer {raw}"' in html
+    assert 'base_url="http://testserver/v1"' in html and "/mcp/" in html
     listed = client.get("/t/acme/keys/").content.decode()
     assert raw not in listed and key.prefix in listed  # shown once, listed by its prefix
+    assert "Authorization: Bearer &lt;key&gt;" in listed
     assert f'data-prefix="{key.prefix}" data-state="active"' in listed
     client.post(f"/t/acme/keys/{key.public_id}/revoke/")
     assert agent.get("/api/v1/tenants/acme/").status_code == 401  # the very next request
