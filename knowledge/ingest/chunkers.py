@@ -126,10 +126,14 @@ def _pack(
                 drafts.append(ChunkDraft(text, start + 1, end, current[0].heading, offsets[start]))
         current.clear()
 
+    # A section holding a table starts a chunk of its own: its rows are found alone, and their chunk must be named
+    # by the section they sit in, not by the heading of the text packed before them (a Word table's hits read the
+    # document's title).
+    tabled = {unit.heading for unit in units if unit.heading and _table_header(lines, unit.start, unit.end)}
     size = 0
     for unit in units:
         unit_size = _block_len(lines, unit.start, unit.end)
-        if current and unit.start in hard:
+        if current and (unit.start in hard or (unit.heading in tabled and unit.heading != current[-1].heading)):
             flush()
             size = 0
         same_section = not current or unit.heading == current[0].heading

@@ -178,3 +178,28 @@ def test_a_large_workbook_is_streamed_with_its_rows_under_their_headers(tmp_path
     text = office.extract_office((tmp_path / "network.xlsx").read_bytes(), "xlsx").text
     assert "- Row 19: Server: R-117; Switch port: Gi1/0/18; VLAN: 20" in text and "# Sheet Prices" in text
     assert "comment" not in text  # read-only mode has no comments: the price of flat memory
+
+
+def test_a_word_tables_hits_carry_the_section_it_sits_in_not_the_documents_title(tenant_a, tmp_path):
+    """Issue 50: a short Word file is one chunk, named by its first heading (the title); its table's rows were found
+    under "Price handbook" instead of the section that holds them."""
+    import docx
+
+    document = docx.Document()
+    document.core_properties.title = "Price handbook"
+    document.add_heading("Price handbook", 0)
+    document.add_heading("Shipping", 1)
+    document.add_paragraph("Shipping costs depend on the zone of the address.")
+    document.add_heading("Zone prices", 2)
+    table = document.add_table(rows=3, cols=2)
+    for row, cells in zip(table.rows, (("Zone", "Price"), ("North", "12 EUR"), ("South", "15 EUR")), strict=True):
+        row.cells[0].text, row.cells[1].text = cells
+    document.add_heading("Returns", 1)
+    document.add_paragraph("Returns are accepted within thirty days.")
+    root = tmp_path / "prices"
+    root.mkdir()
+    document.save(root / "prices.docx")
+    _sync(tenant_a, root)
+    hit = _top(tenant_a, "price of the North zone")
+    assert "| North | 12 EUR |" in hit.chunk.text and hit.chunk.heading == "Shipping › Zone prices"
+    assert _top(tenant_a, "shipping costs depend on the zone").chunk.heading == "Price handbook"
