@@ -85,6 +85,10 @@ class ChatMessage(TenantOwned):
     claims = models.JSONField(default=list, blank=True, help_text="The answer's sentences, each verified.")
     ttft_ms = models.FloatField(null=True, blank=True)
     total_ms = models.FloatField(null=True, blank=True)
+    # When the first verified sentence was shown (what the live page says), and a refusal's passages that may hold
+    # the answer: a reopened conversation shows the answer as it was shown live.
+    first_verified_ms = models.FloatField(null=True, blank=True)
+    evidence = models.JSONField(default=list, blank=True)
     record = models.OneToOneField(
         "AnswerRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="message",
         help_text="The answer as given (hits, index state).",

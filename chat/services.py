@@ -247,5 +247,6 @@ def session_record(*, tenant: Tenant, session: ChatSession, question: str, resul
     return ChatMessage.objects.create(
         tenant=tenant, session=session, role=ChatMessage.Role.ASSISTANT, text=result.answer, model=result.model,
         generated=result.generated, status=result.status, citations=result.citations, claims=result.claims,
-        ttft_ms=result.ttft_ms, total_ms=result.total_ms, record=record,
+        ttft_ms=result.ttft_ms, total_ms=result.total_ms, record=record, evidence=result.evidence,
+        first_verified_ms=result.timings.get("first_verified_ms"),
     )  # fmt: skip

@@ -10,11 +10,11 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat import recipe, records, services
-from chat.models import AnswerRecord, Assistant, ChatSession, Verdict
+from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession, Verdict
 from chat.streaming import sse_response, stream_events
 from inference.llm import ModelUnavailable
 from inference.runtime import model_status
-from knowledge import transport
+from knowledge import selectors, transport
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import TenantQuerySet
 
@@ -40,6 +40,9 @@ def chat_page(request: TenantRequest) -> HttpResponse:
         message.text, message.citations, message.claims = records.masked_for(
             request.viewer, text=message.text, citations=message.citations, claims=message.claims
         )
+        if message.role == ChatMessage.Role.ASSISTANT:
+            message.payload = reopened_payload(request, message)  # type: ignore[attr-defined]  # for the page
+            message.dom_id = f"answer-{message.public_id}"  # type: ignore[attr-defined]
     context = {
         "tenant": request.tenant,
         "sessions": _own_sessions(request)[:30],
@@ -49,6 +52,21 @@ def chat_page(request: TenantRequest) -> HttpResponse:
         "chat_model": model_status(),  # starting, ready, restarting (after a crash), failed: staff see which
     }
     return render(request, "chat/chat_page.html", context)
+
+
+def reopened_payload(request: TenantRequest, message: ChatMessage) -> dict[str, Any]:
+    """A kept answer as the page's script draws a live one (static/js/chat.js renderAnswer): its text, sentences,
+    passages, status, the time to its first verified sentence, and each citation with the text it cited (that
+    version's, as the viewer may read it now: a citation hidden since has none)."""
+    cited = [(str(c.get("chunk_id") or ""), c.get("version")) for c in message.citations if not c.get("hidden")]
+    texts = selectors.cited_texts(viewer=request.viewer, cited=cited)
+    citations = [{**c, "text": c.get("text") or texts.get((str(c.get("chunk_id") or ""), c.get("version")), "")}
+                 for c in message.citations]  # fmt: skip
+    timings = {"first_verified_ms": message.first_verified_ms} if message.first_verified_ms else {}
+    admin = request.membership.is_admin
+    return {"answer": message.text, "status": message.status or "answered", "claims": message.claims,
+            "citations": citations, "evidence": message.evidence, "hits": [], "timings": timings,
+            "model": message.model if admin else "", "generated": message.generated}  # fmt: skip
 
 
 @tenant_member_required

@@ -371,6 +371,21 @@ def live_chunks_by_key(*, viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chu
     return {row.chunk_id: row for row in rows}
 
 
+def cited_texts(*, viewer: Viewer, cited: list[tuple[str, int | None]]) -> dict[tuple[str, int | None], str]:
+    """The text of each cited chunk (chunk id, version number; None: the live one) the viewer may see now, for an
+    answer reopened later: the version it cited, whatever has been written since."""
+    wanted = [chunk_id for chunk_id, _ in cited]
+    rows = (visible_chunks(viewer).filter(chunk_id__in=wanted).select_related("document_version")
+            .only("chunk_id", "text", "status", "document_version__version"))  # fmt: skip
+    texts: dict[tuple[str, int | None], str] = {}
+    for row in rows:
+        texts[(row.chunk_id, row.document_version.version)] = row.text
+        if row.status == Status.ACTIVE:
+            texts[(row.chunk_id, None)] = row.text
+    return {key: texts.get(key) or texts.get((key[0], None), "") for key in cited if texts.get(key) or
+            texts.get((key[0], None))}  # fmt: skip
+
+
 def index_state(*, viewer: Viewer) -> dict[str, Any]:
     """The live documents the viewer sees: how many, and when the last one changed (a reindex or a curation
     moves it)."""

@@ -30,3 +30,9 @@ def status_words(status: str) -> str:
 def left_out_reason(problem: str) -> str:
     """Why a sentence of the model's is not shown (the chat page says it where the sentence would be)."""
     return PROBLEM_REASONS.get(problem or "", PROBLEM_REASONS[""])
+
+
+@register.filter
+def seconds(milliseconds: float | None) -> str:
+    """Milliseconds as seconds with one decimal, as the live page writes them."""
+    return f"{(milliseconds or 0) / 1000:.1f}"

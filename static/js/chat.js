@@ -183,6 +183,7 @@
     }
     text.replaceChildren();
     for (const claim of done.claims) {
+      if (claim.problem === "repeat") continue;  // said by the previous answer: kept in the claims, not in the text
       if (claim.supported === false) {
         text.appendChild(leftOut("A sentence was left out: " + (LEFT_OUT[claim.problem] || "nothing in the source text says it")));
       } else {
@@ -206,6 +207,54 @@
 
   function isRefusal(payload) {
     return ["not_found", "not_verified", "no_evidence", "extractive"].includes(payload.status);
+  }
+
+  // The final answer in its bubble: its sentences (or the refusal, or the passages that may hold it), then the
+  // status and the time to the first verified sentence. The same for a live answer and a reopened one.
+  function renderAnswer(answer, payload) {
+    const text = answer.querySelector(".text");
+    if (payload.status === "not_verified" && (payload.evidence || []).length) showPassages(text, payload);
+    else if (isRefusal(payload)) {
+      text.replaceChildren();
+      appendInline(text, payload.answer);
+    }
+    else showClaims(text, payload);
+    answer.dataset.status = payload.status;
+    answer.querySelectorAll(":scope > .meta").forEach((old) => old.remove());
+    const meta = document.createElement("footer");
+    meta.className = "meta";
+    const timings = payload.timings || {};
+    meta.textContent = payload.status.replace("_", " ") + (timings.first_verified_ms ? " · first verified sentence " + (timings.first_verified_ms / 1000).toFixed(1) + " s" : "");
+    if (timings.first_verified_ms) meta.dataset.firstVerifiedMs = String(timings.first_verified_ms);
+    if (timings.generated_ms) meta.dataset.generatedMs = String(timings.generated_ms);
+    answer.insertBefore(meta, answer.querySelector(":scope > .verdict"));
+    if (form.dataset.admin && (payload.model || payload.reason)) {
+      const why = document.createElement("details");
+      why.className = "internals";
+      const summary = document.createElement("summary");
+      summary.textContent = "Details";
+      const body = document.createElement("p");
+      body.textContent = [payload.model ? "Model: " + payload.model : "No language model: excerpts only", payload.reason].filter(Boolean).join(" · ");
+      why.append(summary, body);
+      meta.appendChild(why);
+    }
+  }
+
+  // A reopened conversation: each kept answer drawn as it was live; its cited excerpts in the Sources panel (the
+  // last answer's at first, another's when it is clicked).
+  function reopen() {
+    let last = null;
+    for (const answer of messages.querySelectorAll(".message.assistant[data-payload]")) {
+      const node = document.getElementById(answer.dataset.payload);
+      if (!node) continue;
+      const payload = JSON.parse(node.textContent);
+      renderAnswer(answer, payload);
+      answer.addEventListener("click", (event) => {
+        if (!event.target.closest(".verdict, details")) showCitations(payload);
+      });
+      last = payload;
+    }
+    if (last) showCitations(last);
   }
 
   // While the model writes, nothing of its draft is shown: each sentence appears once it has been checked against
@@ -293,30 +342,7 @@
           } else if (name === "done") {
             failed = false;
             progress.remove();
-            if (payload.status === "not_verified") showPassages(text, payload);
-            else if (isRefusal(payload)) {
-              text.replaceChildren();
-              appendInline(text, payload.answer);
-            }
-            else showClaims(text, payload);
-            answer.dataset.status = payload.status;
-            const meta = document.createElement("footer");
-            meta.className = "meta";
-            const timings = payload.timings || {};
-            meta.textContent = payload.status.replace("_", " ") + (timings.first_verified_ms ? " · first verified sentence " + (timings.first_verified_ms / 1000).toFixed(1) + " s" : "");
-            if (timings.first_verified_ms) meta.dataset.firstVerifiedMs = String(timings.first_verified_ms);
-            if (timings.generated_ms) meta.dataset.generatedMs = String(timings.generated_ms);
-            answer.appendChild(meta);
-            if (form.dataset.admin && (payload.model || payload.reason)) {
-              const why = document.createElement("details");
-              why.className = "internals";
-              const summary = document.createElement("summary");
-              summary.textContent = "Details";
-              const body = document.createElement("p");
-              body.textContent = [payload.model ? "Model: " + payload.model : "No language model: excerpts only", payload.reason].filter(Boolean).join(" · ");
-              why.append(summary, body);
-              meta.appendChild(why);
-            }
+            renderAnswer(answer, payload);
             showCitations(payload);
             if (payload.answer_id) verdictForm(answer, payload.answer_id);
             form.querySelector("input[name=session]").value = payload.session;
@@ -339,6 +365,7 @@
     }
   }
 
+  reopen();
   form.addEventListener("submit", ask);
   textarea.addEventListener("input", () => {
     const length = textarea.value.trim().length;

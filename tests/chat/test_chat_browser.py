@@ -87,6 +87,18 @@ def test_staff_see_each_verified_sentence_before_the_model_has_finished_and_neve
     assert ChatMessage.objects.filter(role="user", text=QUESTION).exists()
     page.wait_for_selector("#sessions a:has-text('How long is the warranty')")
 
+    # The same answer reopened (issue 50: blank gaps in every bubble, an empty Sources panel, "first token" where
+    # the live page said "first verified sentence"): it reads, measures and cites as it did live.
+    live = {"text": answer.locator(".text").inner_text(), "meta": meta.inner_text(),
+            "height": answer.locator(".text").bounding_box()["height"], "sources": sources.inner_text()}  # fmt: skip
+    page.click("#sessions a:has-text('How long is the warranty')")
+    page.wait_for_selector(".message.assistant[data-payload] .meta")
+    reopened = page.locator(".message.assistant").last
+    assert reopened.locator(".text").inner_text() == live["text"]
+    assert reopened.locator(".meta").inner_text() == live["meta"] and "first verified sentence" in live["meta"]
+    assert abs(reopened.locator(".text").bounding_box()["height"] - live["height"]) < 2
+    assert page.locator("#citations").inner_text() == live["sources"]
+
 
 def test_a_user_of_another_tenant_gets_404_on_that_chat(live_server, transactional_db, browser):
     make_tenant(slug="acme", name="Acme")
