@@ -20,6 +20,7 @@ urlpatterns = [
     path(f"{T}jobs/<uuid:job_id>/retry/", views.job_retry, name="job-retry"),
     path(f"{T}documents/", views.document_list, name="document-list"),
     path(f"{T}documents/<uuid:document_id>/", views.document_detail, name="document-detail"),
+    path(f"{T}read/<path:document_id>/", views.document_read, name="document-read"),
     path(f"{T}documents/<uuid:document_id>/critical/", views.document_critical, name="document-critical"),
     path(f"{T}documents/<uuid:document_id>/tags/", views.document_tags, name="document-tags"),
     path(f"{T}documents/<uuid:document_id>/access/", views.document_access, name="document-access"),

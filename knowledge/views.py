@@ -1,19 +1,22 @@
 """The curation web app for tenant admins (server-rendered, HTMX for the inline parts).
 
 Every view is `tenant_member_required(admin=True)`: the tenant comes from the URL slug and the
-user's admin membership; staff members and other tenants' users get 404.
+user's admin membership; staff members and other tenants' users get 404. Two exceptions: reading a document a
+citation names (`document_read`, any member, read only) and the operator's allowed locations (operators only).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import IntegrityError, transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from inference.catalog import catalog_choices
@@ -22,7 +25,7 @@ from knowledge import ids, locations, schedules, selectors, services, validity
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.links import document_links
-from knowledge.models import AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
+from knowledge.models import RANKING_ONLY_MODES, AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
@@ -494,3 +497,49 @@ def allowed_locations(request: HttpRequest) -> HttpResponse:
                "settings_roots": settings.RAG_ALLOWED_FOLDER_ROOTS, "settings_git": settings.RAG_ALLOWED_GIT_URLS,
                "settings_web": settings.RAG_ALLOWED_WEB_PREFIXES, "drop_dir": settings.RAG_DROP_DIR}  # fmt: skip
     return render(request, "knowledge/allowed_locations.html", context)
+
+
+# --- reading a document (staff and admins) ---------------------------------------------------------------------
+member_required = tenant_member_required(admin=False)
+
+
+@member_required
+@require_GET
+def document_read(request: TenantRequest, document_id: str) -> HttpResponse:
+    """Any member reads a document they may see, as the answer that cites it read it (its document_id or public id), the
+    cited `chunk` highlighted and scrolled to, the `version` cited (else the current one), with that version's
+    window and the document's freshness. A document hidden from the reader is a 404, like a missing one. Read only:
+    the curation view stays the admins'."""
+    document = _document(request, document_id)
+    wanted = request.GET.get("version", "")
+    version = selectors.version_get(document=document, version=int(wanted)) if wanted.isdigit() else None
+    version = version or selectors.version_get(document=document, version=document.version)
+    if version is None:
+        raise Http404("This document has no readable version.")
+    context = {
+        **_validity_context(request, document),
+        "version": version,
+        "versions": document.versions.count(),
+        "blocks": reading_blocks(selectors.version_chunks(viewer=request.viewer, version=version)),
+        "cited": request.GET.get("chunk", ""),
+        "chat_url": reverse("chat:chat-page", args=[request.tenant.slug]),
+    }
+    return render(request, "knowledge/document_read.html", context)
+
+
+def reading_blocks(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
+    """A version's text as its chunks hold it, in order, each once: a chunk's first lines that repeat the end of the
+    one before (the overlap that keeps a sentence whole in retrieval) are left out; cards and summaries are not the
+    document's text."""
+    blocks: list[dict[str, Any]] = []
+    last_line = 0
+    for chunk in sorted(chunks, key=lambda c: c.index):
+        if chunk.mode in RANKING_ONLY_MODES:
+            continue
+        text = chunk.text
+        if chunk.line_start and chunk.line_end and chunk.line_start <= last_line:
+            text = "\n".join(text.split("\n")[last_line - chunk.line_start + 1 :])
+        last_line = max(last_line, chunk.line_end or 0)
+        blocks.append({"chunk_id": chunk.chunk_id, "heading": chunk.heading, "text": text, "page": chunk.page,
+                       "lines": (chunk.line_start, chunk.line_end)})  # fmt: skip
+    return blocks

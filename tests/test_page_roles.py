@@ -88,6 +88,7 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/ask/",
         "t/<slug:tenant_slug>/chat/sessions/",
         "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/",
+        "t/<slug:tenant_slug>/read/<path:document_id>/",  # a document a citation names, read only
     }
     operators = {route for route, role in roles.items() if role == "operator"}
     assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/", "operator/locations/"}

@@ -55,6 +55,17 @@
     details.dataset.n = String(n);
     const summary = document.createElement("summary");
     summary.textContent = "[" + n + "] " + (item.title || item.document_key) + (label ? " · " + label : "");
+    if (item.document_id && form.dataset.readUrl) {  // the whole document, this passage highlighted in it
+      const read = document.createElement("a");
+      const query = new URLSearchParams({ chunk: item.chunk_id || "" });
+      if (item.version) query.set("version", String(item.version));
+      read.href = form.dataset.readUrl.replace("DOCUMENT", encodeURIComponent(item.document_id)) + "?" + query.toString() + "#cited";
+      read.className = "read-document";
+      read.target = "_blank";
+      read.rel = "noopener";
+      read.textContent = "Open the document";
+      summary.append(" ", read);
+    }
     const freshness = item.freshness || {};
     if (freshness.status && freshness.status !== "current") {  // not current: say how, and since when
       const badge = document.createElement("span");
@@ -220,6 +231,7 @@
     }
     else showClaims(text, payload);
     answer.dataset.status = payload.status;
+    answer.dataset.rendered = "1";
     answer.querySelectorAll(":scope > .meta").forEach((old) => old.remove());
     const meta = document.createElement("footer");
     meta.className = "meta";

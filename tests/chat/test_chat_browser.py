@@ -92,12 +92,15 @@ def test_staff_see_each_verified_sentence_before_the_model_has_finished_and_neve
     live = {"text": answer.locator(".text").inner_text(), "meta": meta.inner_text(),
             "height": answer.locator(".text").bounding_box()["height"], "sources": sources.inner_text()}  # fmt: skip
     page.click("#sessions a:has-text('How long is the warranty')")
-    page.wait_for_selector(".message.assistant[data-payload] .meta")
+    page.wait_for_selector(".message.assistant[data-payload][data-rendered]")  # drawn by the page's script
     reopened = page.locator(".message.assistant").last
     assert reopened.locator(".text").inner_text() == live["text"]
     assert reopened.locator(".meta").inner_text() == live["meta"] and "first verified sentence" in live["meta"]
     assert abs(reopened.locator(".text").bounding_box()["height"] - live["height"]) < 2
     assert page.locator("#citations").inner_text() == live["sources"]
+    # Staff open what the answer cites: the document, the cited passage highlighted (issue 50).
+    page.goto(live_server.url + page.locator("#citations a.read-document").first.get_attribute("href"))
+    assert "two year warranty" in page.locator("#cited mark").inner_text() and page.locator("#cited").is_visible()
 
 
 def test_a_user_of_another_tenant_gets_404_on_that_chat(live_server, transactional_db, browser):

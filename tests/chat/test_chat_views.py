@@ -129,3 +129,40 @@ def test_a_saved_answer_shows_code_as_code_and_the_model_only_to_admins(tenant_a
                                status="answered")  # fmt: skip
     page = client.get(f"/t/acme/chat/?session={own.public_id}").content.decode()
     assert '<details class="internals"><summary>Details</summary><p>Model: qwen.gguf</p></details>' in page
+
+
+def test_staff_read_a_cited_document_with_the_passage_highlighted_and_never_one_hidden_from_them(tenant_a, tenant_b,
+                                                                                                 tmp_path):  # fmt: skip
+    """Issue 50: staff could not open what an answer cites (no link, the documents pages are the admins')."""
+    from knowledge import services as knowledge_services
+    from knowledge.models import Chunk, Document
+    from tenants.services import group_create
+    from tests.factories import make_folder_source
+
+    files = {"warranty.md": "# Warranty\n\nEvery product carries a two year warranty.\n\n## Claims\n\n"
+                            "Claims need the original receipt.\n",
+             "salaries.md": "# Salaries\n\nThe salary bands are reviewed every March.\n"}  # fmt: skip
+    root = tmp_path / "kb"
+    make_folder_source(tenant=tenant_a, root=root, files=files)
+    group_create(tenant=tenant_a, name="hr")
+    salaries = Document.objects.get(document_key="salaries.md")
+    knowledge_services.document_set_access(tenant=tenant_a, document=salaries, access=["group:hr"])
+    warranty = Document.objects.get(document_key="warranty.md")
+    cited = Chunk.objects.filter(document=warranty, text__contains="receipt").first()
+    staff = make_member(tenant_a)
+    client = Client()
+    client.force_login(staff)
+    page = client.get(f"/t/acme/read/{warranty.document_id}/", {"chunk": cited.chunk_id, "version": 1})
+    html = page.content.decode()
+    assert page.status_code == 200 and "two year warranty" in html and "version 1 of 1" in html
+    assert re.search(r'id="cited"[^>]*>.*<mark>[^<]*Claims need the original receipt', html, re.S)
+    assert "In force" in html and 'id="not-current"' not in html
+    assert client.get(f"/t/acme/read/{salaries.document_id}/").status_code == 404  # hidden: like a missing one
+    assert client.get("/t/acme/read/doc:src:acme:folder:kb:nothing.md/").status_code == 404
+    (root / "warranty.md").write_text(files["warranty.md"].replace("two year", "three year"))
+    make_folder_source(tenant=tenant_a, root=root, files={})
+    old = client.get(f"/t/acme/read/{warranty.document_id}/", {"version": 1}).content.decode()
+    assert 'id="not-current"' in old and "two year warranty" in old and "version 1 of 2" in old
+    outsider = make_member(tenant_b)
+    client.force_login(outsider)
+    assert client.get(f"/t/acme/read/{warranty.document_id}/").status_code == 404
