@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
+from knowledge.sealed import seal, split_credential
 from tenants.models import TenantOwned, list_of_tenant
 from tenants.principals import Viewer
 
@@ -59,6 +60,8 @@ class Source(TenantOwned):
         help_text="Folder on the server (folder sources); the repository's path or URL (git sources).",
     )  # fmt: skip
     branch = models.CharField(max_length=250, blank=True, help_text="Git sources: the branch read (blank: HEAD's).")
+    # A git URL's credential, sealed (knowledge/sealed.py): never in `path`, never shown, searched or exported.
+    credential = models.TextField(blank=True, editable=False)
     history_depth = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -100,6 +103,11 @@ class Source(TenantOwned):
     def schedule_name(self) -> str:
         """The name of its django-q2 Schedule (knowledge/schedules.py)."""
         return f"sync-source-{self.public_id}"
+
+    def set_location(self, location: str) -> None:
+        """Where it reads: the path or URL kept in `path` without a credential, the credential sealed apart."""
+        self.path, credential = split_credential(location)
+        self.credential = seal(credential)
 
     @property
     def shown_path(self) -> str:

@@ -18,16 +18,18 @@ def source_create(
     """Create a source (open to the tenant unless `access` says otherwise); raises ids.InvalidIdentifier for a
     name the id scheme cannot hold, UnknownPrincipal for an access list naming what the tenant lacks."""
     source_id = ids.source_id(tenant.slug, kind, name)
-    return Source.objects.create(
+    source = Source(
         tenant=tenant,
         kind=kind,
         name=ids.parse_source_id(source_id).source_name,
         label=name.strip(),
         source_id=source_id,
-        path=path,
         ref=ref,
         access=principals_check(tenant=tenant, principals=access if access is not None else ["tenant"]),
     )
+    source.set_location(path)  # a URL's credential sealed apart (knowledge/sealed.py)
+    source.save(force_insert=True)
+    return source
 
 
 def folder_source_get_or_create(*, tenant: Tenant, name: str, path: Path, kind: str = "folder") -> Source:

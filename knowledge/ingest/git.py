@@ -16,7 +16,8 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import cast
+from urllib.parse import unquote
 
 import pathspec
 import pygit2
@@ -97,18 +98,26 @@ def _commit(commit: pygit2.Commit) -> Commit:
 class _Deadline(pygit2.RemoteCallbacks):
     """Stops a clone or fetch that runs past RAG_GIT_TIMEOUT_S (libgit2's own timeouts cover only silence)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, credential: str = "") -> None:
         super().__init__()
         self.deadline = time.monotonic() + seconds
         self.seconds = seconds
+        self.credential, self.offered = credential, False
 
     def transfer_progress(self, stats: object) -> None:
         if time.monotonic() > self.deadline:
             raise GitProblem(f"fetching the repository took longer than {self.seconds:.0f} s")
 
-    def credentials(self, url: str, username_from_url: str | None, allowed_types: object) -> NoReturn:
-        raise GitProblem(f"{public_url(url)} asks for a credential; give one in the URL (https://user:token@host/…) "
-                         "or make the repository readable without one")  # fmt: skip
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: object) -> pygit2.UserPass:
+        """The source's credential (`user:token`, unsealed for this fetch only), offered once."""
+        if not self.credential:
+            raise GitProblem(f"{public_url(url)} asks for a credential; give one in the URL "
+                             "(https://user:token@host/…) or make the repository readable without one")  # fmt: skip
+        if self.offered:
+            raise GitProblem(f"{public_url(url)} refused the credential given with its URL")
+        self.offered = True
+        user, _, token = self.credential.partition(":")
+        return pygit2.UserPass(unquote(user), unquote(token))
 
 
 public_url = ids.public_url
@@ -163,9 +172,11 @@ def git_dir_links(directory: Path) -> list[Path]:
     return found
 
 
-def open_repository(location: str, cache: Path, *, timeout_s: float) -> pygit2.Repository:
+def open_repository(location: str, cache: Path, *, timeout_s: float, credential: str = "") -> pygit2.Repository:
     """The repository exactly at a local path (read in place: its git directory, never a parent's), or a bare clone
-    of a URL kept under `cache`, fetched now."""
+    of a URL kept under `cache`, fetched now. `credential` (`user:token`) is handed to libgit2 when the server asks;
+    the clone's configuration keeps the URL without it."""
+    location = public_url(location)
     pygit2.settings.server_connect_timeout = int(min(timeout_s, 30) * 1000)
     pygit2.settings.server_timeout = int(timeout_s * 1000)
     if not is_url(location):
@@ -176,9 +187,11 @@ def open_repository(location: str, cache: Path, *, timeout_s: float) -> pygit2.R
     try:
         if (cache / "HEAD").is_file():
             repository = pygit2.Repository(str(cache))
+            if repository.remotes["origin"].url != location:  # a clone made with the credential in its URL
+                repository.remotes.set_url("origin", location)
             repository.remotes["origin"].fetch(
                 ["+refs/heads/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD"],
-                callbacks=_Deadline(timeout_s), prune=FetchPrune.PRUNE)  # fmt: skip
+                callbacks=_Deadline(timeout_s, credential), prune=FetchPrune.PRUNE)  # fmt: skip
             return repository
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_name(cache.name + ".partial")
@@ -186,7 +199,8 @@ def open_repository(location: str, cache: Path, *, timeout_s: float) -> pygit2.R
             import shutil
 
             shutil.rmtree(partial)
-        repository = pygit2.clone_repository(location, str(partial), bare=True, callbacks=_Deadline(timeout_s))
+        repository = pygit2.clone_repository(location, str(partial), bare=True,
+                                             callbacks=_Deadline(timeout_s, credential))  # fmt: skip
         partial.rename(cache)
         return pygit2.Repository(str(cache))
     except (pygit2.GitError, KeyError, OSError, GitProblem) as exc:

@@ -37,6 +37,7 @@ from knowledge.ingest.walker import size_limit
 from knowledge.jobs import report_activity, source_locked
 from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
+from knowledge.sealed import CredentialUnreadable, split_credential, unseal
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,14 @@ def sync_git(
     job: IngestJob | None = None, progress: Callable[[IngestJob], None] | None = None,
 ) -> IngestJob:  # fmt: skip
     """Bring a git source up to the head of its branch. `location`: the repository as checked by the caller
-    (the source's own path when the operator runs it). Raises git.GitProblem with the reason, nothing changed."""
-    location = location or source.path
+    (the source's own path when the operator runs it). Raises git.GitProblem with the reason, nothing changed.
+    The URL's credential (given in `location` by the operator, else the source's sealed one) goes to libgit2 only:
+    the job records the URL without it."""
+    location, given = split_credential(location or source.path)
+    try:
+        credential = given or unseal(source.credential)
+    except CredentialUnreadable as exc:
+        raise git.GitProblem(str(exc)) from exc
     job = job or IngestJob.objects.create(
         tenant=source.tenant, source=source, kind=IngestJob.Kind.GIT, params={"location": location, "operator": True}
     )
@@ -61,7 +68,8 @@ def sync_git(
         report_activity(job, f"Reading the repository {git.public_url(location)}")
         depth = source.history_depth or settings.RAG_GIT_HISTORY_DEPTH
         try:  # nothing is changed before the repository and its branch are read
-            repository = git.open_repository(location, cache_dir(source), timeout_s=settings.RAG_GIT_TIMEOUT_S)
+            repository = git.open_repository(location, cache_dir(source), timeout_s=settings.RAG_GIT_TIMEOUT_S,
+                                             credential=credential)  # fmt: skip
             plan = git.plan(repository, branch=source.branch, last=source.synced_commit, depth=depth,
                             max_bytes=settings.RAG_MAX_FILE_BYTES)  # fmt: skip
         except git.GitProblem as exc:

@@ -298,3 +298,48 @@ def test_another_tenant_can_neither_see_nor_sync_a_git_source(tenant_a, tenant_b
     assert other.patch(f"/api/v1/tenants/globex/sources/{source.public_id}/", {"sync_every_minutes": 5},
                        format="json").status_code == 404  # fmt: skip
     assert not retrieve(viewer=Viewer.everything(tenant_b), query="return an item within", top_k=3)
+
+
+def test_a_git_urls_credential_is_sealed_apart_and_never_shown_searched_or_recorded(tenant_a, settings):
+    """Issue 50: a git URL's credential was stored in clear in the source's path (never shown, but the admin's
+    search covered it, and the clone's own configuration and the job's parameters kept it)."""
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from knowledge.sealed import seal, unseal
+
+    settings.RAG_ALLOWED_GIT_URLS = ["https://git.example.com/acme/"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
+    token_url = "https://ada:s3cr3t-t0ken@git.example.com/acme/handbook.git"
+    created = client.post("/api/v1/tenants/acme/sources/", {"kind": "git", "name": "handbook", "path": token_url,
+                                                            "sync": False}, format="json")  # fmt: skip
+    assert created.status_code == 201 and "s3cr3t" not in created.content.decode()
+    source = Source.objects.get(name="handbook")
+    assert source.path == "https://git.example.com/acme/handbook.git" and "s3cr3t" not in source.credential
+    assert unseal(source.credential) == "ada:s3cr3t-t0ken"
+    job = source_sync_enqueue(tenant=tenant_a, source=source)
+    assert "s3cr3t" not in str(job.params) and job.params["location"] == source.path
+    listing = client.get("/api/v1/tenants/acme/sources/").content.decode()
+    assert "s3cr3t" not in listing and "git.example.com/acme/handbook.git" in listing
+    operator = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
+    admin = Client()
+    admin.force_login(operator)
+    found = admin.get("/admin/knowledge/source/", {"q": "s3cr3t"}).content.decode()
+    assert (
+        "0 results" in found and "handbook" in admin.get("/admin/knowledge/source/", {"q": "handbook"}).content.decode()
+    )
+    # libgit2 gets the credential when the server asks, once; the clone's configuration never holds it.
+    callbacks = git._Deadline(30, "ada:s3cr3t-t0ken")
+    offered = callbacks.credentials("https://git.example.com/acme/handbook.git", None, None)
+    assert offered.credential_tuple == ("ada", "s3cr3t-t0ken")
+    with pytest.raises(git.GitProblem, match="refused the credential"):
+        callbacks.credentials("https://git.example.com/acme/handbook.git", None, None)
+    # An install from before: the credential in the path is moved out by the migration.
+    Source.objects.filter(pk=source.pk).update(path=token_url, credential="")
+    migration = __import__("knowledge.migrations.0020_sealed_credentials", fromlist=["seal_credentials"])
+    migration.seal_credentials(apps, None)
+    source.refresh_from_db()
+    assert source.path == "https://git.example.com/acme/handbook.git"
+    assert unseal(source.credential) == "ada:s3cr3t-t0ken" and seal("") == "" and unseal("") == ""

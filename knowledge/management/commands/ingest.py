@@ -171,7 +171,8 @@ def _source(tenant: Tenant, kind: str, name: str, location: str, branch: str, de
     if found is None:
         return source_create_for(tenant=tenant, kind=kind, name=name, location=location, branch=branch,
                                  history_depth=depth, operator=True)  # fmt: skip
-    found.path, found.branch = location, branch or found.branch
+    found.set_location(location)
+    found.branch = branch or found.branch
     found.history_depth = depth or found.history_depth
-    found.save(update_fields=["path", "branch", "history_depth"])
+    found.save(update_fields=["path", "credential", "branch", "history_depth"])
     return found
