@@ -8,12 +8,16 @@ With QDRANT_URL set, every worker reaches the server itself.
 
 from __future__ import annotations
 
+import os
+
 from core.env import env_int
 
 bind = f"127.0.0.1:{env_int('PORT', default=8000, minimum=1)}"
 # The embedded store has a single owner, the first worker to start; other workers read through it (its searches
-# cross a local socket: knowledge/index/shared.py). With QDRANT_URL every worker reaches the server itself.
-workers = env_int("RAG_WEB_WORKERS", default=1, minimum=1)
+# cross a local socket: knowledge/index/shared.py). With QDRANT_URL every worker reaches the server itself. One a
+# core by default: a process's Python runs under one GIL (bench/retrieve.py: 105 requests/s at concurrency 8 on 2
+# cores with two workers, 47 with one), and the throttle counters are shared between them (tenants/counters.py).
+workers = env_int("RAG_WEB_WORKERS", default=len(os.sched_getaffinity(0)) or 1, minimum=1)
 threads = env_int("RAG_WEB_THREADS", default=8, minimum=1)
 timeout = 300
 # On SIGTERM, requests in flight (an answer streaming) get this long to end; `up.sh` stops within 10 s.

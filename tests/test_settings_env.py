@@ -105,3 +105,20 @@ def test_a_local_install_finds_the_secret_key_up_sh_wrote(tmp_path):
     (tmp_path / "secret_key").write_text("generated-by-up-sh-" + "s" * 40)
     result = _manage("check", env={}, tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_gunicorn_runs_one_web_worker_a_core_unless_told(monkeypatch):
+    """Issue 50: RAG_WEB_WORKERS defaulted to 1 while the throttle counters were per process; they are shared now,
+    so the default is one worker a core (what bench/retrieve.py measures best)."""
+    import importlib.util
+
+    def workers() -> int:
+        spec = importlib.util.spec_from_file_location("gunicorn_conf", ROOT / "ragsite" / "gunicorn_conf.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module.workers
+
+    monkeypatch.delenv("RAG_WEB_WORKERS", raising=False)
+    assert workers() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("RAG_WEB_WORKERS", "3")
+    assert workers() == 3

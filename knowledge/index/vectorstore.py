@@ -430,15 +430,21 @@ class EdgeStore(_Planned):
         """Build the HNSW index of points written since the last call and merge small segments (Qdrant Edge does
         this only when asked). A search waits while it runs (seconds per 10,000 new points), so the owner calls it
         after `quiet_for` seconds without a search; True if it ran."""
-        with self._mutex:
+        with self._mutex:  # only to take the list: opening or reading another shard never waits for it
             if not self._written or time.monotonic() - self.last_read < quiet_for:
                 return False
-            for name in sorted(self._written):
-                started = time.monotonic()
-                if name in self._shards and self._shards[name].optimize():
-                    logger.info("Optimized the vector store %s in %.1f s", name, time.monotonic() - started)
+            shards = [(name, self._shards[name]) for name in sorted(self._written) if name in self._shards]
             self._written.clear()
-            return True
+        for name, shard in shards:
+            started = time.monotonic()
+            try:
+                if shard.optimize():
+                    logger.info("Optimized the vector store %s in %.1f s", name, time.monotonic() - started)
+            except Exception:
+                with self._mutex:
+                    self._written.add(name)  # tried again at the next quiet moment
+                raise
+        return True
 
     def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
         records = self._shard(identity).retrieve(ids, with_payload=True, with_vector=False) if ids else []
