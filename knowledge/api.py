@@ -13,11 +13,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import FormParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.multipart import RawNameMultiPartParser, raw_name
 from core.parsers import SafeJSONParser
 from knowledge import changes, ids, selectors, services, transport, validity
 from knowledge.ids import OCR_LANGUAGES_RE
@@ -274,7 +275,7 @@ def _flag(value: object) -> bool:
 
 
 class SourceUploadApi(TenantApiView):
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [RawNameMultiPartParser, FormParser]
 
     @extend_schema(
         request={
@@ -322,7 +323,7 @@ class SourceUploadApi(TenantApiView):
             )  # fmt: skip
         except ValueError as exc:
             raise serializers.ValidationError({"enrich_model": [str(exc)]}) from exc
-        uploads = [(f.name, f.read()) for f in files]
+        uploads = [(raw_name(f), f.read()) for f in files]  # as sent: a renamed file is said so
         try:
             job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options,
                                           writer=self.viewer.principal_list)  # fmt: skip

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core.multipart import raw_name
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
 from knowledge import ids, locations, schedules, selectors, services, validity
@@ -234,7 +235,7 @@ def upload(request: TenantRequest) -> HttpResponse:
         try:
             options = _ingest_options(request)
             job = services.upload_enqueue(
-                tenant=tenant, source=source, uploads=[(str(f.name), f.read()) for f in files], options=options
+                tenant=tenant, source=source, uploads=[(raw_name(f), f.read()) for f in files], options=options
             )  # fmt: skip
         except (UploadRejected, services.UploadQuotaExceeded, services.UploadNotStored, ValueError) as exc:
             messages.error(request, str(exc))

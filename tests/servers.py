@@ -26,8 +26,14 @@ def free_port() -> int:
 
 def environment(data: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_NOT)}
-    env.update(DJANGO_SETTINGS_MODULE="ragsite.settings", RAG_DATA_DIR=str(data), RAG_DEBUG="true",
-               PORT=str(free_port()), RAG_LLM_PRELOAD="false", RAG_WEB_WORKERS="1")  # fmt: skip  (two: said so)
+    env.update(
+        DJANGO_SETTINGS_MODULE="ragsite.settings",
+        RAG_DATA_DIR=str(data),
+        RAG_DEBUG="true",
+        PORT=str(free_port()),
+        RAG_LLM_PRELOAD="false",
+        RAG_WEB_WORKERS="1",
+    )  # fmt: skip  (two: said so)
     env.update(extra)
     return env
 

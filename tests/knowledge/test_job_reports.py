@@ -104,3 +104,49 @@ def test_the_upload_page_lists_every_format_the_extractor_reads(client_a):
         assert name in hint, name
     for suffix in PROSE_TYPES:
         assert suffix in hint, suffix
+
+
+def _multipart(files: list[tuple[str, bytes]], fields: dict[str, str] | None = None) -> tuple[bytes, str]:
+    """A multipart body with the file names exactly as given (Django's test client keeps only their last part)."""
+    boundary = "ragsite-test-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in (fields or {}).items()]  # fmt: skip
+    for name, data in files:
+        head = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+                "Content-Type: text/markdown\r\n\r\n")  # fmt: skip
+        parts.append(head.encode() + data + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_a_name_django_strips_is_still_reported_as_sent_over_rest_and_on_the_page(
+    tenant_a, client_a, django_capture_on_commit_callbacks
+):
+    """Issue 50: `../../evil.md` was stored as `evil.md` with no notice (Django strips a name's folder parts before
+    the application sees it); a name Django drops ("..") vanished from the upload."""
+    from rest_framework.test import APIClient
+
+    from knowledge.models import Source
+    from tenants.services import api_key_issue
+
+    source = Source.objects.create(tenant=tenant_a, kind="upload", name="inbox", label="inbox",
+                                   source_id="src:acme:upload:inbox")  # fmt: skip
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a)[1]}")
+    body, content_type = _multipart([("../../evil.md", b"# Evil\n\nNot so evil.\n"), ("..", b"# Dots\n\nDots.\n")])
+    with django_capture_on_commit_callbacks(execute=True):
+        sent = api.generic("POST", f"/api/v1/tenants/acme/sources/{source.public_id}/upload/", body,
+                           content_type=content_type)  # fmt: skip
+    assert sent.status_code == 202, sent.content
+    job = IngestJob.objects.get(public_id=sent.json()["id"])
+    rows = {f.key: f for f in job.files.all()}
+    assert rows["evil.md"].sent_as == "../../evil.md" and "folder parts" in rows["evil.md"].notice
+    assert rows[".."].status == "failed"  # refused by name, not lost
+    page = client_a.get(f"/t/acme/jobs/{job.public_id}/").content.decode()
+    assert "stored as evil.md: the name had folder parts" in page and "../../evil.md" in page
+
+    body, content_type = _multipart([("notes/../../page.md", b"# Page\n\nFrom the page.\n")],
+                                    {"csrfmiddlewaretoken": "", "source": str(source.public_id)})  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        client_a.generic("POST", "/t/acme/upload/", body, content_type=content_type)
+    renamed = JobFile.objects.get(key="page.md")
+    assert renamed.sent_as == "notes/../../page.md" and "folder parts" in renamed.notice
