@@ -8,6 +8,11 @@ writes) are upserted into a fresh Qdrant Edge store, as an ingest of that many c
 searches (hybrid, both legs, top 10) every 20 ms while the owner optimizes, and the worst and median wait of the
 searches that overlapped the optimization are printed, beside the same searches with nothing running. No embedder
 runs here: the figure is the store's, not the model's.
+
+Measured on this machine (2 cores), 20,000 points: optimizing in place (Qdrant Edge's optimize holds the process's
+interpreter) made the search due during it wait 4,809 ms; optimizing a copy in a child process and swapping it in
+(knowledge/index/vectorstore.py EdgeStore.optimize): 370 searches ran during the 7.6 s it took, worst 194 ms (the
+swap), median 7 ms.
 """
 
 from __future__ import annotations

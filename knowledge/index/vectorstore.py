@@ -18,9 +18,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -295,6 +300,50 @@ class _Planned:
         )
 
 
+# What a child process runs to optimize a copy of a shard (EdgeStore.optimize): its interpreter is the one held.
+OPTIMIZE_CHILD = (
+    "import sys, qdrant_edge; s = qdrant_edge.EdgeShard.load(sys.argv[1]); s.optimize(); s.flush(); s.close()"
+)
+OPTIMIZE_TIMEOUT_S = 3600
+
+
+class _Gate:
+    """Reads pass together; a swap waits for the reads in flight and holds new ones until it is done."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._closed = False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def swapping(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._closed = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
 # --- Qdrant Edge ----------------------------------------------------------------------------
 class EdgeStore(_Planned):
     edge, prefetch_field, fuse_here = True, "prefetches", True
@@ -304,7 +353,9 @@ class EdgeStore(_Planned):
         self.root.mkdir(parents=True, exist_ok=True)
         self._shards: dict[str, Any] = {}
         self._locks: dict[str, int] = {}
-        self._mutex = threading.RLock()
+        self._mutex = threading.RLock()  # the map of open shards
+        self._writes = threading.RLock()  # every write; held by an optimization from its copy to its swap
+        self._gate = _Gate()  # reads pass together; swapping in an optimized shard waits for them
         self._written: set[str] = set()  # collections written since their last optimize()
         self.last_read = 0.0  # time.monotonic() of the last search: optimize() waits for a quiet moment
 
@@ -361,12 +412,11 @@ class EdgeStore(_Planned):
 
         if not points:
             return
-        shard = self._shard(identity)
         edge_points = [
             m.Point(p.id, {DENSE: p.dense, SPARSE: m.SparseVector(p.sparse[0], p.sparse[1])}, p.payload) for p in points
         ]
-        with self._mutex:
-            shard.update(m.UpdateOperation.upsert_points(edge_points))
+        with self._writes:
+            self._shard(identity).update(m.UpdateOperation.upsert_points(edge_points))
             self._written.add(identity.collection)
 
     def delete(self, identity: EmbedderIdentity, scope: Scope) -> None:
@@ -374,7 +424,7 @@ class EdgeStore(_Planned):
 
         if _empty_scope(scope):
             return
-        with self._mutex:
+        with self._writes:
             self._shard(identity).update(m.UpdateOperation.delete_points_by_filter(_conditions(m, scope, edge=True)))
             self._written.add(identity.collection)
 
@@ -383,7 +433,7 @@ class EdgeStore(_Planned):
 
         if _empty_scope(scope):
             return
-        with self._mutex:
+        with self._writes:
             self._shard(identity).update(
                 m.UpdateOperation.set_payload_by_filter(_conditions(m, scope, edge=True), payload)
             )
@@ -393,21 +443,24 @@ class EdgeStore(_Planned):
 
         if _empty_scope(scope):
             return 0
-        return self._shard(identity).count(m.CountRequest(exact=True, filter=_conditions(m, scope, edge=True)))
+        with self._gate.reading():
+            return self._shard(identity).count(m.CountRequest(exact=True, filter=_conditions(m, scope, edge=True)))
 
     def ids(self, identity: EmbedderIdentity, scope: Scope) -> set[str]:
         import qdrant_edge as m
 
         found: set[str] = set()
-        shard, offset = self._shard(identity), None
+        offset = None
         flt = _conditions(m, scope, edge=True)
-        while True:
-            records, offset = shard.scroll(
-                m.ScrollRequest(offset=offset, limit=1000, filter=flt, with_payload=False, with_vector=False)
-            )
-            found.update(str(r.id) for r in records)
-            if offset is None:
-                return found
+        with self._gate.reading():
+            shard = self._shard(identity)
+            while True:
+                records, offset = shard.scroll(
+                    m.ScrollRequest(offset=offset, limit=1000, filter=flt, with_payload=False, with_vector=False)
+                )
+                found.update(str(r.id) for r in records)
+                if offset is None:
+                    return found
 
     def _models(self, identity: EmbedderIdentity) -> Any:
         import qdrant_edge as m
@@ -424,39 +477,76 @@ class EdgeStore(_Planned):
 
     def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
         self.last_read = time.monotonic()
-        return list(self._shard(identity).query_batch(m.QueryBatchRequest(requests)))
+        with self._gate.reading():
+            return list(self._shard(identity).query_batch(m.QueryBatchRequest(requests)))
 
     def optimize(self, *, quiet_for: float = 0.0) -> bool:
         """Build the HNSW index of points written since the last call and merge small segments (Qdrant Edge does
-        this only when asked). A search waits while it runs (seconds per 10,000 new points), so the owner calls it
-        after `quiet_for` seconds without a search; True if it ran."""
-        with self._mutex:  # only to take the list: opening or reading another shard never waits for it
+        this only when asked), after `quiet_for` seconds without a search; True if it ran.
+
+        Qdrant Edge's optimize holds this process's interpreter for its whole run (seconds per 10,000 new points:
+        bench/optimize_wait.py), so it runs on a copy of the shard in a child process while searches go on here
+        against the shard as it is; writes wait (they are in SQL, for the indexer). Then the optimized copy takes
+        the shard's place: only that swap holds searches (the ones in flight finish first)."""
+        with self._writes:
             if not self._written or time.monotonic() - self.last_read < quiet_for:
                 return False
-            shards = [(name, self._shards[name]) for name in sorted(self._written) if name in self._shards]
+            for name in sorted(self._written):
+                if name in self._shards:
+                    self._optimize_apart(name)
             self._written.clear()
-        for name, shard in shards:
-            started = time.monotonic()
+            return True
+
+    def _optimize_apart(self, name: str) -> None:
+        import qdrant_edge as m
+
+        started, live = time.monotonic(), self.root / name
+        work, old = self.root / f"{name}.optimizing", self.root / f"{name}.replaced"
+        for leftover in (work, old):
+            shutil.rmtree(leftover, ignore_errors=True)
+        shard = self._shards[name]
+        shard.flush()
+        try:
+            shutil.copytree(live, work, symlinks=True)
+            subprocess.run([sys.executable, "-c", OPTIMIZE_CHILD, str(work)], check=True, capture_output=True,
+                           timeout=OPTIMIZE_TIMEOUT_S)  # fmt: skip
+        except (subprocess.SubprocessError, OSError) as exc:
+            shutil.rmtree(work, ignore_errors=True)
+            detail = getattr(exc, "stderr", b"") or b""
+            logger.warning("Optimizing the vector store %s apart failed (%s %s); it stays as it is until the next "
+                           "quiet moment", name, exc, detail[-500:].decode(errors="replace"))  # fmt: skip
+            return
+        with self._gate.swapping(), self._mutex:
+            shard.close()
+            os.rename(live, old)
+            os.rename(work, live)
             try:
-                if shard.optimize():
-                    logger.info("Optimized the vector store %s in %.1f s", name, time.monotonic() - started)
-            except Exception:
-                with self._mutex:
-                    self._written.add(name)  # tried again at the next quiet moment
-                raise
-        return True
+                self._shards[name] = m.EdgeShard.load(str(live))
+            except Exception:  # the copy does not open: the shard as it was comes back
+                logger.exception("The optimized copy of the vector store %s does not open; keeping the original", name)
+                os.rename(live, work)
+                os.rename(old, live)
+                self._shards[name] = m.EdgeShard.load(str(live))
+                shutil.rmtree(work, ignore_errors=True)
+                return
+        shutil.rmtree(old, ignore_errors=True)
+        logger.info("Optimized the vector store %s in %.1f s (apart; searches went on)", name,
+                    time.monotonic() - started)  # fmt: skip
 
     def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
-        records = self._shard(identity).retrieve(ids, with_payload=True, with_vector=False) if ids else []
+        if not ids:
+            return {}
+        with self._gate.reading():
+            records = self._shard(identity).retrieve(ids, with_payload=True, with_vector=False)
         return {str(r.id): dict(r.payload or {}) for r in records}
 
     def flush(self) -> None:
-        with self._mutex:
-            for shard in self._shards.values():
+        with self._writes:
+            for shard in list(self._shards.values()):
                 shard.flush()
 
     def close(self) -> None:
-        with self._mutex:
+        with self._writes, self._gate.swapping(), self._mutex:
             for name, shard in list(self._shards.items()):
                 try:
                     shard.flush()
