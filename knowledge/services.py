@@ -21,7 +21,8 @@ from knowledge import ids, jobs, timeline
 from knowledge.access import access_enforce
 from knowledge.index.storage import is_storage_full
 from knowledge.ingest import sources
-from knowledge.locations import BRANCH_RE, FolderNotAllowed
+from knowledge.ingest.uploads import UploadRejected, expand_upload
+from knowledge.locations import BRANCH_RE, FolderNotAllowed, drop_folder
 from knowledge.models import (
     AllowedLocation,
     Chunk,
@@ -473,8 +474,6 @@ def _store_uploads(
     Files that would take the tenant past its queued-bytes budget are refused by name (an archive can
     expand to far more than was sent); returns the keys, skips, errors, the bytes stored, and the job's file list
     (every file sent, in order: JobFile fields)."""
-    from knowledge.ingest.uploads import UploadRejected, expand_upload
-
     keys: list[str] = []
     skips: list[dict] = []
     errors: list[dict] = []
@@ -661,3 +660,28 @@ def allowed_location_remove(*, pk: int, operator: str) -> None:
     if found is not None:
         found.delete()
         logger.warning("Operator %s removed the allowed %s %s", operator, found.kind, found.value)
+
+
+def drop_folder_fill(*, tenant: Tenant, name: str, upload_name: str, data: bytes) -> tuple[Path, int, list]:
+    """A folder sent as a zip archive, unpacked into the tenant's drop folder under `name` (the archive's name when
+    blank), so an admin can add it as a folder or vault source with no shell: the upload's own limits apply (zip
+    bombs, unsafe paths, links, what cannot be indexed is left out and named). Returns the folder, how many files it
+    received, and the skips. Files already there of the same name are replaced; the others stay."""
+    if not upload_name.lower().endswith(".zip"):
+        raise UploadRejected("Send the folder as a .zip archive.")
+    try:
+        folder_name = ids.normalise_source_name(name or Path(upload_name).stem)
+    except ids.InvalidIdentifier as exc:
+        raise UploadRejected(str(exc)) from exc
+    expanded = expand_upload(upload_name, data)
+    root = drop_folder(tenant.slug)
+    target = (root / folder_name).resolve()
+    if root not in target.parents:
+        raise UploadRejected(f"{name!r} is not a folder name.")
+    for key, content in expanded.files:
+        path = (target / key).resolve()
+        if target not in path.parents:
+            continue  # normalised keys never leave it; checked all the same
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return target, len(expanded.files), expanded.skips

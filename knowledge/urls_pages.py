@@ -9,6 +9,7 @@ T = "t/<slug:tenant_slug>/"
 urlpatterns = [
     path("operator/locations/", views.allowed_locations, name="allowed-locations"),
     path(f"{T}sources/", views.source_list, name="source-list"),
+    path(f"{T}sources/drop/", views.source_drop, name="source-drop"),
     path(f"{T}sources/<uuid:source_id>/tags/", views.source_tags, name="source-tags"),
     path(f"{T}sources/<uuid:source_id>/access/", views.source_access, name="source-access"),
     path(f"{T}sources/<uuid:source_id>/delete/", views.source_delete, name="source-delete"),

@@ -105,6 +105,26 @@ def source_list(request: TenantRequest) -> HttpResponse:
     return render(request, "knowledge/source_list.html", context)
 
 
+@admin_required
+@require_POST
+def source_drop(request: TenantRequest) -> HttpResponse:
+    """A folder sent as a zip archive into the workspace's drop folder (then added as a source like any there)."""
+    sent = request.FILES.get("archive")
+    if sent is None:
+        messages.error(request, "Choose a .zip archive of the folder first.")
+        return redirect("knowledge:source-list", request.tenant.slug)
+    try:
+        folder, count, skips = services.drop_folder_fill(tenant=request.tenant, name=request.POST.get("name", ""),
+                                                          upload_name=raw_name(sent), data=sent.read())  # fmt: skip
+    except UploadRejected as exc:
+        messages.error(request, str(exc))
+        return redirect("knowledge:source-list", request.tenant.slug)
+    left = f" {len(skips)} file(s) left out (they cannot be indexed)." if skips else ""
+    messages.success(request, f"Unpacked {count} file(s) into {folder.name} in the drop folder.{left} Add it below: "
+                              f"kind Server folder or Obsidian vault, path {folder.name}.")  # fmt: skip
+    return redirect("knowledge:source-list", request.tenant.slug)
+
+
 def _source(request: TenantRequest, source_id: str) -> Source:
     return found_or_404(selectors.source_get(viewer=request.viewer, public_id=source_id))
 

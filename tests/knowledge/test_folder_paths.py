@@ -166,3 +166,39 @@ def test_each_tenant_reads_its_own_drop_folder_and_what_the_operator_allows_on_t
     page.post("/operator/locations/", {"kind": "folder", "value": str(tmp_path / "shares")})
     assert folder_path_check(str(shares), "acme") == shares.resolve() == folder_path_check(str(shares), "globex")
     assert str(tmp_path / "shares") in page.get("/operator/locations/").content.decode()
+
+
+def test_an_admin_sends_a_folder_as_a_zip_into_the_drop_folder_and_adds_it_with_no_shell(
+    tenant_a, tenant_b, settings, tmp_path
+):
+    """Issue 50, done when: a new admin adds a folder and a vault from the browser on a fresh install."""
+    import io
+    import zipfile
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from knowledge.locations import drop_folder
+    from tenants.models import Membership
+    from tests.factories import make_member
+
+    settings.RAG_ALLOWED_FOLDER_ROOTS, settings.RAG_DROP_DIR = [], tmp_path / "drop"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("Handbook/leave.md", "# Leave\n\nTwenty-five days of paid leave a year.\n")
+        archive.writestr("Handbook/.obsidian/app.json", "{}")
+        archive.writestr("../../escape.md", "# Escape\n\nOutside.\n")
+        archive.writestr("Handbook/photo.exe", b"MZ\x00\x00")
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    page = type("CommittingClient", (CommittingClientMixin, Client), {})()
+    page.force_login(admin)
+    sent = page.post("/t/acme/sources/drop/", {"name": "wiki", "archive": SimpleUploadedFile(
+        "wiki.zip", buffer.getvalue(), content_type="application/zip")}, follow=True).content.decode()  # fmt: skip
+    assert "Unpacked 2 file(s) into wiki" in sent and "left out" in sent
+    wiki = drop_folder("acme") / "wiki"
+    assert (wiki / "Handbook" / "leave.md").is_file() and not list(tmp_path.rglob("escape.md"))  # never written
+    page.post("/t/acme/sources/", {"kind": "obsidian", "name": "wiki", "path": "wiki"})
+    assert Document.objects.filter(tenant=tenant_a, source__kind="obsidian", document_key="Handbook/leave.md").exists()
+    assert not (drop_folder("globex") / "wiki").exists()  # another workspace's drop folder is untouched
+    refused = page.post("/t/acme/sources/drop/", {"archive": SimpleUploadedFile("notes.txt", b"plain")}, follow=True)
+    assert "Send the folder as a .zip archive" in refused.content.decode()
