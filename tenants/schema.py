@@ -14,7 +14,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             "type": "apiKey",
             "in": "header",
             "name": "Authorization",
-            "description": "`Api-Key <key>` — a key belongs to exactly one tenant.",
+            "description": "`Api-Key <key>` (or `Bearer <key>`) — a key belongs to exactly one tenant.",
         }
 
 
@@ -27,4 +27,16 @@ class BearerApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             "type": "http",
             "scheme": "bearer",
             "description": "Dify's External Knowledge API: `Bearer <key>`, the same tenant API keys.",
+        }
+
+
+class OpenAIKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.authentication.OpenAIKeyAuthentication"
+    name = "OpenAIBearerKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "The OpenAI-compatible door: `Bearer <key>` (or `Api-Key <key>`), the same tenant API keys.",
         }
