@@ -323,6 +323,29 @@ class DocumentVersion(TenantOwned):
         return f"{self.document.document_id} v{self.version} ({self.status})"
 
 
+class DocumentTable(TenantOwned):
+    """A table of one document version, kept as a table (knowledge/ingest/tables.py): its columns with their types
+    and its rows as found, so an answer can compute over it (knowledge/compute.py). It belongs to its version: who
+    may see it, whether it is in force and as of when are its document's and version's, and a new version brings its
+    own tables."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="tables")
+    version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="tables")
+    position = models.PositiveIntegerField()  # its place among the document's tables
+    name = models.CharField(max_length=500)  # the sheet, or the heading it sits under
+    columns = models.JSONField(default=list)  # [{"name": "Region", "type": "text"}, …]
+    rows = models.JSONField(default=list)  # each row's cells as found
+    row_numbers = models.JSONField(default=list)  # each row's number as the source shows it (a sheet's row)
+    row_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["version", "position"]
+        constraints = [models.UniqueConstraint(fields=["version", "position"], name="table_once_a_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.row_count} rows)"
+
+
 class ChunkLocation(TypedDict):
     """Where a chunk is, one shape in hits, citations, bootstrap items, MCP chunks and vector payloads."""
 

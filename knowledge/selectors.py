@@ -28,6 +28,7 @@ from knowledge.models import (
     AllowedLocation,
     Chunk,
     Document,
+    DocumentTable,
     DocumentVersion,
     IngestJob,
     JobFile,
@@ -369,6 +370,15 @@ def live_chunks_by_key(*, viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chu
     replaced it, an access change hidden it)."""
     rows = visible_chunks(viewer).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
     return {row.chunk_id: row for row in rows}
+
+
+def live_tables(*, viewer: Viewer) -> TenantQuerySet[DocumentTable]:
+    """The tables of the live documents the viewer may see, as their current versions hold them (what an answer may
+    compute over: access and the current version decided here, as for chunks)."""
+    return (DocumentTable.objects.for_tenant(viewer.tenant)
+            .filter(readers_match(viewer, path="document__"), document__status=Status.ACTIVE,
+                    version__status=Status.ACTIVE)
+            .select_related("document", "version"))  # fmt: skip
 
 
 def cited_texts(*, viewer: Viewer, cited: list[tuple[str, int | None]]) -> dict[tuple[str, int | None], str]:

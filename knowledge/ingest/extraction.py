@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 from knowledge.ingest.boilerplate import is_navigation_element, is_navigation_line, strip_running_lines
 from knowledge.ingest.metadata import split_frontmatter
 from knowledge.ingest.office import OFFICE_TYPES, OfficeError, check_container, extract_office, markdown_table
+from knowledge.ingest.tables import Table, delimited_table, markdown_tables
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class Extracted:
     pages: list[Page] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     ocr_pages: int = 0  # pages whose text OCR read
+    tables: list[Table] = field(default_factory=list)  # its tables as tables (knowledge/ingest/tables.py)
 
 
 def normalise_text(text: str) -> str:
@@ -81,7 +83,16 @@ def extract(data: bytes, *, key: str, source_type: str, ocr_languages: str = "sp
     title = _title_from_text(text, source_type) or _title_from_key(key)
     if source_type == "markdown":
         text = without_frontmatter(text)
-    return Extracted(text=text, title=title)
+    return Extracted(text=text, title=title, tables=_text_tables(text, key=key, source_type=source_type, title=title))
+
+
+def _text_tables(text: str, *, key: str, source_type: str, title: str) -> list[Table]:
+    """A CSV or TSV file is one table; Markdown holds pipe tables."""
+    suffix = PurePosixPath(key).suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        found = delimited_table(text, title, "\t" if suffix == ".tsv" else ",")
+        return [found] if found is not None else []
+    return markdown_tables(text, title) if source_type == "markdown" else []
 
 
 def without_frontmatter(text: str) -> str:
@@ -105,8 +116,9 @@ def extract_office_document(data: bytes, *, key: str, source_type: str) -> Extra
     if not text.strip():
         raise EmptyDocument("The document has no text.")
     pages = [Page(number=n, label=str(n), offset=offset) for n, offset in enumerate(office.page_offsets, 1)]
-    return Extracted(text=text, title=office.title or _title_from_text(text, "markdown") or _title_from_key(key),
-                     pages=pages)  # fmt: skip
+    title = office.title or _title_from_text(text, "markdown") or _title_from_key(key)
+    tables = office.tables or markdown_tables(text, title)  # a workbook's sheets; a document's Markdown tables
+    return Extracted(text=text, title=title, pages=pages, tables=tables)
 
 
 def extract_image(data: bytes, *, key: str, ocr_languages: str = "spa+eng") -> Extracted:

@@ -18,6 +18,8 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from knowledge.ingest.tables import Table, sheet_table
+
 OFFICE_TYPES = {".docx": "docx", ".xlsx": "xlsx", ".pptx": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp"}
 PAGED_OFFICE = {"pptx", "odp", "xlsx", "ods"}  # a slide or a sheet per level-1 heading: each starts a chunk
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -34,6 +36,7 @@ class OfficeText:
     text: str
     title: str = ""
     page_offsets: list[int] = field(default_factory=list)  # slides: where slide n + 1 starts in text
+    tables: list[Table] = field(default_factory=list)  # a workbook's sheets as tables (knowledge/ingest/tables.py)
 
 
 def check_container(data: bytes, *, max_unzipped: int, max_ratio: int) -> None:
@@ -145,7 +148,7 @@ def _xlsx(data: bytes) -> OfficeText:
     declared = sum(member.file_size for member in zipfile.ZipFile(io.BytesIO(data)).infolist())
     streamed = declared > XLSX_FULL_LOAD_BYTES
     book = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=streamed)
-    sheets = []
+    sheets, tables = [], []
     for sheet in book.worksheets:
         rows, notes, numbers = [], {}, []
         for number, row in enumerate(sheet.iter_rows(), sheet.min_row or 1):
@@ -157,9 +160,10 @@ def _xlsx(data: bytes) -> OfficeText:
             if found:
                 notes[len(rows) - 1] = found
         sheets.append(sheet_records(f"Sheet {sheet.title}", rows, notes, numbers))
+        tables.append(sheet_table(f"Sheet {sheet.title}", rows, numbers))
     title = (book.properties.title or "").strip()
     book.close()
-    return OfficeText(_join(sheets), title=title)
+    return OfficeText(_join(sheets), title=title, tables=[t for t in tables if t is not None])
 
 
 # --- PowerPoint ------------------------------------------------------------------------------------------------
@@ -262,9 +266,11 @@ def _ods(data: bytes) -> OfficeText:
     from odf.opendocument import load
 
     document = load(io.BytesIO(data))
-    sheets = [sheet_records(f"Sheet {table.getAttribute('name')}", _odf_table_rows(table))
-              for table in document.spreadsheet.getElementsByType(_odf_class("table", "Table"))]  # fmt: skip
-    return OfficeText(_join(sheets), title=_odf_title(document))
+    found = [(f"Sheet {table.getAttribute('name')}", _odf_table_rows(table))
+             for table in document.spreadsheet.getElementsByType(_odf_class("table", "Table"))]  # fmt: skip
+    tables = [sheet_table(name, rows, list(range(1, len(rows) + 1))) for name, rows in found]
+    return OfficeText(_join(sheet_records(name, rows) for name, rows in found), title=_odf_title(document),
+                      tables=[t for t in tables if t is not None])  # fmt: skip
 
 
 def _odp(data: bytes) -> OfficeText:

@@ -29,11 +29,13 @@ from knowledge.ingest.prepare import (
     lexical_text,
     prepare_text,
 )
+from knowledge.ingest.tables import MAX_TABLES
 from knowledge.jobs import report_activity
 from knowledge.models import (
     RANKING_ONLY_MODES,
     Chunk,
     Document,
+    DocumentTable,
     DocumentVersion,
     IngestJob,
     Source,
@@ -157,6 +159,12 @@ def ingest_bytes(
                 )  # fmt: skip
             )
         Chunk.objects.bulk_create(rows, batch_size=500)
+        DocumentTable.objects.bulk_create([
+            DocumentTable(tenant=tenant, document=document, version=version, position=position, name=table.name[:500],
+                          columns=[{"name": c, "type": t} for c, t in zip(table.columns, table.types, strict=True)],
+                          rows=table.rows, row_numbers=table.row_numbers, row_count=len(table.rows))
+            for position, table in enumerate(extracted.tables[:MAX_TABLES])
+        ], batch_size=50)  # fmt: skip
     return Outcome(key, result, chunks=len(drafts), ocr_pages=extracted.ocr_pages, document_pk=document.pk)
 
 

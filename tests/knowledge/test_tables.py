@@ -1,0 +1,138 @@
+"""Tables as tables (issue 51, first part): every table a document holds is kept with its typed columns and rows,
+tied to its version and to its document's access; one SELECT runs over one table in an engine that holds only it."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge import selectors
+from knowledge.compute import QueryRefused, compute
+from knowledge.ingest.tables import markdown_tables
+from knowledge.models import Document, DocumentTable
+from tenants.principals import Viewer
+from tests.factories import make_folder_source
+
+LEDGER = [("Order", "Region", "Amount", "Shipped", "Status"),
+          ("A-1", "West", 1200.5, "2026-03-01", "shipped"), ("A-2", "East", 300, "2026-03-04", "pending"),
+          ("A-3", "West", 99.5, "2026-03-05", "shipped"), ("A-4", "North", 250, "2026-04-02", "pending")]  # fmt: skip
+
+
+def _workbook(path) -> None:  # type: ignore[no-untyped-def]
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Orders"
+    sheet.append(["Order ledger, March and April"])  # a title row above the header, as people write them
+    sheet.append([])
+    for row in LEDGER:
+        sheet.append(list(row))
+    book.save(path)
+
+
+def test_spreadsheets_csv_and_markdown_tables_are_kept_typed_and_tied_to_their_version(tenant_a, tmp_path):
+    root = tmp_path / "kb"
+    root.mkdir()
+    _workbook(root / "ledger.xlsx")
+    (root / "stock.csv").write_text('SKU,Product,Stock\nS-1,Widget,40\nS-2,"Gadget, large",7\n')
+    (root / "prices.md").write_text("# Prices\n\nIntro text.\n\n## Zones\n\n| Zone | Price |\n|---|---|\n"
+                                    "| North | 12 |\n| South | 15 |\n")  # fmt: skip
+    make_folder_source(tenant=tenant_a, root=root, files={})
+    ledger = DocumentTable.objects.get(document__document_key="ledger.xlsx")
+    assert ledger.name == "Sheet Orders" and ledger.row_count == 4
+    # The title row above the header is not the header: the ledger's columns are.
+    types = {c["name"]: c["type"] for c in ledger.columns}
+    assert types == {"Order": "text", "Region": "text", "Amount": "number", "Shipped": "date", "Status": "text"}
+    assert ledger.row_numbers == [4, 5, 6, 7]
+    stock = DocumentTable.objects.get(document__document_key="stock.csv")
+    assert [c["name"] for c in stock.columns] == ["SKU", "Product", "Stock"] and stock.rows[1][1] == "Gadget, large"
+    assert [c["type"] for c in stock.columns] == ["text", "text", "number"] and stock.row_numbers == [2, 3]
+    zones = DocumentTable.objects.get(document__document_key="prices.md")
+    assert zones.name == "Zones" and zones.rows == [["North", "12"], ["South", "15"]]
+    first = stock.version
+    (root / "stock.csv").write_text("SKU,Product,Stock\nS-1,Widget,41\n")
+    make_folder_source(tenant=tenant_a, root=root, files={})
+    latest = selectors.live_tables(viewer=Viewer.everything(tenant_a)).get(document__document_key="stock.csv")
+    assert latest.version != first and latest.rows == [["S-1", "Widget", "41"]]
+    assert DocumentTable.objects.filter(version=first).exists()  # the old version keeps its own table
+
+
+def test_a_sheet_whose_first_row_is_its_header_reads_its_columns_and_types(tenant_a, tmp_path):
+    import openpyxl
+
+    root = tmp_path / "kb"
+    root.mkdir()
+    book = openpyxl.Workbook()
+    for row in LEDGER:
+        book.active.append(list(row))
+    book.save(root / "orders.xlsx")
+    make_folder_source(tenant=tenant_a, root=root, files={})
+    table = DocumentTable.objects.get()
+    assert [(c["name"], c["type"]) for c in table.columns] == [
+        ("Order", "text"),
+        ("Region", "text"),
+        ("Amount", "number"),
+        ("Shipped", "date"),
+        ("Status", "text"),
+    ]
+    assert table.row_numbers == [2, 3, 4, 5]  # as the spreadsheet numbers them
+    total = compute(table, "SELECT Region, sum(Amount) AS total FROM data GROUP BY Region ORDER BY total DESC")
+    assert total.rows == [["West", 1300.0], ["East", 300.0], ["North", 250.0]]
+    pending = compute(table, "SELECT count(*), group_concat(_row) FROM data WHERE Status = 'pending' "
+                             "AND Shipped >= '2026-03-02'")  # fmt: skip
+    assert pending.rows == [[2, "3,5"]]
+
+
+def test_a_restricted_documents_tables_are_not_the_others_to_compute_over(tenant_a, tmp_path):
+    from knowledge import services
+    from tenants.services import group_create
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={
+        "salaries.csv": "Name,Salary\nAna,5000\nBo,6000\n", "prices.csv": "Item,Price\nTea,3\n"})  # fmt: skip
+    group_create(tenant=tenant_a, name="hr")
+    salaries = Document.objects.get(document_key="salaries.csv")
+    services.document_set_access(tenant=tenant_a, document=salaries, access=["group:hr"])
+    staff = Viewer(tenant=tenant_a, principals=["tenant"])
+    hr = Viewer(tenant=tenant_a, principals=["tenant", "group:hr"])
+    seen = {t.document.document_key for t in selectors.live_tables(viewer=staff)}
+    assert seen == {"prices.csv"}
+    assert {t.document.document_key for t in selectors.live_tables(viewer=hr)} == {"prices.csv", "salaries.csv"}
+
+
+class _Table:
+    columns = [{"name": "Region", "type": "text"}, {"name": "Amount", "type": "number"},
+               {"name": 'x"; DROP TABLE data; --', "type": "text"}]  # fmt: skip
+    rows = [["West", "1,200.50", '=HYPERLINK("http://evil")'], ["East", "300", "' OR 1=1 --"]]
+    row_numbers = [2, 3]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM sqlite_master", "SELECT * FROM pragma_table_info('data')", "ATTACH DATABASE ':memory:' AS x",
+    "PRAGMA table_info(data)", "DELETE FROM data", "UPDATE data SET Amount = 0", "DROP TABLE data",
+    "CREATE TEMP TABLE y(a)", "SELECT load_extension('x')", "SELECT 1; SELECT 2", "SELEC nonsense",
+    "INSERT INTO data VALUES (1, 'a', 2, 'b')",
+])  # fmt: skip
+def test_the_engine_runs_one_select_over_its_one_table_and_refuses_anything_else(sql):
+    with pytest.raises(QueryRefused):
+        compute(_Table(), sql)
+
+
+def test_hostile_cells_and_column_names_stay_data_and_limits_hold():
+    odd = compute(_Table(), 'SELECT "x""; DROP TABLE data; --", _row FROM data ORDER BY _row')
+    assert odd.rows == [['=HYPERLINK("http://evil")', 2], ["' OR 1=1 --", 3]]
+    assert compute(_Table(), "SELECT sum(Amount) FROM data").rows == [[1500.5]]
+
+    class Big:
+        columns = [{"name": "n", "type": "number"}]
+        rows = [[str(n)] for n in range(3000)]
+        row_numbers = list(range(2, 3002))
+
+    capped = compute(Big(), "SELECT n FROM data", max_rows=50)
+    assert len(capped.rows) == 50 and capped.truncated
+    with pytest.raises(QueryRefused, match="time limit"):
+        compute(Big(), "SELECT count(*) FROM data a, data b, data c", time_limit_s=0.2)
+
+
+def test_markdown_tables_are_named_by_their_heading_and_keep_escaped_pipes():
+    tables = markdown_tables("# Doc\n\n## Codes\n\n| Code | Meaning |\n|---|---|\n| a\\|b | either |\n", "doc.md")
+    assert tables[0].name == "Codes" and tables[0].rows == [["a|b", "either"]] and tables[0].row_numbers == [7]
