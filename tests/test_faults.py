@@ -140,8 +140,8 @@ def topology(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def _sync(topology: Topology, folder: Path, name: str = "pages") -> tuple[str, str]:
-    source = topology.api("POST", "sources/", {"kind": "folder", "name": name, "path": str(folder)})
-    job = topology.api("POST", f"sources/{source['id']}/sync/")
+    source = topology.api("POST", "sources/", {"kind": "folder", "name": name, "path": str(folder), "sync": False})
+    job = topology.api("POST", f"sources/{source['id']}/sync/")  # the sync route itself (creation would sync too)
     return source["id"], job["id"]
 
 

@@ -52,8 +52,10 @@ def test_an_admin_adds_a_vault_and_a_repository_and_syncs_them(live_server, tran
     page.fill("#path", str(repo.path))
     page.fill("#branch", "main")
     page.click("#new-source button[type=submit]")
-    assert "Created src:acme:git:handbook" in page.inner_text("main")
-    page.locator("tr", has_text="src:acme:git:handbook").locator("button:has-text('Re-sync')").click()
+    assert "Created src:acme:git:handbook" in page.inner_text(
+        "main"
+    ) and "Its first sync is running" in page.inner_text("main")
+    page.locator("tr", has_text="src:acme:git:handbook").locator("td:nth-child(5) a").click()  # its first sync's job
     page.wait_for_url(f"{live_server.url}/t/acme/jobs/**")
     page.wait_for_selector("text=Read 2 commit(s)")
     assert_accessible(page)
