@@ -111,7 +111,8 @@ class SourceAdminForm(forms.ModelForm):
         if self.instance.pk is None and tenant and kind and sources.KINDS[kind].check is not None:
             # Checked again wherever it is read (sync, retry, the worker); here for a clear answer now.
             try:
-                data["path"] = sources.location_check(kind, data.get("path") or "", tenant.slug)
+                self.instance.set_location(sources.location_check(kind, data.get("path") or "", tenant.slug))
+                data["path"] = self.instance.path  # a URL's credential sealed apart (knowledge/sealed.py)
             except FolderNotAllowed as exc:
                 self.add_error("path", str(exc))
         return data

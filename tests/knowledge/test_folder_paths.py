@@ -95,6 +95,17 @@ def test_a_folder_source_added_in_the_admin_must_lie_inside_an_allowed_root(tena
                               "default_mode": "auto", "ocr_languages": "spa+eng"})  # fmt: skip
     assert added.status_code == 302
     assert Source.objects.get(label="kb").path == str(allowed.resolve())
+    # A git URL added in the admin keeps its credential sealed apart too (knowledge/sealed.py).
+    from django.test import override_settings
+
+    from knowledge.sealed import unseal
+
+    with override_settings(RAG_ALLOWED_GIT_URLS=["https://git.example.com/acme/"]):
+        token_url = "https://ada:t0ken@git.example.com/acme/repo.git"
+        client.post(url, {"tenant": tenant_a.pk, "kind": "git", "label": "repo", "default_mode": "auto",
+                          "path": token_url, "ocr_languages": "spa+eng"})  # fmt: skip
+    repo = Source.objects.get(label="repo")
+    assert repo.path == "https://git.example.com/acme/repo.git" and unseal(repo.credential) == "ada:t0ken"
 
 
 def test_a_new_folder_source_syncs_at_once_over_rest_and_on_the_pages(tenant_a, folders):
