@@ -33,6 +33,9 @@ def test_an_admin_adds_a_vault_and_a_repository_and_syncs_them(live_server, tran
     page.click("text=Add a server folder, an Obsidian vault or a git repository")
     page.wait_for_url(f"{live_server.url}/t/acme/sources/#new-source")
     assert_accessible(page)
+    # What the admin can add alone (issue 50): the workspace's drop folder, where it is, what it holds.
+    help_text = page.inner_text("#where-help")
+    assert "drop folder" in help_text and "/drop/acme" in help_text and "Allowed locations" in help_text
 
     page.select_option("#kind", "obsidian")
     page.fill("#name", "wiki")

@@ -97,6 +97,9 @@ def test_an_operator_opens_a_workspace_an_admin_joins_by_email_resets_a_password
     page.click("#key-create button[type=submit]")
     raw = page.inner_text("#new-key-value").strip()
     assert raw.startswith("rag_") and ApiKey.objects.get(name="support bot").scope == "read"
+    examples = page.locator("#key-examples")  # each door's call, with this key, open at once (issue 50)
+    assert examples.is_visible() and f"Api-Key {raw}" in examples.inner_text()
+    assert f"Bearer {raw}" in examples.inner_text() and f"{live_server.url}/v1" in examples.inner_text()
     assert_accessible(page)
 
     def agent(path: str, body: dict | None = None) -> int:
