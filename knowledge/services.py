@@ -637,6 +637,8 @@ def allowed_location_add(*, kind: str, value: str, operator: str) -> AllowedLoca
     """Allow every tenant's web and API users to read under a server folder (absolute, existing; stored resolved), a
     git URL prefix or a website prefix (http or https, no credential). Logged with the operator's name."""
     value = value.strip()
+    if not value or len(value) > 1000:
+        raise LocationRefused("Give a folder or URL prefix of at most 1,000 characters.")
     if kind == AllowedLocation.Kind.FOLDER:
         given = Path(value).expanduser()
         if not given.is_absolute() or not given.is_dir():

@@ -109,6 +109,10 @@ def source_list(request: TenantRequest) -> HttpResponse:
 @require_POST
 def source_drop(request: TenantRequest) -> HttpResponse:
     """A folder sent as a zip archive into the workspace's drop folder (then added as a source like any there)."""
+    too_large = request_too_large(request.META)
+    if too_large:
+        messages.error(request, too_large)
+        return redirect("knowledge:source-list", request.tenant.slug)
     sent = request.FILES.get("archive")
     if sent is None:
         messages.error(request, "Choose a .zip archive of the folder first.")
@@ -116,8 +120,9 @@ def source_drop(request: TenantRequest) -> HttpResponse:
     try:
         folder, count, skips = services.drop_folder_fill(tenant=request.tenant, name=request.POST.get("name", ""),
                                                           upload_name=raw_name(sent), data=sent.read())  # fmt: skip
-    except UploadRejected as exc:
-        messages.error(request, str(exc))
+    except (UploadRejected, OSError) as exc:  # a full disk says so; what was unpacked stays, and is listed
+        messages.error(request, str(exc) if isinstance(exc, UploadRejected) else
+                       f"The folder could not be unpacked ({exc.strerror or type(exc).__name__}).")  # fmt: skip
         return redirect("knowledge:source-list", request.tenant.slug)
     left = f" {len(skips)} file(s) left out (they cannot be indexed)." if skips else ""
     messages.success(request, f"Unpacked {count} file(s) into {folder.name} in the drop folder.{left} Add it below: "
@@ -504,7 +509,8 @@ def allowed_locations(request: HttpRequest) -> HttpResponse:
     operator = request.user.get_username()
     if request.method == "POST":
         if request.POST.get("remove"):
-            services.allowed_location_remove(pk=int(request.POST["remove"]), operator=operator)
+            if request.POST["remove"].isdigit():
+                services.allowed_location_remove(pk=int(request.POST["remove"]), operator=operator)
             messages.success(request, "Removed.")
         else:
             try:

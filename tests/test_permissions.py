@@ -68,6 +68,8 @@ def _reads(company: dict[str, Any], client: APIClient, identity: str) -> dict[st
         ),  # fmt: skip
         "changes": client.get(f"{base}/changes/?since=2000-01-01"),
         "review": client.get(f"{base}/review/"),
+        # The page a citation opens (sessions only: a key is sent to sign in), the cited chunk asked for.
+        "read": client.get(f"/t/acme/read/{secret.document_id}/?chunk={secret.chunks.first().chunk_id}"),
     }
     # The OpenAI-compatible door: keys only (a session gets 401); no model here, so the answer is the excerpts.
     openai_client = APIClient()
@@ -116,6 +118,8 @@ def test_every_rest_door_shows_the_restricted_document_exactly_to_those_who_may_
     assert ("salaries.md" in got["retrieve-every-version"][1]) is sees
     if "dify" in got:
         assert got["dify"][0] == (200 if sees else 404)
+    if identity in SESSION_USERS:
+        assert got["read"][0] == (200 if sees else 404) and (CANARY in got["read"][1]) is sees
     if identity in SESSION_USERS:
         assert got["openai"][0] == got["openai-stream"][0] == got["openai-models"][0] == 401
     else:

@@ -177,6 +177,10 @@ def test_each_tenant_reads_its_own_drop_folder_and_what_the_operator_allows_on_t
     page.post("/operator/locations/", {"kind": "folder", "value": str(tmp_path / "shares")})
     assert folder_path_check(str(shares), "acme") == shares.resolve() == folder_path_check(str(shares), "globex")
     assert str(tmp_path / "shares") in page.get("/operator/locations/").content.decode()
+    # Bad input is a message, never a 500.
+    assert page.post("/operator/locations/", {"remove": "not-a-number"}).status_code == 302
+    too_long = page.post("/operator/locations/", {"kind": "web", "value": "https://x/" + "a" * 1200}, follow=True)
+    assert "at most 1,000 characters" in too_long.content.decode()
 
 
 def test_an_admin_sends_a_folder_as_a_zip_into_the_drop_folder_and_adds_it_with_no_shell(
@@ -213,3 +217,7 @@ def test_an_admin_sends_a_folder_as_a_zip_into_the_drop_folder_and_adds_it_with_
     assert not (drop_folder("globex") / "wiki").exists()  # another workspace's drop folder is untouched
     refused = page.post("/t/acme/sources/drop/", {"archive": SimpleUploadedFile("notes.txt", b"plain")}, follow=True)
     assert "Send the folder as a .zip archive" in refused.content.decode()
+    settings.RAG_MAX_REQUEST_BYTES = 100
+    too_big = page.post("/t/acme/sources/drop/", {"archive": SimpleUploadedFile("big.zip", buffer.getvalue())},
+                        follow=True)  # fmt: skip
+    assert too_big.status_code == 200 and "one request may carry at most" in too_big.content.decode()

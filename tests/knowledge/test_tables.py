@@ -9,6 +9,7 @@ from knowledge import selectors
 from knowledge.compute import QueryRefused, compute
 from knowledge.ingest.tables import markdown_tables
 from knowledge.models import Document, DocumentTable
+from tenants.models import Tenant
 from tenants.principals import Viewer
 from tests.factories import make_folder_source
 
@@ -97,6 +98,8 @@ def test_a_restricted_documents_tables_are_not_the_others_to_compute_over(tenant
     seen = {t.document.document_key for t in selectors.live_tables(viewer=staff)}
     assert seen == {"prices.csv"}
     assert {t.document.document_key for t in selectors.live_tables(viewer=hr)} == {"prices.csv", "salaries.csv"}
+    other = Tenant.objects.create(slug="globex", name="Globex")
+    assert not selectors.live_tables(viewer=Viewer.everything(other)).exists()  # another tenant: nothing
 
 
 class _Table:

@@ -227,8 +227,9 @@ def test_searches_go_on_while_the_store_is_optimized_and_writes_made_meanwhile_l
     optimizing = threading.Thread(target=store.optimize, kwargs={"quiet_for": 0})
     optimizing.start()
     work = tmp_path / "q" / f"{IDENTITY.collection}.optimizing"
-    while not work.exists():
+    while not work.exists() and optimizing.is_alive():
         optimizing.join(0.05)
+    assert work.exists(), "the optimization ended before its copy was made"
     writing = threading.Thread(target=store.upsert, args=(IDENTITY, [_point(99, "A", "written meanwhile")]))
     writing.start()  # waits for the swap: the copy being optimized would not hold it
     assert [h.id for h in store.search(IDENTITY, scope, dense=dense, sparse=None, limit=10)] == before
