@@ -160,6 +160,21 @@ def _worker_pid(topology: Topology, job_id: str) -> int:
     return int(json.loads(params[0][0])["worker"]["pid"])
 
 
+def _paused_between_writes(topology: Topology, pid: int) -> int:
+    """Stop `pid` (SIGSTOP) at a moment it holds no write transaction on the database, so others can write."""
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with sqlite3.connect(topology.root / "data" / "ragsite.sqlite3", timeout=0.5) as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.rollback()
+            return pid
+        except sqlite3.OperationalError:  # stopped inside a write: let it finish and try again
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+    raise AssertionError(f"process {pid} never left its write transactions")
+
+
 def test_a_worker_killed_mid_job_is_recovered_and_the_job_completes_without_duplicates(topology, tmp_path):
     job_id = _sync_running(
         topology, tmp_path, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20
@@ -202,13 +217,17 @@ def test_two_syncs_of_one_source_at_once_run_one_after_the_other(topology, tmp_p
         topology, tmp_path, lambda j: j["status"] == "running" and j["progress"]["documents_done"] >= 20
     )
     _write_corpus(tmp_path / "pages", DOCUMENTS, version=" (edited)")
-    command = [sys.executable, "manage.py", "ingest", "acme", str(tmp_path / "pages"), "--source", "pages"]
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    cli = subprocess.Popen(command, cwd=ROOT, env=topology.env, text=True, **pipes)
-    deadline, waiting = time.monotonic() + 120, []
-    while not waiting and time.monotonic() < deadline:
-        waiting = [j for j in topology.api("GET", "jobs/") if "Waiting for job" in (j.get("message") or "")]
-        time.sleep(0.2)
+    worker = _paused_between_writes(topology, _worker_pid(topology, first))  # however fast this machine is
+    try:
+        command = [sys.executable, "manage.py", "ingest", "acme", str(tmp_path / "pages"), "--source", "pages"]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        cli = subprocess.Popen(command, cwd=ROOT, env=topology.env, text=True, **pipes)
+        deadline, waiting = time.monotonic() + 120, []
+        while not waiting and time.monotonic() < deadline:
+            waiting = [j for j in topology.api("GET", "jobs/") if "Waiting for job" in (j.get("message") or "")]
+            time.sleep(0.2)
+    finally:
+        os.kill(worker, signal.SIGCONT)
     assert waiting and first in waiting[0]["message"], topology.api("GET", "jobs/")
     out, err = cli.communicate(timeout=300)
     assert cli.returncode == 0, err
