@@ -13,8 +13,10 @@ REAL, dates ISO text, the rest text as found; `_row` is each row's number in its
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,13 +53,43 @@ def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+KEYWORDS = frozenset(
+    "abort action add after all alter and as asc before begin between by case cast check collate column commit "
+    "constraint create cross current default delete desc distinct drop each else end escape except exists filter "
+    "from full glob group having if in index inner insert intersect into is isnull join key left like limit match "
+    "natural not notnull null of offset on or order outer over partition primary range references regexp replace "
+    "right row rows select set table then to union unique update using values view when where window with".split()
+)  # fmt: skip
+
+
+def identifiers(columns: Sequence[dict[str, str]]) -> list[str]:
+    """Each column's name in the engine: its words in lower case joined by `_` ("Unit price" → unit_price), an
+    SQL keyword followed by `_` (order_), never empty, each once. Whatever a column's name holds (quotes, SQL),
+    its identifier is only letters, digits and `_`; the names as found stay what answers and citations show."""
+    out: list[str] = []
+    for column in columns:
+        folded = unicodedata.normalize("NFKD", column["name"]).encode("ascii", "ignore").decode().lower()
+        name = re.sub(r"[^a-z0-9]+", "_", folded).strip("_")[:60] or "column"
+        if name[0].isdigit():
+            name = f"c_{name}"
+        if name in KEYWORDS or name == ROW_COLUMN.strip("_"):
+            name = f"{name}_"
+        base, n = name, 1
+        while name in out:
+            n += 1
+            name = f"{base}_{n}"
+        out.append(name)
+    return out
+
+
 def load(
     columns: Sequence[dict[str, str]], rows: Sequence[Sequence[str]], row_numbers: Sequence[int]
 ) -> sqlite3.Connection:
     """An in-memory database holding the one table, typed; nothing else."""
     connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    kinds = {"number": "REAL", "date": "TEXT", "text": "TEXT"}
-    typed = [f"{quoted(c['name'])} {kinds.get(c.get('type', 'text'), 'TEXT')}" for c in columns]
+    kinds = {"number": "REAL", "date": "TEXT", "text": "TEXT COLLATE NOCASE"}  # 'west' finds "West"
+    names = identifiers(columns)
+    typed = [f"{quoted(n)} {kinds.get(c.get('type', 'text'), 'TEXT')}" for n, c in zip(names, columns, strict=True)]
     definition = ", ".join([f"{quoted(ROW_COLUMN)} INTEGER", *typed])
     connection.execute(f"CREATE TABLE {TABLE} ({definition})")
     converted = []
@@ -127,3 +159,137 @@ def compute(table: Any, sql: str, **limits: Any) -> Computed:
         return run(connection, sql, **limits)
     finally:
         connection.close()
+
+
+@dataclass
+class Used:
+    """The rows a result was computed from (their numbers in the source, up to `limit`) and how many there are."""
+
+    rows: list[int]
+    count: int
+
+
+def rows_used(table: Any, sql: str, result: Computed, *, limit: int = 5) -> Used | None:
+    """Which of the table's rows a query's result stands on: for a query that aggregates, the rows its WHERE keeps
+    (within the groups the result shows); otherwise the rows it returned. None when the query cannot be read so
+    (sqlglot parses it; what may run is still decided by the engine alone)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return None
+    if not isinstance(tree, exp.Select) or tree.args.get("with") or tree.find(exp.Subquery, exp.Union):
+        return None
+    grouped = tree.args.get("group")
+    aggregates = bool(grouped) or any(e.find(exp.AggFunc) for e in tree.expressions)
+    if aggregates:
+        query = exp.select(exp.column(ROW_COLUMN, quoted=True)).from_(TABLE)
+        if tree.args.get("where"):
+            query = query.where(tree.args["where"].this.copy())
+        params: list[Any] = []
+        if grouped and len(grouped.expressions) == 1 and result.rows:
+            key = grouped.expressions[0]
+            shown = [e.unalias() if isinstance(e, exp.Alias) else e for e in tree.expressions]
+            at = next((i for i, e in enumerate(shown) if e == key), None)
+            if at is None:
+                return None
+            values = [row[at] for row in result.rows]
+            params = values
+            marks = ", ".join("?" * len(values))
+            query = query.where(f"({key.sql('sqlite')}) IN ({marks})")
+        sql_rows = query.order_by(exp.column(ROW_COLUMN, quoted=True)).sql("sqlite")
+    else:
+        query = tree.copy()
+        query.set("expressions", [exp.column(ROW_COLUMN, quoted=True)])
+        query.set("distinct", None)
+        sql_rows, params = query.sql("sqlite"), []
+    connection = load(table.columns, table.rows, table.row_numbers)
+    try:
+        connection.set_authorizer(_authorizer)
+        numbers = [int(r[0]) for r in connection.execute(sql_rows, params).fetchall() if r[0] is not None]
+    except (sqlite3.DatabaseError, sqlite3.ProgrammingError, ValueError):
+        return None
+    finally:
+        connection.close()
+    return Used(numbers[:limit], len(numbers))
+
+
+def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
+    """The query with its text filters checked against what the table holds (a small model puts a value in the
+    wrong column, or adds a filter the question never asked for): `region = 'Globex'` where Globex is a customer
+    becomes `customer = 'Globex'`; a filter on a value the question never names is dropped, unless its column holds
+    only two values (a yes/no the question's words imply: "remote employees"). Returns the query and what was
+    changed, in words (shown with the answer). A query sqlglot cannot read is returned as it is (the engine decides
+    whether it runs)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.SqlglotError:
+        return sql, []
+    names = identifiers(table.columns)
+    held: dict[str, set[str]] = {}
+    for i, (name, column) in enumerate(zip(names, table.columns, strict=True)):
+        if column.get("type", "text") == "text":
+            cells = {row[i].casefold() for row in table.rows if i < len(row) and row[i]}
+            if len(cells) <= 200:
+                held[name] = cells
+    asked = question.casefold()
+    changes: list[str] = []
+    for node in list(tree.find_all(exp.EQ, exp.In)):
+        column, literals = (node.this, node.expressions) if isinstance(node, exp.In) else (node.this, [node.expression])
+        if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Column):
+            column, literals = node.expression, [node.this]
+        if not isinstance(column, exp.Column) or column.name.lower() not in held or not literals:
+            continue
+        if not all(isinstance(v, exp.Literal) and v.is_string for v in literals):
+            continue
+        wanted = [str(v.this).casefold() for v in literals]
+        named = all(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", asked) for w in wanted)
+        cells = held[column.name.lower()]
+        if all(w in cells for w in wanted) and (named or len(cells) <= 2):
+            continue  # what the question asks (or the yes/no its words imply)
+        other = next((n for n, values in held.items() if all(w in values for w in wanted)), None)
+        if named and other is not None and other != column.name.lower():
+            changes.append(f"{column.name} → {other} (where {', '.join(wanted)} is found)")
+            column.set("this", exp.to_identifier(other))
+        elif not named:
+            changes.append(f"dropped {node.sql('sqlite')} (the question does not ask for it)")
+            node.replace(exp.true())
+    return (tree.sql("sqlite") if changes else sql), changes
+
+
+def schema(table: Any, *, samples: int = 3, listed: int = 12) -> str:
+    """The table as the model is shown it: each column's identifier, its type, its name as found and what it
+    holds (every value when there are at most `listed` distinct ones, else a few samples; a number's or a date's
+    range)."""
+    lines = []
+    names = identifiers(table.columns)
+    for i, (name, column) in enumerate(zip(names, table.columns, strict=True)):
+        kind = column.get("type", "text")
+        values = [row[i] for row in table.rows if i < len(row) and row[i]]
+        found = f'"{column["name"][:80]}"'
+        if kind == "number":
+            numbers = [n for n in (as_number(v) for v in values) if n is not None]
+            held = f"from {_plain(min(numbers))} to {_plain(max(numbers))}" if numbers else "empty"
+            lines.append((f"{name} REAL", f"{found}, {held}"))
+        elif kind == "date":
+            dates = sorted(d for d in (as_date(v) for v in values) if d)
+            held = f"from '{dates[0]}' to '{dates[-1]}'" if dates else "empty"
+            lines.append((f"{name} TEXT", f"{found}, a date 'YYYY-MM-DD' {held}; a month: strftime('%Y-%m', {name})"))
+        else:
+            distinct = list(dict.fromkeys(values))
+            shown = distinct if len(distinct) <= listed else distinct[:samples]
+            held = ", ".join("'" + v[:60].replace("'", "''") + "'" for v in shown)
+            word = "one of" if len(distinct) <= listed else "e.g."
+            lines.append((f"{name} TEXT", f"{found}, {word} {held}" if held else found))
+    body = "\n".join(f"  {column}{',' if n < len(lines) - 1 else ''} -- {comment}"
+                       for n, (column, comment) in enumerate(lines))  # fmt: skip
+    return f"CREATE TABLE {TABLE} (\n{body}\n);"
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import selectors
-from knowledge.compute import QueryRefused, compute
+from knowledge.compute import QueryRefused, compute, grounded, identifiers, rows_used, schema
 from knowledge.ingest.tables import markdown_tables
 from knowledge.models import Document, DocumentTable
 from tenants.models import Tenant
@@ -121,7 +121,8 @@ def test_the_engine_runs_one_select_over_its_one_table_and_refuses_anything_else
 
 
 def test_hostile_cells_and_column_names_stay_data_and_limits_hold():
-    odd = compute(_Table(), 'SELECT "x""; DROP TABLE data; --", _row FROM data ORDER BY _row')
+    assert identifiers(_Table.columns) == ["region", "amount", "x_drop_table_data"]  # the engine's names: words only
+    odd = compute(_Table(), "SELECT x_drop_table_data, _row FROM data ORDER BY _row")
     assert odd.rows == [['=HYPERLINK("http://evil")', 2], ["' OR 1=1 --", 3]]
     assert compute(_Table(), "SELECT sum(Amount) FROM data").rows == [[1500.5]]
 
@@ -139,3 +140,48 @@ def test_hostile_cells_and_column_names_stay_data_and_limits_hold():
 def test_markdown_tables_are_named_by_their_heading_and_keep_escaped_pipes():
     tables = markdown_tables("# Doc\n\n## Codes\n\n| Code | Meaning |\n|---|---|\n| a\\|b | either |\n", "doc.md")
     assert tables[0].name == "Codes" and tables[0].rows == [["a|b", "either"]] and tables[0].row_numbers == [7]
+
+
+def test_column_identifiers_are_words_once_each_and_never_a_keyword():
+    columns = [{"name": n} for n in ("Order", "Unit price", "Unit-price", "2025 total", "Año", "", "_row")]
+    assert identifiers(columns) == ["order_", "unit_price", "unit_price_2", "c_2025_total", "ano", "column_", "row_"]
+
+
+def test_the_rows_a_result_stands_on_are_those_its_filter_keeps_within_the_groups_it_shows():
+    where = compute(_Ledger(), "SELECT SUM(amount) AS total FROM data WHERE region = 'west'")
+    assert where.rows == [[1300.0]]  # text compares without case
+    assert rows_used(_Ledger(), "SELECT SUM(amount) AS total FROM data WHERE region = 'west'", where).rows == [2, 4]
+    top = "SELECT region, COUNT(*) AS n FROM data GROUP BY region ORDER BY n DESC LIMIT 1"
+    used = rows_used(_Ledger(), top, compute(_Ledger(), top))
+    assert used is not None and used.rows == [2, 4] and used.count == 2
+    listed = "SELECT sku FROM data WHERE amount < 500 ORDER BY amount"
+    assert rows_used(_Ledger(), listed, compute(_Ledger(), listed)).rows == [4, 3]  # the rows it returned
+    assert rows_used(_Ledger(), "SELEC nonsense", where) is None
+
+
+def test_a_filter_on_the_wrong_column_is_moved_and_one_the_question_never_asked_for_is_dropped():
+    moved, changes = grounded("SELECT COUNT(*) FROM data WHERE region = 'Globex'", _Ledger(), "How many from Globex?")
+    assert moved == "SELECT COUNT(*) FROM data WHERE customer = 'Globex'" and changes
+    invented = "SELECT SUM(amount) FROM data WHERE region = 'East' AND customer = 'Acme'"
+    dropped, changes = grounded(invented, _Ledger(), "What did Acme order in total?")
+    assert compute(_Ledger(), dropped).rows == [[1900.0]] and "region" in changes[0]
+    kept = "SELECT COUNT(*) FROM data WHERE region = 'West'"
+    assert grounded(kept, _Ledger(), "How many orders in the West?") == (kept, [])
+
+
+def test_the_schema_the_model_reads_names_each_column_its_values_and_ranges():
+    text = schema(_Ledger())
+    assert "region TEXT, -- \"Region\", one of 'West', 'East', 'North'" in text
+    assert 'amount REAL, -- "Amount", from 99.5 to 1200.5' in text
+    assert "shipped TEXT, -- \"Shipped\", a date 'YYYY-MM-DD' from '2026-03-01' to '2026-04-02'" in text
+
+
+class _Ledger:
+    columns = [{"name": "Order", "type": "text"}, {"name": "Region", "type": "text"},
+               {"name": "Customer", "type": "text"}, {"name": "Amount", "type": "number"},
+               {"name": "Shipped", "type": "date"}, {"name": "SKU", "type": "text"}]  # fmt: skip
+    rows = [["A-1", "West", "Acme", "1,200.50", "2026-03-01", "S1"],
+            ["A-2", "East", "Globex", "300", "2026-03-04", "S2"],
+            ["A-3", "West", "Acme", "99.5", "2026-03-05", "S3"],
+            ["A-4", "North", "Acme", "600", "2026-04-02", "S4"]]  # fmt: skip
+    row_numbers = [2, 3, 4, 5]
