@@ -381,6 +381,14 @@ def live_tables(*, viewer: Viewer) -> TenantQuerySet[DocumentTable]:
             .select_related("document", "version"))  # fmt: skip
 
 
+def tables_of_versions(*, viewer: Viewer, version_ids: list[int]) -> TenantQuerySet[DocumentTable]:
+    """The tables of these document versions (those retrieval found: current ones, or those in force as of a past
+    day) that the viewer may see: an answer computes over the very version its excerpts come from."""
+    return (DocumentTable.objects.for_tenant(viewer.tenant)
+            .filter(readers_match(viewer, path="document__"), version_id__in=version_ids)
+            .select_related("document", "version"))  # fmt: skip
+
+
 def cited_texts(*, viewer: Viewer, cited: list[tuple[str, int | None]]) -> dict[tuple[str, int | None], str]:
     """The text of each cited chunk (chunk id, version number; None: the live one) the viewer may see now, for an
     answer reopened later: the version it cited, whatever has been written since."""

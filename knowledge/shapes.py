@@ -137,6 +137,7 @@ class HitSerializer(serializers.Serializer):
             "version": chunk.document_version.version if chunk.document_version_id else None,
             "freshness": hit.freshness,
             "signals": hit.signals,
+            "table": hit.table,  # a kept table this hit shows ({name, columns, rows}): answers can compute over it
         }
 
 

@@ -22,7 +22,7 @@ from knowledge.index.vectorstore import RRF_K, Hit, Scope, get_store
 from knowledge.models import RANKING_ONLY_MODES, Chunk, DocumentVersion, Status
 from knowledge.search.ranking import definition_names, is_test_path, mentions_tests, rrf_merge
 from knowledge.search.specific import Plan, plan
-from knowledge.selectors import query_principals
+from knowledge.selectors import query_principals, tables_of_versions
 from knowledge.validity import Clock, Freshness
 from tenants.models import Tenant
 from tenants.principals import Viewer
@@ -77,6 +77,7 @@ class RetrievedChunk:
     rerank: float | None = None  # the cross-encoder's logit, when the hit was reranked
     defines: list[str] = field(default_factory=list)  # names of the question this chunk defines (code)
     freshness: Freshness | None = None  # is what it says still true (knowledge/validity.py)
+    table: dict[str, Any] | None = None  # the table the chunk shows, which an answer can compute over
 
     @property
     def location_page(self) -> int | None:
@@ -354,7 +355,28 @@ def retrieve(
         result.page = page_of(result.chunk, query)
         result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
                                            in_force=served_in_force(filters, clock))  # fmt: skip
+    with_tables(viewer, results)
     return results
+
+
+def with_tables(viewer: Viewer, results: list[RetrievedChunk]) -> None:
+    """Say of each hit that shows a kept table (knowledge.models.DocumentTable of its version: the sheet or the
+    heading the chunk is under, or the version's one table) which it is: its name, columns and rows, so an agent
+    knows it can ask for a computation over it."""
+    versions = {r.chunk.document_version_id for r in results if r.chunk.document_version_id}
+    if not versions:
+        return
+    kept: dict[int, list[Any]] = {}
+    for table in tables_of_versions(viewer=viewer, version_ids=list(versions)).defer("rows", "row_numbers"):
+        kept.setdefault(table.version_id, []).append(table)
+    for result in results:
+        tables = kept.get(result.chunk.document_version_id or 0, [])
+        named = [t for t in tables if t.name == result.chunk.heading] or (tables if len(tables) == 1 else [])
+        whole = result.chunk.document.display_key.lower().endswith((".csv", ".tsv"))  # the file is its table
+        if named and (whole or "|" in result.chunk.text or "Row " in result.chunk.text):
+            table = named[0]
+            columns = [{"name": c["name"], "type": c.get("type", "text")} for c in table.columns]
+            result.table = {"name": table.name, "columns": columns, "rows": table.row_count}
 
 
 HYDRATE_SPARE = 4  # hits read from SQL beyond those that can be returned, for the ones SQL drops

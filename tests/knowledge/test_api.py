@@ -68,7 +68,7 @@ def test_retrieve_returns_located_hits_with_signals(corpus_a, key_a):
     assert set(hit) == {
         "chunk_id", "document_id", "source_id", "document_key", "title", "heading", "text", "score", "mode",
         "line_start", "line_end", "page", "page_start", "page_end", "page_label", "tags", "critical", "version",
-        "freshness", "signals",
+        "freshness", "signals", "table",
     }  # fmt: skip
     assert hit["freshness"]["status"] == "current" and hit["freshness"]["changed_at"]
     assert hit["chunk_id"].startswith("chk:doc:src:acme:folder:handbook:install.md:documental:")
