@@ -8,12 +8,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
+from chat import computing
 from chat.citations import extractive_answer
 from chat.excerpts import AnswerSettings, Sources, context_budget, focused_prompt, in_context
 from chat.models import Assistant, ChatMessage, ChatSession
@@ -58,6 +59,9 @@ class Answer:
     question: str = ""  # what was answered: the question, or a follow-up read with the turn before it
     prompt_tokens: int = 0  # the model's tokens: the whole prompt (system turn included) and what it wrote
     completion_tokens: int = 0
+    # A computed answer (chat/computing.py): the table, the query, its result; or, when computing was tried and
+    # did not answer, {"status": "fell_back", "reason", "sql"}. None: the question was not computed.
+    computed: dict[str, Any] | None = None
 
 
 class AnswersBusy(Exception):
@@ -130,6 +134,12 @@ def _stream_answer(
         text = NOTHING_RETRIEVED[language_of(question)]
         yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed(), question=question)
         return
+    fell_back: computing.Fallback | None = None
+    if model is not None and not follow_up:
+        outcome = yield from _computed(viewer, question, sources, model, elapsed, timings)
+        if outcome is True:
+            return
+        fell_back = outcome if isinstance(outcome, computing.Fallback) else None
     if sources.missing:
         text = unknown_identifiers_refusal(question, sources.missing)
         yield _unanswered(text, "not_found", f"No document mentions {', '.join(sources.missing)}.", sources,
@@ -175,13 +185,57 @@ def _stream_answer(
     verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier, viewer=viewer,
                        said=said)  # fmt: skip
     timings["verify_ms"] = elapsed() - checked_at
+    text, computed = verdict.text, None
+    if fell_back is not None:
+        note = fell_back_note(fell_back, language_of(question))
+        text, computed = f"{text}\n\n{note}", {"status": "fell_back", "reason": fell_back.reason, "sql": fell_back.sql}
     yield Answer(
-        answer=verdict.text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
+        answer=text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
+        computed=computed,
         hits=sources.hits, reason=" ".join(part for part in (gateway.fallback_note(), verdict.reason) if part),
         ttft_ms=ttft, total_ms=elapsed(), claims=verdict.claims, evidence=verdict.evidence,
         timings={k: round(v, 1) for k, v in timings.items()}, question=question,
         prompt_tokens=sum(model.count_tokens(m["content"]) for m in prompt.messages), completion_tokens=written,
     )  # fmt: skip
+
+
+def _computed(
+    viewer: Viewer, question: str, sources: Sources, model: Any, elapsed: Any, timings: dict[str, float]
+) -> Generator[Sentence | Answer, None, computing.Fallback | bool]:
+    """The computed answer (its one sentence, then the Answer), when the question asks for a computation over a
+    table of the retrieved versions: returns True once given, False when the question is not computed, a Fallback
+    when computing did not answer."""
+    choice, tables = computing.choose_table(question, sources.hits, viewer)
+    if choice is None or not computing.asks_to_compute(question, tables):
+        return False
+    outcome = computing.computed_answer(question=question, choice=choice, model=model, clock=elapsed)
+    if isinstance(outcome, computing.Fallback):
+        logger.info("answer: computing did not answer (%s); answering from the excerpts", outcome.reason)
+        return outcome
+    timings.update(outcome.timings)
+    timings["first_verified_ms"] = elapsed()
+    yield Sentence(claim=outcome.claim, shown=True, text=outcome.text)
+    table = outcome.citation["table"]
+    yield Answer(
+        answer=outcome.text, generated=True, model=model.name, status="answered", citations=[outcome.citation],
+        hits=sources.hits, reason=f"Computed by the query shown, over the table “{table['name']}”.",
+        ttft_ms=timings.get("sql_ms"), total_ms=elapsed(), claims=[outcome.claim],
+        timings={k: round(v, 1) for k, v in timings.items()}, question=question,
+        prompt_tokens=outcome.prompt_tokens, completion_tokens=outcome.completion_tokens,
+        computed={"status": "computed", **{k: table[k] for k in ("name", "sql", "result_columns", "result",
+                                                                  "truncated", "rows_used", "rows_used_count")}},
+    )  # fmt: skip
+    return True
+
+
+FELL_BACK = {
+    "en": "Note: this could not be computed over the table ({reason}); the answer above is from the excerpts.",
+    "es": "Nota: no se pudo calcular sobre la tabla ({reason}); la respuesta de arriba sale de los extractos.",
+}
+
+
+def fell_back_note(fell_back: computing.Fallback, language: str) -> str:
+    return FELL_BACK.get(language, FELL_BACK["en"]).format(reason=fell_back.reason)
 
 
 def follow_up_prompt(message: str, together: str) -> str:

@@ -60,6 +60,9 @@ def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[st
         "citations": result.citations,
         "claims": result.claims,
         "evidence": result.evidence,
+        # A computed answer: the table, the query run, its result and the rows it stands on ({"status": "computed",
+        # …}); {"status": "fell_back", "reason", "sql"} when computing was tried and the answer is from the excerpts.
+        "computed": result.computed,
         "hits": HitSerializer(result.hits, many=True).data,
         "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
         "total_ms": round(result.total_ms, 1),

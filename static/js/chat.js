@@ -232,7 +232,21 @@
     else showClaims(text, payload);
     answer.dataset.status = payload.status;
     answer.dataset.rendered = "1";
-    answer.querySelectorAll(":scope > .meta").forEach((old) => old.remove());
+    answer.querySelectorAll(":scope > .meta, :scope > .computed").forEach((old) => old.remove());
+    const computed = (payload.citations || []).map((c) => c.table).find((t) => t && t.sql);
+    if (computed) {  // a computed answer: the query it ran and the rows it stands on, folded away
+      const how = document.createElement("details");
+      how.className = "computed";
+      const summary = document.createElement("summary");
+      summary.textContent = "How this was computed";
+      const query = document.createElement("pre");
+      query.textContent = computed.sql;
+      const rows = document.createElement("p");
+      rows.className = "muted";
+      rows.textContent = computed.evidence || "";
+      how.append(summary, query, rows);
+      answer.insertBefore(how, answer.querySelector(":scope > .verdict"));
+    }
     const meta = document.createElement("footer");
     meta.className = "meta";
     const timings = payload.timings || {};
