@@ -212,6 +212,8 @@ def _computed(
     if isinstance(outcome, computing.Fallback):
         logger.info("answer: computing did not answer (%s); answering from the excerpts", outcome.reason)
         return outcome
+    logger.info("answer: computed over the table %r of %s by %s", choice.table.name,
+                choice.table.document.display_key, outcome.sql)  # fmt: skip
     timings.update(outcome.timings)
     timings["first_verified_ms"] = elapsed()
     yield Sentence(claim=outcome.claim, shown=True, text=outcome.text)

@@ -304,7 +304,8 @@ def extract_html(text: str, *, key: str) -> Extracted:
     title = " ".join(html.unescape(parser.title).split()) or parser.first_h1 or _title_from_key(key)
     left_out = parser.navigation_blocks + len(lines) - len(kept)
     warnings = [f"{left_out} navigation block(s) left out (next/previous/up links, menus)"] if left_out else []
-    return Extracted(text=normalise_text(body), title=title, warnings=warnings)
+    text = normalise_text(body)
+    return Extracted(text=text, title=title, warnings=warnings, tables=markdown_tables(text, title))  # its <table>s
 
 
 # --- PDF ------------------------------------------------------------------------------------

@@ -117,3 +117,28 @@ def test_a_count_is_computed_by_the_real_model_and_cites_the_rows_it_used(tenant
     lookup = client.post(url, {"question": "What is the status of order O-8?"}, content_type="application/json",
                          HTTP_AUTHORIZATION=f"Api-Key {key}").json()  # fmt: skip
     assert lookup["computed"] is None
+
+
+def test_as_of_a_past_day_computes_over_the_version_then_in_force(tenant_a, tmp_path):
+    from django.utils import timezone
+
+    from knowledge.compute import compute
+    from knowledge.index import indexer
+    from knowledge.ingest import pipeline
+    from knowledge.search.retrieval import RetrieveFilters
+
+    root = tmp_path / "kb"
+    source = make_folder_source(tenant=tenant_a, root=root, files={"stock.csv": "SKU,Warehouse,Stock\nA,Lyon,5\n"})
+    indexer.drain()
+    between = timezone.now()
+    (root / "stock.csv").write_text("SKU,Warehouse,Stock\nA,Lyon,5\nB,Lyon,7\n")
+    pipeline.sync_folder(source=source, root=root)
+    indexer.drain()
+    viewer, question = Viewer.everything(tenant_a), "How many units are in stock in Lyon?"
+    then = retrieve(viewer=viewer, query=question, top_k=3, filters=RetrieveFilters(as_of=between))
+    now = retrieve(viewer=viewer, query=question, top_k=3)
+    old, _ = computing.choose_table(question, then, viewer)
+    new, _ = computing.choose_table(question, now, viewer)
+    assert old is not None and new is not None and old.table.version.version == 1 and new.table.version.version == 2
+    assert compute(old.table, "SELECT SUM(stock) FROM data").rows == [[5.0]]
+    assert compute(new.table, "SELECT SUM(stock) FROM data").rows == [[12.0]]

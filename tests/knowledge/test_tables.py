@@ -185,3 +185,14 @@ class _Ledger:
             ["A-3", "West", "Acme", "99.5", "2026-03-05", "S3"],
             ["A-4", "North", "Acme", "600", "2026-04-02", "S4"]]  # fmt: skip
     row_numbers = [2, 3, 4, 5]
+
+
+def test_an_html_pages_tables_are_kept_as_tables(tenant_a, tmp_path):
+    page = ("<html><head><title>Rates</title></head><body><h1>Rates</h1><h2>Shipping</h2><table>"
+            "<tr><th>Zone</th><th>Price</th></tr><tr><td>North</td><td>12</td></tr><tr><td>South</td><td>15.5</td></tr>"
+            "</table></body></html>")  # fmt: skip
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"rates.html": page})
+    table = DocumentTable.objects.get(document__document_key="rates.html")
+    assert [(c["name"], c["type"]) for c in table.columns] == [("Zone", "text"), ("Price", "number")]
+    assert table.rows == [["North", "12"], ["South", "15.5"]] and table.name == "Shipping"
+    assert compute(table, "SELECT SUM(price) FROM data").rows == [[27.5]]
