@@ -241,3 +241,31 @@ def test_a_citation_due_a_review_is_badged_and_the_answer_says_so(live_server, t
     page.click("#sessions a:has-text('How long is the warranty?')")  # the saved conversation says it too
     page.wait_for_selector(".message.assistant .claim.note")
     assert "due a review since" in page.locator(".message.assistant .claim.note").last.inner_text()
+
+
+def test_a_computed_answer_shows_its_query_and_rows_live_and_reopened(live_server, transactional_db, browser,
+                                                                      tmp_path, chat_model):  # fmt: skip
+    from tests.chat.test_computing import LEDGER
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    make_folder_source(tenant=tenant, root=tmp_path / "kb", files={"ledger.csv": LEDGER})
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.fill("#question", "How many pending orders does Acme have?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    answer = page.locator(".message.assistant").last
+    expected = str(sum(1 for n in range(1, 25) if n % 3 == 1 and n % 4 != 0))
+    assert answer.get_attribute("data-status") == "answered" and expected in answer.locator(".text").inner_text()
+    how = answer.locator("details.computed")
+    how.locator("summary").click()
+    assert "FROM data" in how.locator("pre").inner_text()
+    assert f"Computed over {expected} of the 24 rows" in how.inner_text()
+    live = how.inner_text()
+    page.click("#sessions a:has-text('How many pending orders')")
+    page.wait_for_selector(".message.assistant[data-payload][data-rendered]")
+    reopened = page.locator(".message.assistant").last.locator("details.computed")
+    reopened.locator("summary").click()
+    assert reopened.inner_text() == live
