@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from chat.citations import citation_of
 from knowledge.claims import language_of
 from knowledge.compute import Computed, QueryRefused, Used, compute, grounded, rows_used, schema
@@ -67,16 +65,6 @@ SYSTEM = (
     "Answer: {result} books by Le Guin cost more than 10."
 )
 
-
-# The second reading's system turn: the same rules, another example (a ranking over dates).
-SECOND = SYSTEM.split("Table data:")[0] + (
-    "Table data:\nCREATE TABLE data (\n  ticket TEXT, -- \"Ticket\", e.g. 'T-1', 'T-2'\n  team TEXT, -- \"Team\", one "
-    "of 'Billing', 'Support'\n  opened TEXT, -- \"Opened\", a date 'YYYY-MM-DD' from '2025-01-02' to '2025-12-30'\n"
-    '  hours REAL -- "Hours", from 0.5 to 12\n);\n\nQuestion: Which team spent the most hours on tickets opened '
-    "in March 2025?\n\n```sql\nSELECT team, SUM(hours) AS hours FROM data WHERE strftime('%Y-%m', opened) = "
-    "'2025-03' GROUP BY team ORDER BY hours DESC LIMIT 1\n```\nAnswer: {result} spent the most hours on tickets "
-    "opened in March 2025."
-)
 
 ASK_QUERY = "Now write the SQLite query, in a ```sql block."
 
@@ -295,12 +283,6 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     problem = sensible(result)
     if problem:
         return Fallback(f"{problem} in the table {label}", sql=sql, table=label)
-    if settings.RAG_COMPUTE_SECOND_READING:
-        other = second_reading(question, table, model)
-        if other is not None and not same_result(result, other):  # two readings, two answers: neither is given
-            return Fallback(f"two readings of the question gave different results over the table {label} "
-                            f"({result_text(result, 'en')}; {result_text(other, 'en')})", sql=sql,
-                            table=label)  # fmt: skip
     language = language_of(question)
     value_text = result_text(result, language)
     text = stated(sentence, value_text, question, result)
@@ -315,32 +297,6 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     return Computation(text=f"{text[:-1]} [1]{text[-1]}", citation=citation, claim=claim, sql=sql, result=result,
                        timings=timings, prompt_tokens=sum(model.count_tokens(m["content"]) for m in messages),
                        completion_tokens=len(pieces))  # fmt: skip
-
-
-def second_reading(question: str, table: DocumentTable, model: Any) -> Computed | None:
-    """The result of the query the model writes when shown another example; None when it writes none that runs
-    and finds something (a reading that fails says nothing against the first)."""
-    messages = [{"role": "system", "content": SECOND}, prompt(question, table)[1]]
-    model.warm(SECOND)
-    sql = parsed("".join(model.stream(messages, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[])))[0]
-    if not sql:
-        return None
-    try:
-        result = compute(table, grounded(sql, table, question)[0])
-    except QueryRefused:
-        return None
-    return None if sensible(result) else result
-
-
-def same_result(first: Computed, second: Computed) -> bool:
-    """Whether two results say the same: the same values, whatever their columns are called or their rows' order;
-    a ranking's extra column (the total it ranked by) does not count against it."""
-
-    def values(result: Computed, width: int) -> list[tuple[str, ...]]:
-        return sorted(tuple(shown_value(v) for v in row[:width]) for row in result.rows)
-
-    width = min(len(first.columns), len(second.columns))
-    return values(first, width) == values(second, width)
 
 
 def table_citation(choice: Choice, sql: str, result: Computed, used: Used | None) -> dict[str, Any]:

@@ -337,9 +337,6 @@ RAG_ANSWER_EXCERPTS = env_int("RAG_ANSWER_EXCERPTS", default=8, minimum=1)
 # Answers admitted at once per web process (the chat model writes one at a time; the others wait for it).
 # Past it an answer gets 503 + Retry-After at once, so web threads stay free for retrieval and the pages.
 RAG_ANSWER_MAX_PENDING = env_int("RAG_ANSWER_MAX_PENDING", default=4, minimum=1)
-# A computed answer (chat/computing.py) is withheld when a second reading of the question (the model shown another
-# example) computes a different result; the answer then comes from the excerpts and says why.
-RAG_COMPUTE_SECOND_READING = env_bool("RAG_COMPUTE_SECOND_READING", default=False)
 RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, minimum=200)
 # First-token target for answers (0: none, the default). With one, a machine whose measured prefill rate cannot
 # read RAG_ANSWER_CONTEXT_CHARS in time gets fewer excerpt characters (never under 400): faster, but the

@@ -119,17 +119,6 @@ def test_a_count_is_computed_by_the_real_model_and_cites_the_rows_it_used(tenant
     assert lookup["computed"] is None
 
 
-def test_two_readings_agree_when_they_say_the_same_values_whatever_their_columns_are_called():
-    ranked = Computed(columns=["customer"], rows=[["Umbrella"]], truncated=False, seconds=0.0)
-    with_total = Computed(columns=["customer", "units"], rows=[["Umbrella", 412.0]], truncated=False, seconds=0.0)
-    other = Computed(columns=["name"], rows=[["Tyrell"]], truncated=False, seconds=0.0)
-    assert computing.same_result(ranked, with_total) and not computing.same_result(ranked, other)
-    listed = Computed(columns=["sku"], rows=[["S-2"], ["S-1"]], truncated=False, seconds=0.0)
-    assert computing.same_result(listed, Computed(columns=["s"], rows=[["S-1"], ["S-2"]], truncated=False, seconds=0))
-    total = Computed(columns=["t"], rows=[[23221.7100001]], truncated=False, seconds=0.0)
-    assert computing.same_result(total, Computed(columns=["x"], rows=[[23221.71]], truncated=False, seconds=0.0))
-
-
 def test_as_of_a_past_day_computes_over_the_version_then_in_force(tenant_a, tmp_path):
     from django.utils import timezone
 
