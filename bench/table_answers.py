@@ -1,13 +1,14 @@
 """Answers that compute, scored on issue 51's own set (bench/table_questions.py → bench/data/tables/).
 
-    RAG_MODELS_DIR=… python bench/table_answers.py [tune|held_out|fresh|third|all] [--lookups]
+    RAG_MODELS_DIR=… python bench/table_answers.py [tune|held_out|fresh|third|fourth|all] [--lookups]
 
 `fresh` is the second held-out set (bench/table_questions2.py), kept for changes made after the first held-out half
-had been used; `third` (bench/table_questions3.py) the one kept for changes chosen on `fresh`. Ingests the four
-workbooks into a throw-away tenant through the real pipeline and asks every question of the split through the answer
-the doors give (retrieval, the table chosen, the packaged 1.5B writing the query, the engine, the checks), then
-prints per question what was answered and, per split: right, answered wrong (a stated answer that is not the
-expected one: a wrong number counts), refused or fell back, and the p50 time of an answer.
+had been used; `third` (bench/table_questions3.py) the one kept for changes chosen on `fresh`; `fourth`
+(bench/table_questions4.py) for those chosen on `third`. Ingests the four workbooks into a throw-away tenant through
+the real pipeline and asks every question of the split through the answer the doors give (retrieval, the table
+chosen, the packaged 1.5B writing the query, the engine, the checks), then prints per question what was answered
+and, per split: right, answered wrong (a stated answer that is not the expected one: a wrong number counts), refused
+or fell back, and the p50 time of an answer.
 
 --lookups also asks one lookup question per workbook row kind (an order's status, a product's warehouse, an
 employee's team), made from the rows: they must stay lookups (not computed) and be answered right; their p50 is
@@ -91,7 +92,7 @@ def main() -> None:
         except ModelUnavailable:
             pass
         time.sleep(2)
-    sets = ("questions.jsonl", "questions2.jsonl", "questions3.jsonl")
+    sets = ("questions.jsonl", "questions2.jsonl", "questions3.jsonl", "questions4.jsonl")
     asked = [json.loads(line) for name in sets for line in (DATA / name).open()]
     asked = [q for q in asked if split == "all" or q["split"] == split]
     if "--lookups" in sys.argv:
