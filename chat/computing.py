@@ -40,12 +40,22 @@ NUMBER_TOLERANCE = 0.005
 # a ranking, distinct values, a filter ("below", "more than").
 COMPUTE_WORDS = re.compile(
     r"\b(how (many|much)|number of|count|total|sum|average|mean|median|highest|lowest|largest|smallest|biggest|"
-    r"most|least|maximum|minimum|max|min|top \d+|cheapest|priciest|longest|shortest|oldest|newest|earliest|latest|"
+    r"greatest|most|least|fewest|maximum|minimum|max|min|top|bottom|cheapest|priciest|longest|shortest|oldest|"
+    r"newest|earliest|latest|"
     r"distinct|different|unique|below|above|under|over|fewer|more than|less than|greater than|at least|at most|"
     r"or later|or earlier|per|each|rank|ranking|cu[aá]nt[oa]s?|n[uú]mero de|suma|promedio|media|m[aá]ximo|"
     r"m[ií]nimo|mayor|menor|m[aá]s|menos|distint[oa]s|por debajo|por encima)\b",
     re.IGNORECASE,
 )
+# A question that asks for one quantity ("how much …", "what is the total …"), unless it asks for one per group.
+ONE_VALUE = re.compile(
+    r"^\s*(by how much|how (many|much)|what (is|was) the (total|sum|average|mean|number|count|largest|smallest|"
+    r"highest|lowest|maximum|minimum|biggest|greatest)|cu[aá]nt[oa]s?|cu[aá]l (es|fue) el (total|promedio))\b",
+    re.IGNORECASE,
+)
+PER_GROUP = re.compile(r"\b(each|per|every|broken down|grouped|por cada)\b", re.IGNORECASE)
+ONE_VALUE_AGAIN = ("The question asks for one value, and the query returned {n} rows. Write the SQLite query again so "
+                   "that it returns a single value, in a ```sql block.")  # fmt: skip
 LIST_WORDS = re.compile(r"^\s*(which|what|list|show|name|give|who|qu[eé]|cu[aá]les|lista|muestra)\b", re.IGNORECASE)
 STOP = frozenset(
     "the a an of in on at to for from by with and or is are was were be been has have had do does did what which who "
@@ -137,7 +147,7 @@ def asks_to_compute(question: str, tables: Sequence[DocumentTable]) -> bool:
 
 def fit(question: str, table: DocumentTable) -> float:
     """How well a table fits a question: 2 for each column it names, 1 for each of its values it names (a
-    region, a customer), 0.5 for its name's words."""
+    region, a customer), 0.1 for each of its name's words (a tie-breaker: a name alone never fits)."""
     asked = terms(question)
     folded = " " + " ".join(re.findall(r"\w+", fold(question))) + " "
     score = 0.0
@@ -149,18 +159,18 @@ def fit(question: str, table: DocumentTable) -> float:
             values = {" ".join(re.findall(r"\w+", fold(cell))) for cell in cells}
             if len(values) <= 200:
                 score += sum(1 for v in values if len(v) > 2 and f" {v} " in folded)
-    return score + 0.5 * len(terms(table.name) & asked)
+    return score + 0.1 * min(len(terms(table.name) & asked), 9)
 
 
 def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) -> tuple[Choice | None, list]:
-    """The table of a retrieved version that names most of what the question asks (at least one column), with
-    the best hit of its document; and the tables considered."""
+    """The table of a retrieved version that names most of what the question asks (at least one of its columns or
+    values), with the best hit of its document; and the tables considered."""
     versions = {hit.chunk.document_version_id: hit for hit in reversed(list(hits))}  # each version's best hit
     tables = list(tables_of_versions(viewer=viewer, version_ids=list(versions)))
     best: Choice | None = None
     for table in tables:
         score = fit(question, table)
-        if score >= 2 and (best is None or score > best.score):
+        if score >= 1 and (best is None or score > best.score):
             best = Choice(table, versions[table.version_id], score)
     return best, tables
 
@@ -283,6 +293,11 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     problem = sensible(result)
     if problem:
         return Fallback(f"{problem} in the table {label}", sql=sql, table=label)
+    if asks_for_one(question) and len(result.rows) > 1:  # several values for one asked: asked once more, then refused
+        sql, result = one_value(question, table, model, messages, reply, sql, result)
+        if len(result.rows) > 1:
+            return Fallback(f"the question asks for one value and the query over the table {label} returned "
+                            f"{len(result.rows)}", sql=sql, table=label)  # fmt: skip
     language = language_of(question)
     value_text = result_text(result, language)
     text = stated(sentence, value_text, question, result)
@@ -297,6 +312,28 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     return Computation(text=f"{text[:-1]} [1]{text[-1]}", citation=citation, claim=claim, sql=sql, result=result,
                        timings=timings, prompt_tokens=sum(model.count_tokens(m["content"]) for m in messages),
                        completion_tokens=len(pieces))  # fmt: skip
+
+
+def asks_for_one(question: str) -> bool:
+    """Whether the question asks for one quantity ("by how much …", "what is the total …"), not one per group."""
+    return bool(ONE_VALUE.search(question)) and not PER_GROUP.search(question)
+
+
+def one_value(question: str, table: DocumentTable, model: Any, messages: list[dict[str, str]], reply: str,
+              sql: str, result: Computed) -> tuple[str, Computed]:  # fmt: skip
+    """The model's query written again to return one value, when the first returned several for a question that
+    asks for one; the first query and result when the second does not run or returns several too."""
+    again = [*messages, {"role": "assistant", "content": reply},
+             {"role": "user", "content": ONE_VALUE_AGAIN.format(n=len(result.rows))}]  # fmt: skip
+    written = parsed("".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[])))[0]
+    if not written:
+        return sql, result
+    written = grounded(written, table, question)[0]
+    try:
+        second = compute(table, written)
+    except QueryRefused:
+        return sql, result
+    return (written, second) if len(second.rows) == 1 and not sensible(second) else (sql, result)
 
 
 def table_citation(choice: Choice, sql: str, result: Computed, used: Used | None) -> dict[str, Any]:

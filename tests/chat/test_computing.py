@@ -82,6 +82,14 @@ def test_the_sentence_states_the_computed_result_and_no_other_number():
     assert computing.sensible(Computed(columns=["n"], rows=[[None]], truncated=False, seconds=0.0))
 
 
+def test_a_question_for_one_quantity_is_told_from_one_for_a_value_per_group():
+    assert computing.asks_for_one("By how much did Sales's spending differ from the plan in Q4?")
+    assert computing.asks_for_one("What is the total amount of shipped orders?")
+    assert not computing.asks_for_one("How many orders does each region have?")
+    assert not computing.asks_for_one("Which offices do employees work from?")
+    assert computing.asks_to_compute("Which team has the fewest people?", [])
+
+
 def test_the_query_and_the_sentence_are_read_from_the_models_reply():
     reply = "```sql\nSELECT COUNT(*) AS n FROM data WHERE status = 'pending';\n```\n"
     reply += "Answer: {result} orders are pending."
