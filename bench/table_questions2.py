@@ -92,17 +92,23 @@ def questions(orders: list[dict], stock: list[dict], staff: list[dict], lines: l
     return out
 
 
-def main() -> None:
+def later_set(questions_of, name: str, prefix: str, split: str) -> Path:  # type: ignore[no-untyped-def]
+    """Write a later set (`name` in OUT_DIR, ids `prefix`NN): `questions_of(orders, stock, staff, budget lines)` over
+    the four workbooks' rows, re-made from their seeds (as bench/table_questions.py and `budget` make them)."""
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/data/tables")
     rng = random.Random(51)  # as bench/table_questions.py: the same rows
     orders, stock, staff = ledger(rng), inventory(rng), roster(rng)
-    lines = budget(random.Random(52))
-    write_workbook(out / "budget.xlsx", "Budget 2026", lines)
-    found = questions(orders, stock, staff, lines)
-    with (out / "questions2.jsonl").open("w") as handle:
+    found = questions_of(orders, stock, staff, budget(random.Random(52)))
+    with (out / name).open("w") as handle:
         for n, question in enumerate(found, 1):
-            handle.write(json.dumps({"id": f"F{n:02d}", **question, "split": "fresh"}, ensure_ascii=False) + "\n")
-    print(f"{len(found)} fresh held-out questions over 4 workbooks in {out}")
+            handle.write(json.dumps({"id": f"{prefix}{n:02d}", **question, "split": split}, ensure_ascii=False) + "\n")
+    print(f"{len(found)} held-out questions ({split}) in {out / name}")
+    return out
+
+
+def main() -> None:
+    out = later_set(questions, "questions2.jsonl", "F", "fresh")
+    write_workbook(out / "budget.xlsx", "Budget 2026", budget(random.Random(52)))
 
 
 if __name__ == "__main__":

@@ -9,15 +9,10 @@ seeds; every answer computed here in Python; every question `split: "third"` in 
 
 from __future__ import annotations
 
-import json
-import random
 import statistics
-import sys
 from collections import Counter, defaultdict
-from pathlib import Path
 
-from table_questions import inventory, ledger, roster
-from table_questions2 import budget
+from table_questions2 import later_set
 
 
 def questions(orders: list[dict], stock: list[dict], staff: list[dict], lines: list[dict]) -> list[dict]:
@@ -74,15 +69,7 @@ def questions(orders: list[dict], stock: list[dict], staff: list[dict], lines: l
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/data/tables")
-    rng = random.Random(51)  # as bench/table_questions.py: the same rows
-    orders, stock, staff = ledger(rng), inventory(rng), roster(rng)
-    lines = budget(random.Random(52))
-    found = questions(orders, stock, staff, lines)
-    with (out / "questions3.jsonl").open("w") as handle:
-        for n, question in enumerate(found, 1):
-            handle.write(json.dumps({"id": f"H{n:02d}", **question, "split": "third"}, ensure_ascii=False) + "\n")
-    print(f"{len(found)} third-set held-out questions in {out}")
+    later_set(questions, "questions3.jsonl", "H", "third")
 
 
 if __name__ == "__main__":

@@ -9,15 +9,10 @@ their seeds; every answer computed here in Python; every question `split: "fourt
 
 from __future__ import annotations
 
-import json
-import random
 import statistics
-import sys
 from collections import Counter, defaultdict
-from pathlib import Path
 
-from table_questions import inventory, ledger, roster
-from table_questions2 import budget
+from table_questions2 import later_set
 
 
 def questions(orders: list[dict], stock: list[dict], staff: list[dict], lines: list[dict]) -> list[dict]:
@@ -67,15 +62,7 @@ def questions(orders: list[dict], stock: list[dict], staff: list[dict], lines: l
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/data/tables")
-    rng = random.Random(51)  # as bench/table_questions.py: the same rows
-    orders, stock, staff = ledger(rng), inventory(rng), roster(rng)
-    lines = budget(random.Random(52))
-    found = questions(orders, stock, staff, lines)
-    with (out / "questions4.jsonl").open("w") as handle:
-        for n, question in enumerate(found, 1):
-            handle.write(json.dumps({"id": f"G{n:02d}", **question, "split": "fourth"}, ensure_ascii=False) + "\n")
-    print(f"{len(found)} fourth-set held-out questions in {out}")
+    later_set(questions, "questions4.jsonl", "G", "fourth")
 
 
 if __name__ == "__main__":
