@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chat.citations import citation_of
-from knowledge.claims import language_of
-from knowledge.compute import Computed, QueryRefused, Used, compute, grounded, rows_used, schema
+from knowledge.claims import fold, language_of
+from knowledge.compute import Computed, QueryRefused, Used, engine, grounded, rows_used, run, schema
 from knowledge.models import DocumentTable
 from knowledge.search.retrieval import RetrievedChunk
 from knowledge.selectors import tables_of_versions
@@ -111,11 +110,6 @@ class Fallback:
     table: str = ""
 
 
-def fold(text: str) -> str:
-    text = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in text if not unicodedata.combining(c)).casefold()
-
-
 def _word(token: str) -> str:
     """A word without its plural ending (offices → office, SKUs → sku), for matching a column's name."""
     if len(token) > 4 and token.endswith(("ches", "shes", "sses", "xes")):
@@ -132,6 +126,11 @@ def terms(text: str) -> set[str]:
 def plural_of(word: str, name: str) -> bool:
     """Whether `word` is the plural of a column's one-word name (offices of Office, SKUs of SKU, cities of City)."""
     return word in (f"{name}s", f"{name}es") or (name.endswith("y") and word == f"{name[:-1]}ies")
+
+
+def may_compute(question: str) -> bool:
+    """Whether the question's words could ask for a computation (its words, or a list's), before any table is read."""
+    return bool(COMPUTE_WORDS.search(question) or LIST_WORDS.search(question))
 
 
 def asks_to_compute(question: str, tables: Sequence[DocumentTable]) -> bool:
@@ -286,24 +285,25 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
         logger.info("computing: no query in the model's reply %r", reply[:300])
         return Fallback(f"the model wrote no query for the table {label}", table=label)
     sql, changes = grounded(sql, table, question)
-    try:
-        result = compute(table, sql)
-    except QueryRefused as exc:
-        return Fallback(f"the query over the table {label} could not run: {exc}", sql=sql, table=label)
-    problem = sensible(result)
-    if problem:
-        return Fallback(f"{problem} in the table {label}", sql=sql, table=label)
-    if asks_for_one(question) and len(result.rows) > 1:  # several values for one asked: asked once more, then refused
-        sql, result = one_value(question, table, model, messages, reply, sql, result)
-        if len(result.rows) > 1:
-            return Fallback(f"the question asks for one value and the query over the table {label} returned "
-                            f"{len(result.rows)}", sql=sql, table=label)  # fmt: skip
+    with engine(table) as connection:  # the table loaded once for every query of this answer
+        try:
+            result = run(connection, sql)
+        except QueryRefused as exc:
+            return Fallback(f"the query over the table {label} could not run: {exc}", sql=sql, table=label)
+        problem = sensible(result)
+        if problem:
+            return Fallback(f"{problem} in the table {label}", sql=sql, table=label)
+        if asks_for_one(question) and len(result.rows) > 1:  # several values for one asked: asked again, then refused
+            sql, result = one_value(question, table, connection, model, messages, reply, (sql, result))
+            if len(result.rows) > 1:
+                return Fallback(f"the question asks for one value and the query over the table {label} returned "
+                                f"{len(result.rows)}", sql=sql, table=label)  # fmt: skip
+        used = rows_used(connection, sql, result)
     language = language_of(question)
     value_text = result_text(result, language)
     text = stated(sentence, value_text, question, result)
     if not holds(text, result, question):
         text = stated("", value_text, question, result)
-    used = rows_used(table, sql, result)
     citation = table_citation(choice, sql, result, used)
     citation["table"]["corrected"] = changes
     claim = {"text": text, "citations": [1], "supported": True, "relevant": True, "problem": "",
@@ -319,21 +319,21 @@ def asks_for_one(question: str) -> bool:
     return bool(ONE_VALUE.search(question)) and not PER_GROUP.search(question)
 
 
-def one_value(question: str, table: DocumentTable, model: Any, messages: list[dict[str, str]], reply: str,
-              sql: str, result: Computed) -> tuple[str, Computed]:  # fmt: skip
+def one_value(question: str, table: DocumentTable, connection: Any, model: Any, messages: list[dict[str, str]],
+              reply: str, first: tuple[str, Computed]) -> tuple[str, Computed]:  # fmt: skip
     """The model's query written again to return one value, when the first returned several for a question that
     asks for one; the first query and result when the second does not run or returns several too."""
     again = [*messages, {"role": "assistant", "content": reply},
-             {"role": "user", "content": ONE_VALUE_AGAIN.format(n=len(result.rows))}]  # fmt: skip
+             {"role": "user", "content": ONE_VALUE_AGAIN.format(n=len(first[1].rows))}]  # fmt: skip
     written = parsed("".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[])))[0]
     if not written:
-        return sql, result
+        return first
     written = grounded(written, table, question)[0]
     try:
-        second = compute(table, written)
+        second = run(connection, written)
     except QueryRefused:
-        return sql, result
-    return (written, second) if len(second.rows) == 1 and not sensible(second) else (sql, result)
+        return first
+    return (written, second) if len(second.rows) == 1 and not sensible(second) else first
 
 
 def table_citation(choice: Choice, sql: str, result: Computed, used: Used | None) -> dict[str, Any]:

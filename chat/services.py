@@ -205,6 +205,8 @@ def _computed(
     """The computed answer (its one sentence, then the Answer), when the question asks for a computation over a
     table of the retrieved versions: returns True once given, False when the question is not computed, a Fallback
     when computing did not answer."""
+    if not computing.may_compute(question):  # most questions: no table is read at all
+        return False
     choice, tables = computing.choose_table(question, sources.hits, viewer)
     if choice is None or not computing.asks_to_compute(question, tables):
         return False

@@ -17,11 +17,12 @@ import re
 import sqlite3
 import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from knowledge.ingest.tables import as_date, as_number
+from knowledge.ingest.tables import MAX_TABLE_ROWS, as_date, as_number
 
 TABLE = "data"
 ROW_COLUMN = "_row"
@@ -123,15 +124,15 @@ def _authorizer(action: int, first: str | None, second: str | None, database: st
     return sqlite3.SQLITE_DENY
 
 
-def run(connection: sqlite3.Connection, sql: str, *, max_rows: int = MAX_ROWS,
+def run(connection: sqlite3.Connection, sql: str, *, params: Sequence[Any] = (), max_rows: int = MAX_ROWS,
         time_limit_s: float = TIME_LIMIT_S) -> Computed:  # fmt: skip
-    """Run one SELECT over `data`; QueryRefused when it may not or cannot run."""
+    """Run one SELECT over `data` (with `params` for its `?`); QueryRefused when it may not or cannot run."""
     started = time.monotonic()
     deadline = started + time_limit_s
     connection.set_authorizer(_authorizer)
     connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
     try:
-        cursor = connection.execute(sql)
+        cursor = connection.execute(sql, params)
         fetched = cursor.fetchmany(max_rows + 1)
     except sqlite3.DatabaseError as exc:
         message = str(exc)
@@ -152,13 +153,21 @@ def run(connection: sqlite3.Connection, sql: str, *, max_rows: int = MAX_ROWS,
                     time.monotonic() - started)  # fmt: skip
 
 
-def compute(table: Any, sql: str, **limits: Any) -> Computed:
-    """One SELECT over one kept table (a DocumentTable, or anything with its columns, rows and row_numbers)."""
+@contextmanager
+def engine(table: Any) -> Iterator[sqlite3.Connection]:
+    """The engine holding one kept table (a DocumentTable, or anything with its columns, rows and row_numbers),
+    loaded once for every query of one answer, closed after."""
     connection = load(table.columns, table.rows, table.row_numbers)
     try:
-        return run(connection, sql, **limits)
+        yield connection
     finally:
         connection.close()
+
+
+def compute(table: Any, sql: str, **limits: Any) -> Computed:
+    """One SELECT over one kept table, in an engine of its own."""
+    with engine(table) as connection:
+        return run(connection, sql, **limits)
 
 
 @dataclass
@@ -169,10 +178,11 @@ class Used:
     count: int
 
 
-def rows_used(table: Any, sql: str, result: Computed, *, limit: int = 5) -> Used | None:
-    """Which of the table's rows a query's result stands on: for a query that aggregates, the rows its WHERE keeps
-    (within the groups the result shows); otherwise the rows it returned. None when the query cannot be read so
-    (sqlglot parses it; what may run is still decided by the engine alone)."""
+def rows_used(connection: sqlite3.Connection, sql: str, result: Computed, *, limit: int = 5) -> Used | None:
+    """Which of the table's rows (in `connection`, an `engine`) a query's result stands on: for a query that
+    aggregates, the rows its WHERE keeps (within the groups the result shows); otherwise the rows it returned. None
+    when the query cannot be read so (sqlglot parses it) or its rows cannot be listed within the engine's limits
+    (what may run is still decided by the engine alone)."""
     import sqlglot
     from sqlglot import exp
 
@@ -205,14 +215,11 @@ def rows_used(table: Any, sql: str, result: Computed, *, limit: int = 5) -> Used
         query.set("expressions", [exp.column(ROW_COLUMN, quoted=True)])
         query.set("distinct", None)
         sql_rows, params = query.sql("sqlite"), []
-    connection = load(table.columns, table.rows, table.row_numbers)
     try:
-        connection.set_authorizer(_authorizer)
-        numbers = [int(r[0]) for r in connection.execute(sql_rows, params).fetchall() if r[0] is not None]
-    except (sqlite3.DatabaseError, sqlite3.ProgrammingError, ValueError):
+        listed = run(connection, sql_rows, params=params, max_rows=MAX_TABLE_ROWS)
+        numbers = [int(r[0]) for r in listed.rows if r[0] is not None]
+    except (QueryRefused, ValueError):
         return None
-    finally:
-        connection.close()
     return Used(numbers[:limit], len(numbers))
 
 

@@ -61,6 +61,13 @@ def test_the_table_is_one_of_the_retrieved_versions_the_caller_may_see(tenant_a,
     choice, tables = computing.choose_table(question, hits, staff)
     assert all(t.document.document_key != "salaries.csv" for t in tables)
     assert choice is None or choice.table.document.document_key == "ledger.csv"
+    from knowledge import selectors
+    from tenants.models import Tenant
+
+    other = Viewer.everything(Tenant.objects.create(slug="globex", name="Globex"))
+    versions = [hit.chunk.document_version_id for hit in hits]
+    assert not selectors.tables_of_versions(viewer=other, version_ids=versions).exists()  # another tenant: nothing
+    assert computing.choose_table(question, hits, other) == (None, [])
     found = retrieve(viewer=staff, query="orders from Acme pending", top_k=5)
     ledger, _ = computing.choose_table("How many orders from Acme are pending?", found, staff)
     assert ledger is not None and ledger.table.document.document_key == "ledger.csv"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import selectors
-from knowledge.compute import QueryRefused, compute, grounded, identifiers, rows_used, schema
+from knowledge.compute import QueryRefused, compute, engine, grounded, identifiers, rows_used, schema
 from knowledge.ingest.tables import markdown_tables
 from knowledge.models import Document, DocumentTable
 from tenants.models import Tenant
@@ -148,15 +148,28 @@ def test_column_identifiers_are_words_once_each_and_never_a_keyword():
 
 
 def test_the_rows_a_result_stands_on_are_those_its_filter_keeps_within_the_groups_it_shows():
-    where = compute(_Ledger(), "SELECT SUM(amount) AS total FROM data WHERE region = 'west'")
-    assert where.rows == [[1300.0]]  # text compares without case
-    assert rows_used(_Ledger(), "SELECT SUM(amount) AS total FROM data WHERE region = 'west'", where).rows == [2, 4]
-    top = "SELECT region, COUNT(*) AS n FROM data GROUP BY region ORDER BY n DESC LIMIT 1"
-    used = rows_used(_Ledger(), top, compute(_Ledger(), top))
-    assert used is not None and used.rows == [2, 4] and used.count == 2
-    listed = "SELECT sku FROM data WHERE amount < 500 ORDER BY amount"
-    assert rows_used(_Ledger(), listed, compute(_Ledger(), listed)).rows == [4, 3]  # the rows it returned
-    assert rows_used(_Ledger(), "SELEC nonsense", where) is None
+    with engine(_Ledger()) as db:
+        total = "SELECT SUM(amount) AS total FROM data WHERE region = 'west'"
+        where = compute(_Ledger(), total)
+        assert where.rows == [[1300.0]]  # text compares without case
+        assert rows_used(db, total, where).rows == [2, 4]
+        top = "SELECT region, COUNT(*) AS n FROM data GROUP BY region ORDER BY n DESC LIMIT 1"
+        used = rows_used(db, top, compute(_Ledger(), top))
+        assert used is not None and used.rows == [2, 4] and used.count == 2
+        listed = "SELECT sku FROM data WHERE amount < 500 ORDER BY amount"
+        assert rows_used(db, listed, compute(_Ledger(), listed)).rows == [4, 3]  # the rows it returned
+        assert rows_used(db, "SELEC nonsense", where) is None
+
+
+def test_a_query_whose_rows_cannot_be_listed_gives_no_row_citation_and_no_error():
+    class Big:
+        columns = [{"name": "n", "type": "number"}]
+        rows = [[str(n)] for n in range(3000)]
+        row_numbers = list(range(2, 3002))
+
+    endless = "SELECT a.n FROM data a, data b, data c"  # a self-join: its rows are no row of the table
+    with engine(Big()) as db:
+        assert rows_used(db, endless, compute(Big(), "SELECT 1 AS n FROM data LIMIT 1")) is None
 
 
 def test_a_filter_on_the_wrong_column_is_moved_and_one_the_question_never_asked_for_is_dropped():
