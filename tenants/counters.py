@@ -43,7 +43,7 @@ def _connection() -> sqlite3.Connection:
         return connection
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
-    connection.execute("PRAGMA journal_mode=WAL")
+    _write_ahead(connection)
     connection.execute("PRAGMA synchronous=OFF")
     connection.execute(
         "CREATE TABLE IF NOT EXISTS counters "
@@ -51,6 +51,21 @@ def _connection() -> sqlite3.Connection:
     )
     _local.connection, _local.path, _local.events = connection, path, 0
     return connection
+
+
+def _write_ahead(connection: sqlite3.Connection) -> None:
+    """The file in WAL mode. Switching needs the file to itself and SQLite answers "locked" at once (no busy wait)
+    when another connection holds it, as when a fresh worker's threads all open it at the first requests: wait for
+    whichever switches it, a few times, rather than fail a request."""
+    for _ in range(100):
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            time.sleep(0.02)
+    connection.execute("PRAGMA journal_mode=WAL")  # still locked after 2 s: say so
 
 
 def _redis() -> Any:
