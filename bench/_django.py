@@ -11,7 +11,9 @@ from pathlib import Path
 def setup() -> Path:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
-    data = Path(tempfile.mkdtemp(prefix="ragsite-bench-"))
+    # BENCH_DATA_DIR: a data directory kept between runs (a bench that finds its tenant there skips ingesting).
+    data = Path(os.environ.get("BENCH_DATA_DIR") or tempfile.mkdtemp(prefix="ragsite-bench-"))
+    data.mkdir(parents=True, exist_ok=True)
     os.environ["RAG_DATA_DIR"] = str(data)
     os.environ.setdefault("RAG_MODELS_DIR", str(root / "var" / "models"))  # assembled once, kept between runs
     os.environ.setdefault("RAG_DEBUG", "true")

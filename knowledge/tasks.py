@@ -51,6 +51,27 @@ def ingest_job_task(job_id: int) -> None:
         raise
 
 
+REINDEX_PART_S = 600.0
+
+
+def reindex_task(tenant_id: int) -> None:
+    """A tenant's re-embedding in the background (knowledge/reindex.py): every core, below the web server; the
+    store's owner writes the points."""
+    from inference.embedders import become_batch_process
+    from knowledge.reindex import queue_reindex, tenant_reindex
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return
+    become_batch_process()
+    # A part at a time, well within the task timeout; the rest is queued again (a version done stays done).
+    done = tenant_reindex(tenant=tenant, wait=False, budget_s=REINDEX_PART_S)
+    logger.info("Re-embedded %d version(s) of %s for %s", done.stale, tenant.slug, done.identity.collection)
+    if done.stale:
+        queue_reindex(tenant)
+
+
 def scheduled_sync_task(source_id: int, operator: bool = False) -> None:
     """A source's scheduled sync (knowledge/schedules.py), queued by the worker's scheduler."""
     source = Source.objects.select_related("tenant").filter(pk=source_id).first()  # unscoped: the id is ours

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core.multipart import raw_name
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
-from knowledge import ids, locations, schedules, selectors, services, validity
+from knowledge import ids, locations, reindex, schedules, selectors, services, validity
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.links import document_links
@@ -96,9 +96,10 @@ def source_list(request: TenantRequest) -> HttpResponse:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
         source.last_scheduled_at = previous.get(source.pk)
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
-    running = any(job is not None and not job.is_finished for _, job in rows)  # the table refreshes until done
+    upgrade = reindex.upgrade_state(tenant)  # the index being rebuilt in the background: how far
+    running = any(job is not None and not job.is_finished for _, job in rows) or upgrade is not None
     drop = locations.drop_folder(tenant.slug)
-    context = {"tenant": tenant, "rows": rows, "syncing": running, "drop_folder": drop,
+    context = {"tenant": tenant, "rows": rows, "syncing": running, "upgrade": upgrade, "drop_folder": drop,
                "drop_entries": locations.drop_entries(drop), "folder_roots": locations.folder_roots(),
                "git_urls": locations.git_prefixes(), "web_prefixes": locations.web_prefixes(),
                "principals": principal_names(tenant)}  # fmt: skip

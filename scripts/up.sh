@@ -20,8 +20,9 @@ PORT="${PORT:-8000}"
 "$VENV/bin/python" manage.py collectstatic --noinput -v0
 "$VENV/bin/python" manage.py prepare_models
 "$VENV/bin/python" manage.py setup_demo
-# After an upgrade that changed the embedder, re-embed what needs it (a no-op otherwise).
-"$VENV/bin/python" manage.py reindex --all
+# After an upgrade that changed the index (the multilingual leg, another embedder), the worker re-embeds what needs
+# it in the background; reads use the previous index meanwhile where they can (a no-op when nothing needs it).
+"$VENV/bin/python" manage.py reindex --all --background
 
 # The background worker (django-q2; `manage.py worker` stops within RAG_WORKER_STOP_S, requeueing a task it cuts),
 # started again when it dies (a crash in native code, the OOM killer): jobs never wait for a worker that is gone.

@@ -141,9 +141,8 @@ def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", 
 def rewrite_points_without(fields: tuple[str, ...]) -> None:
     """Rewrite every point of the store without these payload fields, as a store written before they existed
     holds them (the upgrade tests)."""
-    import numpy as np
 
-    from knowledge.index.indexer import chunk_payload, version_identity
+    from knowledge.index.indexer import chunk_payload, point_vectors, version_identity
     from knowledge.index.vectorstore import StorePoint, get_store
     from knowledge.models import DocumentVersion
 
@@ -155,8 +154,9 @@ def rewrite_points_without(fields: tuple[str, ...]) -> None:
                                     chunk_tags=[], first=True)  # fmt: skip
             for name in fields:
                 payload.pop(name, None)
-            points.append(StorePoint(chunk.point_id, np.frombuffer(bytes(chunk.dense), dtype=np.float32).tolist(),
-                                     (chunk.sparse["i"], chunk.sparse["v"]), payload))  # fmt: skip
+            dense, multilingual = point_vectors(chunk, version_identity(version))
+            points.append(StorePoint(chunk.point_id, dense, (chunk.sparse["i"], chunk.sparse["v"]), payload,
+                                     multilingual))  # fmt: skip
         store.upsert(version_identity(version), points)
 
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
 from knowledge.index import storage
+from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
 from knowledge.index.shared import OwnerStore, StoreServer
 from knowledge.index.vectorstore import (
     Scope,
@@ -41,10 +42,12 @@ from knowledge.index.vectorstore import (
     use_owner_store,
 )
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, enforced_access, readers_text
+from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
 UPSERT_BATCH = 256
+REINDEXED = (Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED)  # the versions an upgrade re-embeds
 ACTIVATION_GROUP = 64  # pending versions stored, flushed once and activated together
 _drain_lock = threading.Lock()
 _owner = False  # set in the process that holds the embedded store for its whole life (the web server)
@@ -83,6 +86,7 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
         "critical": int(document.critical or chunk.critical),
         "access": document.reader_list,
         "defines": list(chunk.defines or []),
+        "language": chunk.language or DEFAULT_LANGUAGE,  # the fusion weighs a leg by the question's language and this
         **chunk.location(document=document),
     }
 
@@ -101,6 +105,14 @@ def _chunk_tags(chunks: list[Chunk]) -> dict[int, list[str]]:
     return tags
 
 
+def point_vectors(chunk: Chunk, identity: EmbedderIdentity) -> tuple[list[float], list[float] | None]:
+    """A chunk's stored vector as its point's: the embedder's, and the multilingual leg's when the index has one."""
+    stored = np.frombuffer(bytes(chunk.dense or b""), dtype=np.float32)
+    if not identity.multilingual_dims:
+        return stored.tolist(), None
+    return stored[: identity.dims].tolist(), stored[identity.dims :].tolist()
+
+
 def store_version_points(version: DocumentVersion, *, status: str | None = None) -> Document:
     """Upsert every chunk of a version from its stored vectors (no embedding), with `status` in the payload,
     or each chunk's own status from SQL when none is given (a repair or a restore)."""
@@ -117,12 +129,14 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
     chunk_tags = _chunk_tags(chunks)
     for start in range(0, len(chunks), UPSERT_BATCH):
         batch = chunks[start : start + UPSERT_BATCH]
+        vectors = [point_vectors(chunk, identity) for chunk in batch]
         store.upsert(
             identity,
             [
                 StorePoint(
                     id=chunk.point_id,
-                    dense=np.frombuffer(bytes(chunk.dense or b""), dtype=np.float32).tolist(),
+                    dense=vector[0],
+                    multilingual=vector[1],
                     sparse=(chunk.sparse["i"], chunk.sparse["v"]) if chunk.sparse else ([], []),
                     payload={
                         **chunk_payload(
@@ -136,7 +150,7 @@ def store_version_points(version: DocumentVersion, *, status: str | None = None)
                         **superseded,
                     },
                 )  # fmt: skip
-                for chunk in batch
+                for chunk, vector in zip(batch, vectors, strict=True)
             ],
         )
     return document
@@ -323,6 +337,8 @@ def drain(*, limit: int | None = None) -> DrainResult:
                 job_ids |= {v.job_id for v in activated if v.job_id}
             if result.busy:
                 return result
+        if _write_reindexed(result):
+            return result
         for document in Document.objects.filter(needs_sync=True):
             try:
                 sync_document(document)
@@ -344,6 +360,63 @@ def drain(*, limit: int | None = None) -> DrainResult:
     finally:
         _drain_lock.release()
     return result
+
+
+REINDEX_GROUP = 64  # re-embedded versions written between two looks at pending ingestion
+CLEANUP_AFTER_S = 60.0  # a finished upgrade's previous index is dropped this long after: reads have moved on
+_upgraded: dict[int, float] = {}  # tenant pk → when this process wrote its last re-embedded version
+
+
+def _write_reindexed(result: DrainResult) -> bool:
+    """Write re-embedded versions (knowledge/reindex.py) into the configured index, a group per pass, from their
+    stored vectors; True when the store is busy. Once a tenant's upgrade that added the multilingual leg is
+    complete, and every reader has had time to move to the new index, its points in the previous index are
+    dropped."""
+    from inference.embedders import get_embedder
+
+    store = get_store()
+    versions = list(DocumentVersion.objects.filter(reindex_pending=True).order_by("pk")[:REINDEX_GROUP])
+    for version in versions:
+        if not storage.room_to_index():
+            result.busy = True
+            return True
+        try:
+            store_version_points(version)
+        except StoreBusy:
+            result.busy = True
+            return True
+        DocumentVersion.objects.filter(pk=version.pk).update(reindex_pending=False)
+        _upgraded[version.tenant_id] = time.monotonic()
+        result.synced += 1
+    if versions and hasattr(store, "flush"):
+        store.flush()
+    identity = get_embedder().identity
+    for tenant_pk, written in list(_upgraded.items()):
+        if time.monotonic() - written < CLEANUP_AFTER_S or not identity.multilingual_dims:
+            continue
+        unfinished = DocumentVersion.objects.filter(tenant_id=tenant_pk, status__in=REINDEXED).filter(
+            Q(reindex_pending=True) | ~Q(embedding_model=identity.model)
+        )
+        if not unfinished.exists():
+            tenant = Tenant.objects.get(pk=tenant_pk)
+            store.delete(identity.primary, Scope(tenant=str(tenant.public_id), statuses=None))
+            logger.info("Dropped tenant %s's previous index %s: its upgrade is complete", tenant.slug,
+                        identity.primary.collection)  # fmt: skip
+        del _upgraded[tenant_pk]
+    return False
+
+
+def wait_until_written(tenant, *, timeout: float = 3600.0, poll: float = 0.5) -> bool:
+    """Drain, or — when another process owns the store — wait for it to write this tenant's re-embedded versions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = drain()
+        if not DocumentVersion.objects.filter(tenant=tenant, reindex_pending=True).exists():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        if result.busy:
+            time.sleep(poll)
 
 
 def sync_documents(document_pks: list[int]) -> int:

@@ -37,6 +37,7 @@ from inference.embedders import EmbedderIdentity
 logger = logging.getLogger(__name__)
 
 DENSE = "dense"
+MULTILINGUAL = "dense_multilingual"  # the multilingual leg's vector, in an index that has one
 SPARSE = "bm25"
 RRF_K = 60
 KEYWORD_FIELDS = ("document_id", "source_id", "status", "mode", "tags", "version_key", "access", "defines")
@@ -60,6 +61,7 @@ class StorePoint:
     dense: list[float]
     sparse: tuple[list[int], list[float]]
     payload: dict[str, Any]
+    multilingual: list[float] | None = None
 
 
 @dataclass
@@ -99,6 +101,32 @@ class Legs:
     dense: list[str]
     lexical: list[str]
     dense_scores: dict[str, float] = field(default_factory=dict)  # cosine similarity per point
+    multilingual: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How much each leg's rank counts in the fusion (weighted RRF: Σ weight / (k + rank))."""
+
+    dense: float = 1.0
+    multilingual: float = 1.0
+    lexical: float = 1.0
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the legs are fused for one question: by whether a point's text is in the question's language (`same`) or
+    not (`cross`: the English embedder and the lexical leg say little across languages, the multilingual leg most).
+    A point's language is in its payload (`language`); one without is English. `language` None: `same` for all."""
+
+    language: str | None = None
+    same: Weights = Weights()
+    cross: Weights = Weights()
+
+    def of(self, payload: dict[str, Any]) -> Weights:
+        if self.language is None or (payload.get("language") or "en") == self.language:
+            return self.same
+        return self.cross
 
 
 class VectorStore(Protocol):
@@ -111,10 +139,12 @@ class VectorStore(Protocol):
     def search(
         self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
         sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+        multilingual: list[float] | None = None,
     ) -> list[Hit]: ...  # fmt: skip
     def hybrid(
-        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float],
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
         sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+        multilingual: list[float] | None = None, fusion: Fusion | None = None,
     ) -> Legs: ...  # fmt: skip
     def close(self) -> None: ...
 
@@ -182,10 +212,18 @@ def _empty_scope(scope: Scope) -> bool:
     )
 
 
+def _vectors(point: StorePoint, sparse: Any) -> dict[str, Any]:
+    """A point's named vectors, for either backend (`sparse` builds its sparse vector type)."""
+    vectors = {DENSE: point.dense, SPARSE: sparse(point.sparse[0], point.sparse[1])}
+    if point.multilingual is not None:
+        vectors[MULTILINGUAL] = point.multilingual
+    return vectors
+
+
 # --- one query plan, both backends ------------------------------------------------------------
 @dataclass(frozen=True)
 class _Leg:
-    using: str  # DENSE or SPARSE
+    using: str  # DENSE, MULTILINGUAL or SPARSE
     vector: Any  # the dense vector, or (indices, values)
 
     @property
@@ -193,11 +231,22 @@ class _Leg:
         return self.using == SPARSE
 
 
-def _legs(dense: Any, sparse: tuple[list[int], list[float]] | None) -> list[_Leg]:
+def _legs(dense: Any, sparse: tuple[list[int], list[float]] | None, multilingual: Any = None) -> list[_Leg]:
     legs = [] if dense is None else [_Leg(DENSE, list(dense))]
+    if multilingual is not None:
+        legs.append(_Leg(MULTILINGUAL, list(multilingual)))
     if sparse is not None and sparse[0]:
         legs.append(_Leg(SPARSE, (list(sparse[0]), list(sparse[1]))))
     return legs
+
+
+def _weighted(ranks: dict[str, int], weights: Weights) -> float:
+    """A point's weighted RRF score from its 0-based rank in each leg that found it."""
+    by_leg = {DENSE: weights.dense, MULTILINGUAL: weights.multilingual, SPARSE: weights.lexical}
+    return sum(by_leg[using] / (RRF_K + rank) for using, rank in ranks.items())
+
+
+CANDIDATE_FACTOR = 1  # points read to fuse by language: twice the limit, before the cut
 
 
 def _idf_of(leg: _Leg, idf: Any) -> dict[str, Any]:
@@ -211,7 +260,6 @@ class _Planned:
 
     edge: bool
     prefetch_field: str  # what a fused request calls its legs
-    fuse_here = False  # fuse the two legs in this process (in-process engine) or in one batch on the server
 
     def _models(self, identity: EmbedderIdentity) -> Any:
         raise NotImplementedError
@@ -228,22 +276,36 @@ class _Planned:
     def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
         raise NotImplementedError
 
-    def _fuse_here(self, m: Any, identity: EmbedderIdentity, each: list[Any], *, limit: int) -> Legs:
-        """The two legs run once and are fused here with the engine's own RRF (1 / (k + 0-based rank), summed),
-        then only the `limit` fused points' payloads are read: half the engine work of running the legs again as
-        prefetches of a fused request. Ties keep the dense leg's order, then the lexical leg's."""
-        dense_leg, lexical_leg = self._run(m, identity, each)
-        fused: dict[str, float] = {}
-        for ranking in (dense_leg, lexical_leg):
-            for rank, point in enumerate(ranking):
-                fused[str(point.id)] = fused.get(str(point.id), 0.0) + 1.0 / (RRF_K + rank)
-        top = sorted(fused, key=fused.__getitem__, reverse=True)[:limit]  # stable: ties keep first-seen order
+    def _fuse_here(self, m: Any, identity: EmbedderIdentity, legs: list[_Leg], each: list[Any], *, limit: int,
+                   fusion: Fusion) -> Legs:  # fmt: skip
+        """The legs run once, in one batch, and are fused here with the engine's own RRF (weight / (k + 0-based
+        rank), summed), then only the fused points' payloads are read: half the engine work of running the legs
+        again as prefetches of a fused request. Each leg weighs what `fusion` says for the point: the points are
+        first ranked by the better of their two weightings, the first CANDIDATE_FACTOR × `limit` read, and ranked
+        again by the weighting their language calls for. Ties keep the dense leg's order, then the multilingual
+        leg's, then the lexical leg's."""
+        found = dict(zip((leg.using for leg in legs), self._run(m, identity, each), strict=True))
+        ranks: dict[str, dict[str, int]] = {}
+        for leg in legs:
+            for rank, point in enumerate(found[leg.using]):
+                ranks.setdefault(str(point.id), {})[leg.using] = rank
+        by_language = fusion.language is not None and fusion.same != fusion.cross
+        first = {pid: max(_weighted(r, fusion.same), _weighted(r, fusion.cross)) if by_language
+                 else _weighted(r, fusion.same) for pid, r in ranks.items()}  # fmt: skip
+        top = sorted(first, key=first.__getitem__, reverse=True)[: limit * CANDIDATE_FACTOR if by_language else limit]
         payloads = self._points(identity, top)
+        fused = {pid: _weighted(ranks[pid], fusion.of(payloads.get(pid, {}))) for pid in top}
+        top = sorted(top, key=fused.__getitem__, reverse=True)[:limit]  # stable: ties keep first-seen order
+
+        def ids(using: str) -> list[str]:
+            return [str(p.id) for p in found.get(using, [])]
+
         return Legs(
             [Hit(pid, fused[pid], payloads[pid]) for pid in top if pid in payloads],
-            [str(p.id) for p in dense_leg],
-            [str(p.id) for p in lexical_leg],
-            {str(p.id): float(p.score) for p in dense_leg},
+            ids(DENSE),
+            ids(SPARSE),
+            {str(p.id): float(p.score) for p in found.get(DENSE, [])},
+            ids(MULTILINGUAL),
         )
 
     def _one_leg(self, m: Any, leg: _Leg, flt: Any, idf: Any, *, limit: int, payload: bool) -> Any:
@@ -261,8 +323,9 @@ class _Planned:
     def search(
         self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
         sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+        multilingual: list[float] | None = None,
     ) -> list[Hit]:  # fmt: skip
-        legs = _legs(dense, sparse)
+        legs = _legs(dense, sparse, multilingual if identity.multilingual_dims else None)
         if _empty_scope(scope) or not legs:
             return []
         m = self._models(identity)
@@ -274,30 +337,19 @@ class _Planned:
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._run(m, identity, [request])[0]]
 
     def hybrid(
-        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float],
+        self, identity: EmbedderIdentity, scope: Scope, *, dense: list[float] | None,
         sparse: tuple[list[int], list[float]] | None, limit: int, prefetch: int = 100,
+        multilingual: list[float] | None = None, fusion: Fusion | None = None,
     ) -> Legs:  # fmt: skip
-        """Fused ranking and both legs' rankings in one batch (the legs explain the fused rank)."""
+        """Fused ranking and each leg's ranking from one batch (the legs explain the fused rank). The multilingual
+        leg runs only in an index that has one."""
         if _empty_scope(scope):
             return Legs([], [], [])
         m = self._models(identity)
         flt, idf = _conditions(m, scope, edge=self.edge), _tenant_idf(m, scope, edge=self.edge)
-        legs = _legs(dense, sparse)
+        legs = _legs(dense, sparse, multilingual if identity.multilingual_dims else None)
         each = [self._one_leg(m, leg, flt, idf, limit=prefetch, payload=False) for leg in legs]
-        has_sparse = len(legs) == 2
-        if has_sparse and self.fuse_here:
-            return self._fuse_here(m, identity, each, limit=limit)
-        if has_sparse:
-            fused = self._fused(m, legs, flt, idf, limit=limit, prefetch=prefetch)
-        else:
-            fused = self._one_leg(m, legs[0], flt, idf, limit=limit, payload=True)
-        results = self._run(m, identity, [fused, *each])
-        return Legs(
-            [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in results[0]],
-            [str(p.id) for p in results[1]],
-            [str(p.id) for p in results[2]] if has_sparse else [],
-            {str(p.id): float(p.score) for p in results[1]},
-        )
+        return self._fuse_here(m, identity, legs, each, limit=limit, fusion=fusion or Fusion())
 
 
 # What a child process runs to optimize a copy of a shard (EdgeStore.optimize): its interpreter is the one held.
@@ -346,7 +398,7 @@ class _Gate:
 
 # --- Qdrant Edge ----------------------------------------------------------------------------
 class EdgeStore(_Planned):
-    edge, prefetch_field, fuse_here = True, "prefetches", True
+    edge, prefetch_field = True, "prefetches"
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -386,8 +438,12 @@ class EdgeStore(_Planned):
                         shard.update(m.UpdateOperation.create_field_index(key, m.PayloadSchemaType.Float))
                 else:
                     path.mkdir(parents=True, exist_ok=True)
+                    vectors = {DENSE: m.EdgeVectorParams(size=identity.dims, distance=m.Distance.Cosine)}
+                    if identity.multilingual_dims:
+                        vectors[MULTILINGUAL] = m.EdgeVectorParams(size=identity.multilingual_dims,
+                                                                   distance=m.Distance.Cosine)  # fmt: skip
                     config = m.EdgeConfig(
-                        vectors={DENSE: m.EdgeVectorParams(size=identity.dims, distance=m.Distance.Cosine)},
+                        vectors=vectors,
                         sparse_vectors={SPARSE: m.EdgeSparseVectorParams(modifier=m.Modifier.Idf)},
                     )
                     shard = m.EdgeShard.create(str(path), config)
@@ -412,9 +468,7 @@ class EdgeStore(_Planned):
 
         if not points:
             return
-        edge_points = [
-            m.Point(p.id, {DENSE: p.dense, SPARSE: m.SparseVector(p.sparse[0], p.sparse[1])}, p.payload) for p in points
-        ]
+        edge_points = [m.Point(p.id, _vectors(p, lambda i, v: m.SparseVector(i, v)), p.payload) for p in points]
         with self._writes:
             self._shard(identity).update(m.UpdateOperation.upsert_points(edge_points))
             self._written.add(identity.collection)
@@ -580,9 +634,12 @@ class ClientStore(_Planned):
             return
         with self._mutex:
             if not self.client.collection_exists(name):
+                vectors = {DENSE: m.VectorParams(size=identity.dims, distance=m.Distance.COSINE)}
+                if identity.multilingual_dims:
+                    vectors[MULTILINGUAL] = m.VectorParams(size=identity.multilingual_dims, distance=m.Distance.COSINE)
                 self.client.create_collection(
                     name,
-                    vectors_config={DENSE: m.VectorParams(size=identity.dims, distance=m.Distance.COSINE)},
+                    vectors_config=vectors,
                     sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
                 )
                 self.client.create_payload_index(
@@ -610,9 +667,7 @@ class ClientStore(_Planned):
             identity.collection,
             points=[
                 m.PointStruct(
-                    id=p.id,
-                    vector={DENSE: p.dense, SPARSE: m.SparseVector(indices=p.sparse[0], values=p.sparse[1])},
-                    payload=p.payload,
+                    id=p.id, vector=_vectors(p, lambda i, v: m.SparseVector(indices=i, values=v)), payload=p.payload
                 )
                 for p in points
             ],
@@ -676,6 +731,12 @@ class ClientStore(_Planned):
 
     def _run(self, m: Any, identity: EmbedderIdentity, requests: list[Any]) -> list[list[Any]]:
         return [result.points for result in self.client.query_batch_points(identity.collection, requests)]
+
+    def _points(self, identity: EmbedderIdentity, ids: list[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        records = self.client.retrieve(identity.collection, ids, with_payload=True, with_vectors=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     def flush(self) -> None:
         return None

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from inference.embedders import Embedder
+from inference.embedders import Embedder, embed_for_index
 from knowledge import ids
 from knowledge.ingest import symbols
 from knowledge.ingest.chunkers import ChunkDraft, assign_pages, chunk_code, chunk_documental
@@ -131,7 +131,7 @@ def embed_reusing(tenant: Tenant, embedder: Embedder, inputs: list[str], texts: 
 def embed_missing(embedder: Embedder, inputs: list[str], known: dict[str, Any]) -> list:
     """A vector per input: from `known` (bytes from SQL or arrays), else embedded, each distinct input once."""
     missing = list(dict.fromkeys(text for text in inputs if text not in known))
-    fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
+    fresh = dict(zip(missing, embed_for_index(embedder, missing), strict=True)) if missing else {}
     vectors = []
     for text in inputs:
         vector = fresh[text] if text in fresh else known[text]

@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from inference.embedders import Embedder, get_embedder
 from knowledge import claims, ids, timeline, validity
+from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
+from knowledge.index.languages import detect_many
 from knowledge.index.lexical import document_vector
 from knowledge.index.vectorstore import point_id
 from knowledge.ingest.chunkers import ChunkDraft
@@ -93,6 +95,7 @@ def ingest_bytes(
             drafts.append(ChunkDraft(_summary_text(title, enriched), None, None, "Summary"))  # type: ignore[arg-type]
     inputs = [embedding_text(display_key, title, doc_mode, d.heading, d.text) for d in drafts]
     vectors = embed_reusing(tenant, embedder, inputs, [d.text for d in drafts])
+    languages = detect_many([f"{d.heading}\n{d.text}" for d in drafts])
 
     with transaction.atomic():
         if document is None:
@@ -129,7 +132,8 @@ def ingest_bytes(
         for index, (draft, vector) in enumerate(zip(drafts, vectors, strict=True)):
             chunk_mode = _draft_mode(draft, doc_mode)
             chunk_id = ids.chunk_id(document_id, chunk_mode, 0 if chunk_mode in RANKING_ONLY_MODES else index)
-            sparse_i, sparse_v = document_vector(lexical_text(display_key, title, draft.heading, draft.text))
+            language = DEFAULT_LANGUAGE if chunk_mode == "code" else languages[index]
+            sparse_i, sparse_v = document_vector(lexical_text(display_key, title, draft.heading, draft.text), language)
             rows.append(
                 Chunk(
                     tenant=tenant,
@@ -155,6 +159,7 @@ def ingest_bytes(
                     indexing_version=INDEXING_VERSION,
                     dense=np.asarray(vector, dtype=np.float32).tobytes(),
                     sparse={"i": sparse_i, "v": sparse_v},
+                    language=language,
                     point_id=point_id(chunk_id, number),
                 )  # fmt: skip
             )

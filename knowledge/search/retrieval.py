@@ -8,6 +8,7 @@ narrow within what that viewer may see, and the principals go into the vector qu
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -16,9 +17,10 @@ from typing import Any
 
 from django.conf import settings
 
-from inference.embedders import get_embedder
-from knowledge.index.lexical import query_vector
-from knowledge.index.vectorstore import RRF_K, Hit, Scope, get_store
+from inference.embedders import EmbedderIdentity, get_embedder
+from knowledge.index import languages
+from knowledge.index.lexical import query_vector, search_vector
+from knowledge.index.vectorstore import RRF_K, Fusion, Hit, Scope, Weights, get_store
 from knowledge.models import RANKING_ONLY_MODES, Chunk, DocumentVersion, Status
 from knowledge.search.ranking import definition_names, is_test_path, mentions_tests, rrf_merge
 from knowledge.search.specific import Plan, plan
@@ -70,6 +72,7 @@ class RetrievedChunk:
     score: float
     dense_rank: int | None = None
     lexical_rank: int | None = None
+    multilingual_rank: int | None = None
     boost: float = 0.0
     tags: list[str] = field(default_factory=list)
     similarity: float | None = None  # cosine similarity of the dense leg, when it found the chunk
@@ -104,6 +107,8 @@ class RetrievedChunk:
         signals: dict[str, float | int | None] = {
             "dense_rank": self.dense_rank, "lexical_rank": self.lexical_rank, "boost": round(self.boost, 6),
         }  # fmt: skip
+        if self.multilingual_rank is not None:
+            signals["multilingual_rank"] = self.multilingual_rank
         if self.rerank is not None:
             signals["rerank"] = round(self.rerank, 4)
         if self.defines:
@@ -137,32 +142,95 @@ class RetrieveFilters:
         )
 
 
+SERVED_STATUSES = (Status.ACTIVE, Status.SUPERSEDED, Status.RETIRED)
 INDEX_CHECK_TTL_S = 10.0  # a tenant found consistent is not asked again for this long (one SQL query a read)
-_index_checked: dict[tuple[Any, Any], float] = {}
+_index_checked: dict[tuple[Any, Any], tuple[float, EmbedderIdentity]] = {}
 
 
-def check_index(tenant: Tenant) -> None:
-    """IndexMismatch when the tenant's vectors come from another embedder than the configured one. A tenant found
-    consistent is trusted for INDEX_CHECK_TTL_S: the embedder only changes with the configuration, and a reindex
-    leaves the index consistent."""
-    identity = get_embedder().identity
-    key = (tenant.public_id, identity)
-    if _index_checked.get(key, 0.0) > time.monotonic():
-        return
-    other = (
-        DocumentVersion.objects.for_tenant(tenant)
-        .filter(status=Status.ACTIVE)
-        .exclude(embedding_provider=identity.provider, embedding_model=identity.model, embedding_dims=identity.dims)
-        .values_list("embedding_provider", "embedding_model", "embedding_dims")
-        .first()
-    )
-    if other:
-        raise IndexMismatch(
-            f"The index of tenant {tenant.slug} was built with {other[0]}/{other[1]} ({other[2]}-d) but the "
-            f"configured embedder is {identity.provider}/{identity.model} ({identity.dims}-d). "
-            f"Run: manage.py reindex {tenant.slug}"
-        )
-    _index_checked[key] = time.monotonic() + INDEX_CHECK_TTL_S
+def check_index(tenant: Tenant) -> EmbedderIdentity:
+    """The index a read of this tenant searches: the configured embedder's, or while an upgrade adds the multilingual
+    leg (knowledge/reindex.py, in the background) the one before it, which still holds every document the upgrade
+    has not finished. IndexMismatch when the tenant's vectors come from another embedder than the configured one.
+    The answer is kept for INDEX_CHECK_TTL_S: the embedder only changes with the configuration, and an upgrade
+    ends within that much of its last document."""
+    configured = get_embedder().identity
+    key = (tenant.public_id, configured)
+    cached = _index_checked.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    served = DocumentVersion.objects.for_tenant(tenant).filter(status__in=SERVED_STATUSES)  # as of a day, too
+    built = {
+        EmbedderIdentity(provider, model, dims or 0)
+        for provider, model, dims in served.values_list("embedding_provider", "embedding_model", "embedding_dims")
+        .distinct().order_by()
+    }  # fmt: skip
+    serving = configured
+    if built - {configured}:
+        if not configured.multilingual_dims or not built <= {configured, configured.primary}:
+            other = next(iter(built - {configured}))
+            raise IndexMismatch(
+                f"The index of tenant {tenant.slug} was built with {other.provider}/{other.model} ({other.dims}-d) "
+                f"but the configured embedder is {configured.provider}/{configured.model} ({configured.dims}-d). "
+                f"Run: manage.py reindex {tenant.slug}"
+            )
+        serving = configured.primary  # the upgrade is under way: the previous index serves until it is done
+    elif configured.multilingual_dims and served.filter(reindex_pending=True).exists():
+        serving = configured.primary  # re-embedded, not all written to the new index yet
+    _index_checked[key] = (time.monotonic() + INDEX_CHECK_TTL_S, serving)
+    return serving
+
+
+# How much each leg counts (weighted RRF), by whether a chunk is in the question's language. The same language: the
+# English embedder (for English; for another language it places words poorly), the lexical leg and the multilingual
+# leg. Across languages the English embedder and the lexical leg (identifiers aside) say nothing, and the
+# multilingual leg leads. Chosen on the tune half of bench/data/crosslingual (bench/crosslingual_tune.py).
+SAME_ENGLISH = Weights(dense=1.0, multilingual=1.0, lexical=1.0)
+SAME_OTHER = Weights(dense=0.0, multilingual=1.0, lexical=1.0)
+CROSS = Weights(dense=0.0, multilingual=2.0, lexical=0.5)
+PREVIOUS_INDEX = Weights(dense=1.0, multilingual=0.0, lexical=1.0)  # no multilingual leg: as before issue 52
+TENANT_LANGUAGES_TTL_S = 60.0
+_tenant_languages: dict[Any, tuple[float, list[str]]] = {}
+
+
+def tenant_languages(tenant: Tenant) -> list[str]:
+    """The languages of the tenant's chunks (knowledge/index/languages.py), English first; kept a minute."""
+    cached = _tenant_languages.get(tenant.public_id)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    found = set(Chunk.objects.filter(tenant=tenant).exclude(language="").values_list("language", flat=True)
+                .distinct().order_by())  # fmt: skip
+    codes = [code for code in languages.LANGUAGES if code in found or code == languages.DEFAULT]
+    _tenant_languages[tenant.public_id] = (time.monotonic() + TENANT_LANGUAGES_TTL_S, codes)
+    return codes
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question as the legs read it: its text, its language, the languages its words are looked up in, and the
+    index searched."""
+
+    text: str
+    language: str
+    lookup: tuple[str, ...]
+    index: EmbedderIdentity
+
+    @classmethod
+    def of(cls, tenant: Tenant, text: str, index: EmbedderIdentity) -> Question:
+        language = languages.detect(text)
+        return cls(text, language, tuple(dict.fromkeys([language, *tenant_languages(tenant)])), index)
+
+    def sub(self, text: str) -> Question:
+        return replace(self, text=text)
+
+    @property
+    def fusion(self) -> Fusion:
+        if not self.index.multilingual_dims:
+            return Fusion(same=PREVIOUS_INDEX)
+        same = SAME_ENGLISH if self.language == languages.DEFAULT else SAME_OTHER
+        return Fusion(language=self.language, same=same, cross=CROSS)
+
+    def sparse(self) -> tuple[list[int], list[float]]:
+        return search_vector(self.text, list(self.lookup))
 
 
 def _hydrate(viewer: Viewer, ranked: list[Hit]) -> dict[str, Chunk]:
@@ -191,6 +259,7 @@ class Round:
     ranked: list[Hit]  # fused, best first
     dense_rank: dict[str, int]  # point id → its rank in the dense leg (1 = first)
     lexical_rank: dict[str, int]
+    multilingual_rank: dict[str, int]
     similarity: dict[str, float]  # point id → cosine similarity to the question (dense leg)
 
 
@@ -199,17 +268,19 @@ _query_cache: OrderedDict[tuple[int, Any, str], list[float]] = OrderedDict()
 _query_cache_lock = threading.Lock()
 
 
-def query_embedding(query: str) -> list[float]:
-    """The configured embedder's vector of a query, from a small LRU cache when the same text was asked lately
-    (the same embedder object: a swapped or reconfigured embedder never reads another's vectors)."""
+def query_embedding(query: str, *, multilingual: bool = False) -> list[float]:
+    """The configured embedder's vector of a query (or its multilingual leg's), from a small LRU cache when the same
+    text was asked lately (the same embedder object: a swapped or reconfigured embedder never reads another's
+    vectors)."""
     embedder = get_embedder()
-    key = (id(embedder), embedder.identity, query)
+    key = (id(embedder), embedder.identity, f"multilingual:{query}" if multilingual else query)
     with _query_cache_lock:
         cached = _query_cache.get(key)
         if cached is not None:
             _query_cache.move_to_end(key)
             return cached
-    vector = embedder.embed([query])[0].tolist()
+    embed = embedder.embed_multilingual if multilingual else embedder.embed  # type: ignore[attr-defined]
+    vector = embed([query])[0].tolist()
     with _query_cache_lock:
         _query_cache[key] = vector
         while len(_query_cache) > QUERY_CACHE_SIZE:
@@ -217,24 +288,31 @@ def query_embedding(query: str) -> list[float]:
     return vector
 
 
-def _one_round(query: str, scope: Scope, limit: int) -> Round:
-    embedder = get_embedder()
-    legs = get_store().hybrid(
-        embedder.identity, scope, dense=query_embedding(query), sparse=query_vector(query), limit=limit
-    )
+def _one_round(question: Question, scope: Scope, limit: int) -> Round:
+    index, query, fusion = question.index, question.text, question.fusion
+    # One after the other: side by side, the two encoders share the cores and each takes longer (measured).
+    multilingual = query_embedding(query, multilingual=True) if index.multilingual_dims else None
+    # A leg that weighs nothing for this question's language is not run (the English embedder, for a question in
+    # another language): the dense vector is then the multilingual one's place-holder, never searched.
+    english = fusion.same.dense > 0 or fusion.cross.dense > 0 or multilingual is None
+    legs = get_store().hybrid(index, scope, dense=query_embedding(query) if english else None, sparse=question.sparse(),
+                              limit=limit, multilingual=multilingual, fusion=fusion)  # fmt: skip
     return Round(
         ranked=legs.fused,
         dense_rank={point: rank for rank, point in enumerate(legs.dense, 1)},
         lexical_rank={point: rank for rank, point in enumerate(legs.lexical, 1)},
+        multilingual_rank={point: rank for rank, point in enumerate(legs.multilingual, 1)},
         similarity=legs.dense_scores,
     )
 
 
-def _specific_round(query: str, scope: Scope, limit: int, intent: Plan) -> Round:
+def _specific_round(question: Question, scope: Scope, limit: int, intent: Plan) -> Round:
     """The question and its intent sub-queries, each a round, fused by RRF (the question weighs most). Ranks
     and similarities are the question's own."""
     rounds = [
-        _one_round(sub.text, scope if sub.mode is None or scope.mode else replace(scope, mode=sub.mode), limit)
+        _one_round(
+            question.sub(sub.text), scope if sub.mode is None or scope.mode else replace(scope, mode=sub.mode), limit
+        )  # fmt: skip
         for sub in intent.subqueries
     ]
     payloads: dict[str, dict[str, Any]] = {}
@@ -244,12 +322,13 @@ def _specific_round(query: str, scope: Scope, limit: int, intent: Plan) -> Round
     fused = rrf_merge([([hit.id for hit in found.ranked], sub.weight) for found, sub in zip(rounds, intent.subqueries,
                                                                                            strict=True)])  # fmt: skip
     ordered = sorted(fused.items(), key=lambda item: item[1], reverse=True)[:limit]
-    question = rounds[0]
+    own = rounds[0]
     return Round(
         ranked=[Hit(point, score, payloads[point]) for point, score in ordered],
-        dense_rank=question.dense_rank,
-        lexical_rank=question.lexical_rank,
-        similarity=dict(question.similarity),
+        dense_rank=own.dense_rank,
+        lexical_rank=own.lexical_rank,
+        multilingual_rank=own.multilingual_rank,
+        similarity=dict(own.similarity),
     )
 
 
@@ -259,9 +338,12 @@ def _specific_round(query: str, scope: Scope, limit: int, intent: Plan) -> Round
 CRITICAL_TOP_RANK = 5
 
 
-def _relevant(dense_rank: dict[str, int], lexical_rank: dict[str, int], point: str) -> bool:
-    ranks = [rank for rank in (dense_rank.get(point), lexical_rank.get(point)) if rank is not None]
-    return len(ranks) == 2 or any(rank <= CRITICAL_TOP_RANK for rank in ranks)
+def _relevant(found: Round, point: str) -> bool:
+    """Two legs found it, or one ranked it among its first few (the dense legs count as one: either will do)."""
+    dense = [r for r in (found.dense_rank.get(point), found.multilingual_rank.get(point)) if r is not None]
+    lexical = found.lexical_rank.get(point)
+    ranks = [*dense, *([lexical] if lexical is not None else [])]
+    return (bool(dense) and lexical is not None) or any(rank <= CRITICAL_TOP_RANK for rank in ranks)
 
 
 def viewer_scope(viewer: Viewer, filters: RetrieveFilters, clock: Clock | None = None) -> Scope:
@@ -306,7 +388,7 @@ def retrieve(
     """Hybrid retrieval for one viewer. `specific` adds intent sub-queries and an intent re-rank; `rerank` has the
     cross-encoder read the first RERANK_CANDIDATES and fuses its order with the hybrid one."""
     tenant = viewer.tenant
-    check_index(tenant)
+    question = Question.of(tenant, query, check_index(tenant))
     filters = filters or RetrieveFilters()
     clock = Clock.for_read(tenant, filters.as_of)
     base_scope = scope or filters.scope(tenant)
@@ -315,8 +397,9 @@ def retrieve(
     in_force(base_scope, filters, clock)
     limit = max(top_k * 3, CANDIDATES)
     intent = plan(query) if specific else None
-    found = _specific_round(query, base_scope, limit, intent) if intent else _one_round(query, base_scope, limit)
-    defining = _definitions(query, base_scope)
+    found = (_specific_round(question, base_scope, limit, intent) if intent
+             else _one_round(question, base_scope, limit))  # fmt: skip
+    defining = _definitions(question, base_scope)
     ranked = [*found.ranked, *(hit for hit in defining.values() if hit.id not in {h.id for h in found.ranked})]
     scored = _boosted(query, ranked, found, defining)
     chunks: dict[str, Chunk] = {}
@@ -344,13 +427,14 @@ def retrieve(
             results.append(
                 RetrievedChunk(
                     chunk=chunk, score=hit.score + boost, dense_rank=found.dense_rank.get(hit.id),
-                    lexical_rank=found.lexical_rank.get(hit.id), boost=boost, tags=list(hit.payload.get("tags") or []),
+                    lexical_rank=found.lexical_rank.get(hit.id), multilingual_rank=found.multilingual_rank.get(hit.id),
+                    boost=boost, tags=list(hit.payload.get("tags") or []),
                     similarity=found.similarity.get(hit.id), defines=names,
                 )
             )  # fmt: skip
     if rerank:
         results = cross_encoder_fused(query, results[: max(top_k, RERANK_CANDIDATES)])
-    results = source_text_only(viewer, query, results[: top_k + SUMMARY_EXPANSION * 2], base_scope)[:top_k]
+    results = source_text_only(viewer, question, results[: top_k + SUMMARY_EXPANSION * 2], base_scope)[:top_k]
     for result in results:
         result.page = page_of(result.chunk, query)
         result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
@@ -363,20 +447,29 @@ def with_tables(viewer: Viewer, results: list[RetrievedChunk]) -> None:
     """Say of each hit that shows a kept table (knowledge.models.DocumentTable of its version: the sheet or the
     heading the chunk is under, or the version's one table) which it is: its name, columns and rows, so an agent
     knows it can ask for a computation over it."""
-    versions = {r.chunk.document_version_id for r in results if r.chunk.document_version_id}
-    if not versions:
+    shows = [r for r in results if r.chunk.document_version_id and _may_show_table(r.chunk)]
+    versions = {r.chunk.document_version_id for r in shows}
+    if not versions:  # no hit can show a table: no query (most hits are prose)
         return
     kept: dict[int, list[Any]] = {}
     for table in tables_of_versions(viewer=viewer, version_ids=list(versions)).defer("rows", "row_numbers"):
         kept.setdefault(table.version_id, []).append(table)
-    for result in results:
+    for result in shows:
         tables = kept.get(result.chunk.document_version_id or 0, [])
         named = [t for t in tables if t.name == result.chunk.heading] or (tables if len(tables) == 1 else [])
-        whole = result.chunk.document.display_key.lower().endswith((".csv", ".tsv"))  # the file is its table
-        if named and (whole or "|" in result.chunk.text or "Row " in result.chunk.text):
+        if named:
             table = named[0]
             columns = [{"name": c["name"], "type": c.get("type", "text")} for c in table.columns]
             result.table = {"name": table.name, "columns": columns, "rows": table.row_count}
+
+
+TABLE_TEXT_RE = re.compile(r"^\s*\|.*\|\s*$|\bRow \d", re.MULTILINE)  # a Markdown table row, a sheet's `Row n:`
+
+
+def _may_show_table(chunk: Chunk) -> bool:
+    """Whether a chunk's text is a table's: a CSV or TSV file's, Markdown table rows, or a sheet's `Row n` lines."""
+    whole = chunk.document.display_key.lower().endswith((".csv", ".tsv"))  # the file is its table
+    return whole or bool(TABLE_TEXT_RE.search(chunk.text))
 
 
 HYDRATE_SPARE = 4  # hits read from SQL beyond those that can be returned, for the ones SQL drops
@@ -393,7 +486,7 @@ def _boosted(
     scored = []
     for hit in ranked:
         payload = hit.payload
-        relevant = _relevant(found.dense_rank, found.lexical_rank, hit.id)
+        relevant = _relevant(found, hit.id)
         boost = boost_value if payload.get("critical") and relevant else 0.0
         names = [name for name in query_names if name in (payload.get("defines") or [])] if hit.id in defining else []
         if names:  # it defines what the question names: first, above every chunk that only uses it
@@ -411,24 +504,24 @@ DEFINITION_BOOST = 2.0 / (RRF_K + 1)  # above any fused score: both legs ranking
 TEST_PENALTY = 0.5 / (RRF_K + 1)  # a test file's chunk below the code it exercises, unless tests are asked for
 
 
-def _definitions(query: str, scope: Scope) -> dict[str, Hit]:
+def _definitions(question: Question, scope: Scope) -> dict[str, Hit]:
     """The code chunks that define a name the question mentions (`DEFAULT_LIMITS`, `Client.send`), best first:
     a lexical search inside the vector query, restricted to points whose `defines` holds one of the names, with
     every condition of the scope (tenant, principals, validity) still in force. A question about tests looks for
     tests, not for the code they exercise: then only definitions in test files count; otherwise a test file's helper
     that happens to carry the name is not its definition."""
-    names = definition_names(query)
+    names = definition_names(question.text)
     if not names:
         return {}
-    embedder = get_embedder()
-    hits = get_store().search(embedder.identity, replace(scope, defines=names), dense=None,
+    hits = get_store().search(question.index, replace(scope, defines=names), dense=None,
                               sparse=query_vector(" ".join(names)), limit=DEFINITION_HITS * 4)  # fmt: skip
-    tests = mentions_tests(query)
+    tests = mentions_tests(question.text)
     hits = [hit for hit in hits if is_test_path(str(hit.payload.get("document_key") or "")) == tests]
     return {hit.id: hit for hit in hits[:DEFINITION_HITS]}
 
 
-def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], scope: Scope) -> list[RetrievedChunk]:
+def source_text_only(viewer: Viewer, question: Question, results: list[RetrievedChunk],
+                     scope: Scope) -> list[RetrievedChunk]:  # fmt: skip
     """Only source text is evidence: a hit on a model-written summary is replaced, at its rank, by its document's
     best source chunks for the query (those already ranked lower move up; the rest come from a search within that
     document, the viewer's principals still in the query). A summary may rank a document; it is never returned."""
@@ -436,7 +529,7 @@ def source_text_only(viewer: Viewer, query: str, results: list[RetrievedChunk], 
     if not summaries:
         return results
     documents = list(dict.fromkeys(hit.chunk.document.document_id for hit in summaries))
-    found = _one_round(query, replace(scope, document_ids=documents), (SUMMARY_EXPANSION + 1) * len(documents))
+    found = _one_round(question, replace(scope, document_ids=documents), (SUMMARY_EXPANSION + 1) * len(documents))
     chunks = _hydrate(viewer, found.ranked)
     extra: dict[str, list[RetrievedChunk]] = {}
     for point in found.ranked:
@@ -491,15 +584,18 @@ def cross_encoder_fused(query: str, hits: list[RetrievedChunk]) -> list[Retrieve
 
 def retrieve_single_leg(*, viewer: Viewer, query: str, top_k: int, leg: str, filters: RetrieveFilters | None = None):
     """Dense-only or lexical-only retrieval (for evaluation and diagnosis)."""
-    check_index(viewer.tenant)
-    embedder = get_embedder()
+    question = Question.of(viewer.tenant, query, check_index(viewer.tenant))
     filters = filters or RetrieveFilters()
     clock = Clock.for_read(viewer.tenant, filters.as_of)
     scope = viewer_scope(viewer, filters, clock)
+    store, index = get_store(), question.index
     if leg == "dense":
-        hits = get_store().search(embedder.identity, scope, dense=query_embedding(query), sparse=None, limit=top_k)
+        hits = store.search(index, scope, dense=query_embedding(query), sparse=None, limit=top_k)
+    elif leg == "multilingual" and index.multilingual_dims:
+        hits = store.search(index, scope, dense=None, sparse=None, limit=top_k,
+                            multilingual=query_embedding(query, multilingual=True))  # fmt: skip
     else:
-        hits = get_store().search(embedder.identity, scope, dense=None, sparse=query_vector(query), limit=top_k)
+        hits = store.search(index, scope, dense=None, sparse=question.sparse(), limit=top_k)
     chunks = _hydrate(viewer, hits)
     found = [chunks[h.id] for h in hits if h.id in chunks and chunks[h.id].mode not in RANKING_ONLY_MODES]
     scores = {h.id: h.score for h in hits}

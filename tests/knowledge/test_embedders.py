@@ -87,13 +87,13 @@ def test_a_batch_process_embeds_on_a_replica_per_core_and_the_web_process_on_one
 
     monkeypatch.setattr(embedders.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(embedders, "_batch_process", False)
-    web = embedders.build_embedder()
+    web = embedders.build_primary_embedder()
     assert (web.threads, web.replicas) == (2, 1)
     monkeypatch.setattr(embedders, "_batch_process", True)
-    batch = embedders.build_embedder()
+    batch = embedders.build_primary_embedder()
     assert (batch.threads, batch.replicas) == (2, 2)
     monkeypatch.setattr(embedders.os, "cpu_count", lambda: 6)  # past four sessions, the threads are shared out
-    big = embedders.build_embedder()
+    big = embedders.build_primary_embedder()
     assert (big.threads, big.replicas) == (6, 4)
     assert big.session_threads == [2, 2, 1, 1]  # every core used, none twice
 
@@ -146,7 +146,7 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
         retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
     call_command("reindex", "acme")
-    assert "1 of 1 active version(s) need openai/test-embed" in capsys.readouterr().out
+    assert "1 of 1 version(s) need openai/test-embed" in capsys.readouterr().out
     hits = retrieve(viewer=Viewer.everything(tenant_a), query="refunds paid", top_k=3)
     assert hits and hits[0].chunk.embedding_model == "test-embed"
 
@@ -166,7 +166,7 @@ def test_reindex_all_brings_every_tenants_index_up_to_date_after_an_upgrade(tena
         retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
     call_command("reindex", "--all")
     out = capsys.readouterr().out
-    assert "acme: 1 of 1 active version(s) need" in out and "globex: 0 of 0" in out
+    assert "acme: 1 of 1 version(s) need" in out and "globex: 0 of 0" in out
     assert retrieve(viewer=Viewer.everything(tenant_a), query="refunds paid", top_k=3)[0].chunk.text.endswith(
         "five days."
     )
@@ -202,14 +202,14 @@ def test_code_is_embedded_with_its_path_and_reindex_upgrades_code_embedded_befor
     pipeline.sync_folder(source=source, root=root)
     code = Chunk.objects.get(tenant=tenant_a, mode="code")
     expected = get_embedder().embed([f"pkg/sessions.py › {code.heading}\n{code.text}"])[0]
-    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32), expected, atol=1e-6)
+    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32)[:384], expected, atol=1e-6)
 
     DocumentVersion.objects.filter(tenant=tenant_a).update(indexing_version=1)  # as an older release left it
-    Chunk.objects.filter(tenant=tenant_a).update(dense=np.zeros(384, dtype=np.float32).tobytes())
+    Chunk.objects.filter(tenant=tenant_a).update(dense=np.zeros(384 + 512, dtype=np.float32).tobytes())
     call_command("reindex", "acme")
-    assert "1 of 2 active version(s) need" in capsys.readouterr().out  # the code file, not the README
+    assert "1 of 2 version(s) need" in capsys.readouterr().out  # the code file, not the README
     code.refresh_from_db()
-    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32), expected, atol=1e-6)
+    assert np.allclose(np.frombuffer(code.dense, dtype=np.float32)[:384], expected, atol=1e-6)
     assert DocumentVersion.objects.get(pk=code.document_version_id).indexing_version == 2
     hits = retrieve(viewer=Viewer.everything(tenant_a), query="How does a session send a request?", top_k=2)
     assert "pkg/sessions.py" in [h.chunk.document.display_key for h in hits]
