@@ -24,6 +24,7 @@ from knowledge.claims import (
     EvidenceText,
     missing_identifiers,
 )
+from knowledge.index import languages
 from knowledge.models import Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.search.when import TimeRead, read_time
@@ -78,6 +79,7 @@ class Sources:
     missing: list[str] = field(default_factory=list)  # identifiers the question names that no excerpt contains
     timings: dict[str, float] = field(default_factory=dict)
     when: TimeRead | None = None  # the question asks about a past time or about history (knowledge/search/when.py)
+    multilingual: bool = False  # read across languages (across_languages): the multilingual encoder judges closeness
 
     @property
     def strength(self) -> float | None:
@@ -88,6 +90,23 @@ class Sources:
 
 def embed(texts: list[str]):
     return get_embedder().embed(texts)
+
+
+def embed_multilingual(texts: list[str]):
+    """The multilingual leg's vectors (one space for every language), or the embedder's when there is none."""
+    embedder = get_embedder()
+    multilingual = getattr(embedder, "embed_multilingual", None)
+    return multilingual(texts) if multilingual is not None else embedder.embed(texts)
+
+
+def across_languages(question: str, hits: Sequence[RetrievedChunk]) -> bool:
+    """Whether an answer reads across languages (or in a language other than English): a question not in English,
+    or an excerpt in another language than the question's. Then the English models (the embedder's similarities,
+    the cross-encoder) cannot judge what is close to what, and the multilingual encoder does."""
+    if getattr(get_embedder(), "embed_multilingual", None) is None:
+        return False
+    asked = languages.detect(question)
+    return asked != languages.DEFAULT or any((hit.chunk.language or languages.DEFAULT) != asked for hit in hits)
 
 
 # Measured on the public set (1.5B): 1,600 characters of focused excerpts → 581 prompt tokens at the median,
@@ -150,6 +169,7 @@ def prepare(
     threshold. A named identifier (a setting, option, qualified name) that no hit contains even after its
     own search is recorded in `missing`: the knowledge base does not document it."""
     rerank = settings.RAG_ANSWER_RERANK if rerank is None else rerank
+    rerank = rerank and languages.detect(question) == languages.DEFAULT  # the cross-encoder reads English only
     cross_focus = settings.RAG_ANSWER_CROSS_FOCUS if cross_focus is None else cross_focus
     started = time.perf_counter()
     asked = None
@@ -166,16 +186,18 @@ def prepare(
         candidates += [hit for hit in new if not missing_identifiers(name, [hit.chunk.text])]
     missing = missing_identifiers(question, [hit.chunk.text for hit in candidates])
     focus_started = time.perf_counter()
+    multilingual = across_languages(question, candidates)
     focused = focus_excerpts(
         question, [(hit.chunk.text, hit.chunk.mode == "code") for hit in candidates],
-        budget_chars=budget_chars or settings.RAG_ANSWER_CONTEXT_CHARS, embed=embed,
-        cross=cross_encoder(), choose_with_cross=cross_focus,
+        budget_chars=budget_chars or settings.RAG_ANSWER_CONTEXT_CHARS,
+        embed=embed_multilingual if multilingual else embed,
+        cross=None if multilingual else cross_encoder(), choose_with_cross=cross_focus,
     )  # fmt: skip
     timings["focus_ms"] = (time.perf_counter() - focus_started) * 1000
     shown = {hit.chunk.chunk_id for hit in hits}
     hits = hits + [hit for hit in candidates if hit.chunk.chunk_id not in shown]  # what the repair search added
     return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing,
-                   timings=timings, when=asked)  # fmt: skip
+                   timings=timings, when=asked, multilingual=multilingual)  # fmt: skip
 
 
 def _read(viewer: Viewer, question: str, options: AnswerSettings, rerank: bool,

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from tenants.models import TenantOwned
 
@@ -72,8 +73,8 @@ class ChatSession(TenantOwned):
 
 class ChatMessage(TenantOwned):
     class Role(models.TextChoices):
-        USER = "user", "User"
-        ASSISTANT = "assistant", "Assistant"
+        USER = "user", _("User")
+        ASSISTANT = "assistant", _("Assistant")
 
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=10, choices=Role.choices)
@@ -123,10 +124,10 @@ class AnswerRecord(Attributed):
     were ranked, the claims as verified, the model, and the versions of the documents it read at that moment."""
 
     class Channel(models.TextChoices):
-        CHAT = "chat", "Chat"
-        API = "api", "REST API"
-        MCP = "mcp", "MCP"
-        OPENAI = "openai", "OpenAI-compatible API"
+        CHAT = "chat", _("Chat")
+        API = "api", _("REST API")
+        MCP = "mcp", _("MCP")
+        OPENAI = "openai", _("OpenAI-compatible API")
 
     channel = models.CharField(max_length=10, choices=Channel.choices)
     question = models.TextField()
@@ -148,11 +149,11 @@ class Verdict(Attributed):
     the tenant admins' curation queue until a fix closes it (feedback app)."""
 
     class Reason(models.TextChoices):
-        WRONG_FACT = "wrong_fact", "Wrong fact"
-        WRONG_CITATION = "wrong_citation", "Wrong or missing citation"
-        SHOULD_REFUSE = "should_refuse", "Should have refused"
-        SHOULD_ANSWER = "should_answer", "Should have answered"
-        OUTDATED = "outdated", "Outdated document"
+        WRONG_FACT = "wrong_fact", _("Wrong fact")
+        WRONG_CITATION = "wrong_citation", _("Wrong or missing citation")
+        SHOULD_REFUSE = "should_refuse", _("Should have refused")
+        SHOULD_ANSWER = "should_answer", _("Should have answered")
+        OUTDATED = "outdated", _("Outdated document")
 
     answer = models.ForeignKey(AnswerRecord, on_delete=models.CASCADE, related_name="verdicts")
     helpful = models.BooleanField()

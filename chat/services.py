@@ -162,7 +162,7 @@ def _stream_answer(
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
     model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
-    checker = SentenceChecker(answer_verifier(question, evidence, sources.when), elapsed, said)
+    checker = SentenceChecker(answer_verifier(question, evidence, sources.when, sources.multilingual), elapsed, said)
     ttft: float | None = None
     written = 0  # the model streams one token a delta
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,

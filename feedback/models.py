@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from chat.models import Verdict
 from tenants.models import TenantOwned
@@ -14,14 +15,14 @@ class Fix(TenantOwned):
     """What a tenant admin did about a thumbs-down; its existence closes the item. Who and when are kept."""
 
     class Action(models.TextChoices):
-        CRITICAL = "critical", "Marked the right chunk critical"
-        RETIRE = "retire", "Retired a document"
-        TAG = "tag", "Tagged a document"
-        UPLOAD = "upload", "Uploaded the missing document"
-        MISREAD = "misread", "The answer misread a correct excerpt"
-        WRONG_VERSION = "wrong_version", "The answer should have used the version in force at a date"
-        NOT_IN_KNOWLEDGE = "not_in_knowledge", "Not in our knowledge: the right answer is a refusal"
-        DISMISS = "dismiss", "Dismissed: the answer was right"
+        CRITICAL = "critical", _("Marked the right chunk critical")
+        RETIRE = "retire", _("Retired a document")
+        TAG = "tag", _("Tagged a document")
+        UPLOAD = "upload", _("Uploaded the missing document")
+        MISREAD = "misread", _("The answer misread a correct excerpt")
+        WRONG_VERSION = "wrong_version", _("The answer should have used the version in force at a date")
+        NOT_IN_KNOWLEDGE = "not_in_knowledge", _("Not in our knowledge: the right answer is a refusal")
+        DISMISS = "dismiss", _("Dismissed: the answer was right")
 
     verdict = models.OneToOneField(Verdict, on_delete=models.CASCADE, related_name="fix")
     action = models.CharField(max_length=20, choices=Action.choices)
@@ -92,10 +93,10 @@ class EvalRun(TenantOwned):
     curations), so the plot can say what changed between two points."""
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
 
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     answers = models.BooleanField(default=True, help_text="Also ask the chat model (else retrieval only).")
@@ -121,9 +122,9 @@ class Conflict(TenantOwned):
     until an admin resolves it (who and when are kept)."""
 
     class State(models.TextChoices):
-        OPEN = "open", "Open"
-        RESOLVED = "resolved", "Resolved"
-        DISMISSED = "dismissed", "Not a contradiction"
+        OPEN = "open", _("Open")
+        RESOLVED = "resolved", _("Resolved")
+        DISMISSED = "dismissed", _("Not a contradiction")
 
     document = models.ForeignKey("knowledge.Document", on_delete=models.CASCADE, related_name="+",
                                  help_text="The document whose new version stated it.")  # fmt: skip

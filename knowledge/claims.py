@@ -455,8 +455,11 @@ class Verifier:
     def __init__(self, evidence: Sequence[EvidenceText], *, question: str = "",
                  embed: Callable[[list[str]], np.ndarray] | None = None,
                  cross: Callable[[str, list[str]], np.ndarray] | None = None,
-                 when: TimeRead | None = None, now: dt.datetime | None = None) -> None:  # fmt: skip
+                 when: TimeRead | None = None, now: dt.datetime | None = None,
+                 dense_support: float = DENSE_SUPPORT) -> None:  # fmt: skip
         self.evidence = [as_data(e) for e in evidence]  # instructions in a document are data, never support
+        self.dense_support = dense_support  # the cosine `embed` must reach (its scale is the encoder's own)
+        self.multilingual = dense_support != DENSE_SUPPORT  # `embed` is the multilingual encoder: claims may cross
         self.question = question
         self.when = when  # the question asks about the past: each claim must rest on evidence of its time
         self.now = now or dt.datetime.now(dt.UTC)
@@ -487,6 +490,27 @@ class Verifier:
             self._unit_vectors[n] = self.embed(list(self.evidence[n].units))
         return float(np.max(self._unit_vectors[n] @ sentence_vector))
 
+    def _states_specifics(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> bool:
+        """Every specific the sentence adds is in excerpt n (`_states_specifics`). Across languages a number cannot
+        stand near the claim's words (they are in another language): it must be in one of the excerpt's sentences
+        that the multilingual encoder puts as close to the claim as support asks."""
+        evidence = self.evidence[n]
+        if not self.multilingual or sentence_vector is None or self.embed is None or not evidence.units:
+            return _states_specifics(sentence, evidence, self.given, timed=self.when is not None)
+        self._dense(sentence_vector, n)
+        vectors = self._unit_vectors[n]
+        assert vectors is not None
+        close = [fold(unit) for unit, v in zip(evidence.units, vectors, strict=True)
+                 if float(v @ sentence_vector) >= self.dense_support]  # fmt: skip
+        for token in specifics(sentence):
+            if fold(token) in self.given:
+                continue
+            if _is_number(token) and not any(_number_positions(unit, token) for unit in close):
+                return False
+            if not _is_number(token) and not _contains(self._bodies[n], token):
+                return False
+        return True
+
     def support(self, sentence: str, sentence_vector: np.ndarray | None, *, values: bool = True,
                 timed: bool = True) -> list[float]:  # fmt: skip
         """Per excerpt, how well it supports the sentence (0 when it lacks a specific or a name the sentence
@@ -500,7 +524,7 @@ class Verifier:
         scores = []
         for n, evidence in enumerate(self.evidence):
             if values and (
-                not _states_specifics(sentence, evidence, self.given, timed=self.when is not None)
+                not self._states_specifics(sentence, sentence_vector, n)
                 or (time is not None and not self.of_its_time(sentence, time, evidence))
                 or not anchors <= self._terms[n]
                 or not all(_contains(self._bodies[n], name) for name in names)
@@ -511,7 +535,7 @@ class Verifier:
                 continue
             lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
-            scores.append(max(lexical / LEXICAL_SUPPORT, dense / DENSE_SUPPORT))
+            scores.append(max(lexical / LEXICAL_SUPPORT, dense / self.dense_support))
         return scores  # >= 1.0 means supported
 
     def time_of(self, sentence: str) -> TimeRead | str | None:

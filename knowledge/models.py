@@ -11,6 +11,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
@@ -38,12 +39,12 @@ class Tag(TenantOwned):
 
 class Source(TenantOwned):
     class Kind(models.TextChoices):
-        UPLOAD = "upload", "Uploaded files"
-        FOLDER = "folder", "Server folder"
-        EXTERNAL = "external", "External reference"
-        GIT = "git", "Git repository"
-        OBSIDIAN = "obsidian", "Obsidian vault"
-        WEBSITE = "website", "Website"
+        UPLOAD = "upload", _("Uploaded files")
+        FOLDER = "folder", _("Server folder")
+        EXTERNAL = "external", _("External reference")
+        GIT = "git", _("Git repository")
+        OBSIDIAN = "obsidian", _("Obsidian vault")
+        WEBSITE = "website", _("Website")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
@@ -182,16 +183,16 @@ def enforced_access(document: Document, carried: dict[int, list[list[str]]] | No
 
 
 class Status(models.TextChoices):
-    PENDING = "pending", "Pending (being indexed)"
-    ACTIVE = "active", "Active"
-    SUPERSEDED = "superseded", "Superseded"
-    RETIRED = "retired", "Retired"
-    FAILED = "failed", "Failed"
+    PENDING = "pending", _("Pending (being indexed)")
+    ACTIVE = "active", _("Active")
+    SUPERSEDED = "superseded", _("Superseded")
+    RETIRED = "retired", _("Retired")
+    FAILED = "failed", _("Failed")
 
 
 class Mode(models.TextChoices):
-    DOCUMENTAL = "documental", "Documental"
-    CODE = "code", "Code"
+    DOCUMENTAL = "documental", _("Documental")
+    CODE = "code", _("Code")
 
 
 class Document(TenantOwned):
@@ -426,7 +427,7 @@ class Chunk(TenantOwned):
         document = document or self.document
         page = page if page is not None else self.page
         label = self.page_label if page == self.page else ""
-        for _, number, span_label in self.page_spans or []:
+        for _start, number, span_label in self.page_spans or []:
             if number == page:
                 label = str(span_label or "")
         return {
@@ -469,13 +470,13 @@ class DocumentEvent(TenantOwned):
     """What happened to a document, when, by whom: the changes feed (`changes_since`) and the review trail."""
 
     class Kind(models.TextChoices):
-        ADDED = "added", "Added"
-        CHANGED = "changed", "Changed"
-        RETIRED = "retired", "Retired"
-        RESTORED = "restored", "Restored"
-        VALIDITY = "validity", "Validity changed"
-        SUPERSEDED = "superseded", "Superseded"
-        REVIEWED = "reviewed", "Reviewed: still true"
+        ADDED = "added", _("Added")
+        CHANGED = "changed", _("Changed")
+        RETIRED = "retired", _("Retired")
+        RESTORED = "restored", _("Restored")
+        VALIDITY = "validity", _("Validity changed")
+        SUPERSEDED = "superseded", _("Superseded")
+        REVIEWED = "reviewed", _("Reviewed: still true")
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -497,20 +498,20 @@ class IngestJob(TenantOwned):
     """One ingestion run (folder sync, upload batch, reindex) with its progress and outcome."""
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        INDEXING = "indexing", "Waiting for the indexer"
-        SUCCEEDED = "succeeded", "Succeeded"
-        PARTIAL = "partial", "Finished with errors"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        INDEXING = "indexing", _("Waiting for the indexer")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        PARTIAL = "partial", _("Finished with errors")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     class Kind(models.TextChoices):
-        FOLDER = "folder", "Folder sync"
-        GIT = "git", "Git sync"
-        WEB = "web", "Website sync"
-        UPLOAD = "upload", "Upload"
-        REINDEX = "reindex", "Reindex"
+        FOLDER = "folder", _("Folder sync")
+        GIT = "git", _("Git sync")
+        WEB = "web", _("Website sync")
+        UPLOAD = "upload", _("Upload")
+        REINDEX = "reindex", _("Reindex")
 
     source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -587,12 +588,12 @@ class JobFile(TenantOwned):
     or could not read (unchanged files are only counted)."""
 
     class Status(models.TextChoices):
-        WAITING = "waiting", "Waiting"
-        ADDED = "added", "Added"
-        UPDATED = "updated", "Updated"
-        UNCHANGED = "unchanged", "Unchanged"
-        SKIPPED = "skipped", "Skipped"
-        FAILED = "failed", "Failed"
+        WAITING = "waiting", _("Waiting")
+        ADDED = "added", _("Added")
+        UPDATED = "updated", _("Updated")
+        UNCHANGED = "unchanged", _("Unchanged")
+        SKIPPED = "skipped", _("Skipped")
+        FAILED = "failed", _("Failed")
 
     job = models.ForeignKey(IngestJob, on_delete=models.CASCADE, related_name="files")
     position = models.PositiveIntegerField(default=0)
@@ -641,9 +642,9 @@ class AllowedLocation(models.Model):
     URL prefix or a website prefix (knowledge/locations.py). Not tenant-owned: the operator's, for the server."""
 
     class Kind(models.TextChoices):
-        FOLDER = "folder", "Server folder (folders, vaults, local repositories)"
-        GIT = "git", "Git URL prefix"
-        WEB = "web", "Website prefix"
+        FOLDER = "folder", _("Server folder (folders, vaults, local repositories)")
+        GIT = "git", _("Git URL prefix")
+        WEB = "web", _("Website prefix")
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
     value = models.CharField(max_length=1000)

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.multipart import raw_name
@@ -82,12 +83,13 @@ def source_list(request: TenantRequest) -> HttpResponse:
                     sync=True,
                 )  # fmt: skip
                 services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
-            syncing = " Its first sync is running: the table shows its progress." if source.syncable else ""
-            messages.success(request, f"Created {source.source_id}.{syncing}")
+            created = _("Created %(source)s.") % {"source": source.source_id}
+            syncing = " " + _("Its first sync is running: the table shows its progress.") if source.syncable else ""
+            messages.success(request, created + syncing)
         except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
             messages.error(request, str(exc))
         except IntegrityError:
-            messages.error(request, "A source with that name already exists.")
+            messages.error(request, _("A source with that name already exists."))
         return redirect("knowledge:source-list", tenant.slug)
     last_jobs = selectors.last_job_by_source(tenant=tenant)
     sources = list(selectors.source_list(viewer=request.viewer))
@@ -97,7 +99,7 @@ def source_list(request: TenantRequest) -> HttpResponse:
         source.last_scheduled_at = previous.get(source.pk)
     rows = [(source, last_jobs.get(source.pk)) for source in sources]
     upgrade = reindex.upgrade_state(tenant)  # the index being rebuilt in the background: how far
-    running = any(job is not None and not job.is_finished for _, job in rows) or upgrade is not None
+    running = any(job is not None and not job.is_finished for _row, job in rows) or upgrade is not None
     drop = locations.drop_folder(tenant.slug)
     context = {"tenant": tenant, "rows": rows, "syncing": running, "upgrade": upgrade, "drop_folder": drop,
                "drop_entries": locations.drop_entries(drop), "folder_roots": locations.folder_roots(),
@@ -116,18 +118,26 @@ def source_drop(request: TenantRequest) -> HttpResponse:
         return redirect("knowledge:source-list", request.tenant.slug)
     sent = request.FILES.get("archive")
     if sent is None:
-        messages.error(request, "Choose a .zip archive of the folder first.")
+        messages.error(request, _("Choose a .zip archive of the folder first."))
         return redirect("knowledge:source-list", request.tenant.slug)
     try:
         folder, count, skips = services.drop_folder_fill(tenant=request.tenant, name=request.POST.get("name", ""),
                                                           upload_name=raw_name(sent), data=sent.read())  # fmt: skip
     except (UploadRejected, OSError) as exc:  # a full disk says so; what was unpacked stays, and is listed
-        messages.error(request, str(exc) if isinstance(exc, UploadRejected) else
-                       f"The folder could not be unpacked ({exc.strerror or type(exc).__name__}).")  # fmt: skip
+        messages.error(
+            request,
+            str(exc)
+            if isinstance(exc, UploadRejected)
+            else _("The folder could not be unpacked (%(reason)s).") % {"reason": exc.strerror or type(exc).__name__},
+        )
         return redirect("knowledge:source-list", request.tenant.slug)
-    left = f" {len(skips)} file(s) left out (they cannot be indexed)." if skips else ""
-    messages.success(request, f"Unpacked {count} file(s) into {folder.name} in the drop folder.{left} Add it below: "
-                              f"kind Server folder or Obsidian vault, path {folder.name}.")  # fmt: skip
+    left = " " + _("%(count)d file(s) left out (they cannot be indexed).") % {"count": len(skips)} if skips else ""
+    unpacked = _("Unpacked %(count)d file(s) into %(folder)s in the drop folder.") % {
+        "count": count,
+        "folder": folder.name,
+    }
+    add = _("Add it below: kind Server folder or Obsidian vault, path %(folder)s.") % {"folder": folder.name}
+    messages.success(request, f"{unpacked}{left} {add}")
     return redirect("knowledge:source-list", request.tenant.slug)
 
 
@@ -144,15 +154,19 @@ def source_schedule(request: TenantRequest, source_id: str) -> HttpResponse:
     try:
         minutes = int(raw) if raw else None
     except ValueError:
-        messages.error(request, f"{raw!r} is not a number of minutes.")
+        messages.error(request, _("%(value)r is not a number of minutes.") % {"value": raw})
         return redirect("knowledge:source-list", request.tenant.slug)
     try:
         schedules.source_set_sync_every(tenant=request.tenant, source=source, minutes=minutes)
     except (schedules.ScheduleRefused, services.FolderNotAllowed) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{source.label} syncs every {minutes} minute(s)." if minutes else
-                         f"{source.label} syncs only on request.")  # fmt: skip
+        messages.success(
+            request,
+            _("%(source)s syncs every %(minutes)d minute(s).") % {"source": source.label, "minutes": minutes}
+            if minutes
+            else _("%(source)s syncs only on request.") % {"source": source.label},
+        )
     return redirect("knowledge:source-list", request.tenant.slug)
 
 
@@ -215,9 +229,11 @@ def source_delete(request: TenantRequest, source_id: str) -> HttpResponse:
         try:
             services.source_delete(tenant=request.tenant, source=source)
         except StoreBusy:
-            messages.error(request, "The vector store is busy; try again in a moment.")
+            messages.error(request, _("The vector store is busy; try again in a moment."))
             return redirect("knowledge:source-list", request.tenant.slug)
-        messages.success(request, f"Deleted {source.source_id} with its documents and vectors.")
+        messages.success(
+            request, _("Deleted %(source)s with its documents and vectors.") % {"source": source.source_id}
+        )
         return redirect("knowledge:source-list", request.tenant.slug)
     context = {"tenant": request.tenant, "source": source, "documents": source.documents.count()}
     return render(request, "knowledge/source_confirm_delete.html", context)
@@ -252,11 +268,11 @@ def upload(request: TenantRequest) -> HttpResponse:
         source_id = request.POST.get("source") or ""
         source = sources.public_or_404(source_id) if source_id else None
         if not files:
-            messages.error(request, "Choose or drop at least one file.")
+            messages.error(request, _("Choose or drop at least one file."))
             return redirect("knowledge:upload", tenant.slug)
         too_big = [str(f.name) for f in files if (f.size or 0) > settings.RAG_MAX_UPLOAD_BYTES]
         if too_big:
-            messages.error(request, f"Larger than the upload limit: {', '.join(too_big)}.")
+            messages.error(request, _("Larger than the upload limit: %(files)s.") % {"files": ", ".join(too_big)})
             return redirect("knowledge:upload", tenant.slug)
         try:
             options = _ingest_options(request)
@@ -310,7 +326,7 @@ def job_retry(request: TenantRequest, job_id: str) -> HttpResponse:
     """Retry a finished job: an upload's failed files as a new job, a folder sync as a new sync of what is missing."""
     job = _job(request, job_id)
     if not job.is_finished:
-        messages.error(request, "The job is still running.")
+        messages.error(request, _("The job is still running."))
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     try:
         retried = services.job_retry(tenant=request.tenant, job=job)
@@ -447,10 +463,10 @@ def document_status(request: TenantRequest, document_id: str) -> HttpResponse:
     rows = selectors.document_rows(viewer=request.viewer, document=document)
     if request.POST.get("action") == "restore":
         services.documents_restore(tenant=request.tenant, documents=rows, actor=request.user.get_username())
-        messages.success(request, "Restored: readers see this document again.")
+        messages.success(request, _("Restored: readers see this document again."))
     else:
         services.documents_retire(tenant=request.tenant, documents=rows, actor=request.user.get_username())
-        messages.success(request, "Retired: readers no longer see this document; its history is kept.")
+        messages.success(request, _("Retired: readers no longer see this document; its history is kept."))
     return redirect("knowledge:document-detail", request.tenant.slug, document.public_id)
 
 
@@ -512,12 +528,12 @@ def allowed_locations(request: HttpRequest) -> HttpResponse:
         if request.POST.get("remove"):
             if request.POST["remove"].isdigit():
                 services.allowed_location_remove(pk=int(request.POST["remove"]), operator=operator)
-            messages.success(request, "Removed.")
+            messages.success(request, _("Removed."))
         else:
             try:
                 kind, value = request.POST.get("kind", ""), request.POST.get("value", "")
                 added = services.allowed_location_add(kind=kind, value=value, operator=operator)
-                messages.success(request, f"Allowed for every workspace: {added.value}.")
+                messages.success(request, _("Allowed for every workspace: %(value)s.") % {"value": added.value})
             except services.LocationRefused as exc:
                 messages.error(request, str(exc))
         return redirect("knowledge:allowed-locations")

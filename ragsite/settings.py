@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "core.middleware.SecurityHeadersMiddleware",  # CSP, Permissions-Policy, no-store on tenant data
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Each page in the user's language: the one chosen with the switch (a cookie), else the browser's Accept-Language.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "core.multipart.RawNameMiddleware",  # an uploaded file keeps the name it was sent with, beside Django's
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -135,7 +137,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The languages of the pages (docs/languages.md): the catalogues in locale/ are compiled by up.sh and test.sh.
+LANGUAGES = [("en", "English"), ("es", "Español")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_NAME = "ragsite_language"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the choice is remembered for a year
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -1,9 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chat.urls import api_urlpatterns as chat_api
 from chat.urls import openai_urlpatterns as openai_api
+from core.language import switch_language
 from inference.views import health
 from tenants.views import ThrottledPasswordResetView, home
 
@@ -13,6 +15,8 @@ admin.site.site_title = "ragsite"
 urlpatterns = [
     path("", home, name="home"),
     path("healthz", health, name="health"),  # public: the web is up; the chat model's state
+    path("language/<str:code>/", switch_language, name="switch-language"),  # the switch on every page
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),  # the chat page's words (gettext)
     # Django's own reset views; the request form throttled (tenants/views.py), never saying whether an address exists.
     path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -23,3 +23,13 @@ if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".
   echo "Installing ragsite failed (log above, also in $VENV/pip-install.log)." >&2
   exit 1
 fi
+# The pages' translations (locale/<language>/LC_MESSAGES/*.po, docs/languages.md): compiled here with GNU gettext's
+# msgfmt (Debian's gettext, installed when missing and this runs as root); without it the pages stay in English.
+if ! command -v msgfmt >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gettext >/dev/null || true
+fi
+if command -v msgfmt >/dev/null 2>&1; then
+  RAG_DEBUG=true RAG_DATA_DIR="$(mktemp -d)" "$VENV/bin/python" manage.py compilemessages --ignore=.venv -v0
+else
+  echo "The pages stay in English: compiling their translations needs msgfmt (sudo apt-get install gettext)." >&2
+fi

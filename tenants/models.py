@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 TENANT_SLUG_VALIDATOR = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
@@ -69,8 +70,8 @@ class TenantOwned(models.Model):
 
 class Membership(TenantOwned):
     class Role(models.TextChoices):
-        ADMIN = "admin", "Admin"
-        STAFF = "staff", "Staff"
+        ADMIN = "admin", _("Admin")
+        STAFF = "staff", _("Staff")
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.STAFF)
@@ -114,20 +115,20 @@ class MembershipEvent(TenantOwned):
     an operator joining, a key created or revoked)."""
 
     class Action(models.TextChoices):
-        INVITED = "invited", "Invited"
-        ADDED = "added", "Added"
-        ROLE_CHANGED = "role_changed", "Role changed"
-        REMOVED = "removed", "Removed"
-        GROUP_JOINED = "group_joined", "Added to a group"
-        GROUP_LEFT = "group_left", "Removed from a group"
-        GROUP_DELETED = "group_deleted", "Group deleted"
-        OPERATOR_JOINED = "operator_joined", "An operator joined"
-        INVITATION_SENT = "invitation_sent", "Invitation sent"
-        INVITATION_RESENT = "invitation_resent", "Invitation sent again"
-        INVITATION_REVOKED = "invitation_revoked", "Invitation revoked"
-        INVITATION_ACCEPTED = "invitation_accepted", "Invitation accepted"
-        KEY_CREATED = "key_created", "API key created"
-        KEY_REVOKED = "key_revoked", "API key revoked"
+        INVITED = "invited", _("Invited")
+        ADDED = "added", _("Added")
+        ROLE_CHANGED = "role_changed", _("Role changed")
+        REMOVED = "removed", _("Removed")
+        GROUP_JOINED = "group_joined", _("Added to a group")
+        GROUP_LEFT = "group_left", _("Removed from a group")
+        GROUP_DELETED = "group_deleted", _("Group deleted")
+        OPERATOR_JOINED = "operator_joined", _("An operator joined")
+        INVITATION_SENT = "invitation_sent", _("Invitation sent")
+        INVITATION_RESENT = "invitation_resent", _("Invitation sent again")
+        INVITATION_REVOKED = "invitation_revoked", _("Invitation revoked")
+        INVITATION_ACCEPTED = "invitation_accepted", _("Invitation accepted")
+        KEY_CREATED = "key_created", _("API key created")
+        KEY_REVOKED = "key_revoked", _("API key revoked")
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes
@@ -192,8 +193,8 @@ class ApiKey(TenantOwned):
     """
 
     class Scope(models.TextChoices):
-        READ = "read", "Read (retrieve, bootstrap, answer, list and read)"
-        WRITE = "write", "Read and write (also upload, sync, change, delete)"
+        READ = "read", _("Read (retrieve, bootstrap, answer, list and read)")
+        WRITE = "write", _("Read and write (also upload, sync, change, delete)")
 
     name = models.CharField(max_length=100, blank=True)
     scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.WRITE)

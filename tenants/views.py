@@ -18,6 +18,8 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from tenants import services
@@ -67,11 +69,15 @@ def tenant_new(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
         except IntegrityError:
-            messages.error(request, f"A tenant named {form['slug']!r} already exists.")
+            messages.error(request, _("A tenant named %(slug)r already exists.") % {"slug": form["slug"]})
         except services.MembershipRefused as exc:
             messages.error(request, str(exc))
         else:
-            messages.success(request, f"Created {tenant.name}" + (" and joined it as admin." if form["join"] else "."))
+            messages.success(
+                request,
+                (_("Created %(name)s and joined it as admin.") if form["join"] else _("Created %(name)s."))
+                % {"name": tenant.name},
+            )
             if invited is not None:
                 _invited(request, invited)
             return redirect("workspace:members", tenant.slug) if form["join"] else redirect("home")
@@ -84,7 +90,9 @@ def tenant_join(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     """An operator joins a workspace as admin: an explicit act, in the workspace's audit log."""
     tenant = found_or_404(Tenant.objects.filter(slug=tenant_slug).first())
     services.operator_join(tenant=tenant, operator=cast(User, request.user))
-    messages.success(request, f"You joined {tenant.name} as admin; its members see it in the audit log.")
+    messages.success(
+        request, _("You joined %(name)s as admin; its members see it in the audit log.") % {"name": tenant.name}
+    )
     return redirect("workspace:members", tenant.slug)
 
 
@@ -125,13 +133,21 @@ def invitation_change(request: TenantRequest, invitation_id: str) -> HttpRespons
     try:
         if request.POST.get("action") == "revoke":
             services.invitation_revoke(tenant=tenant, actor=request.user, invitation=invitation)
-            messages.success(request, f"Revoked the invitation to {invitation.email}; its link no longer works.")
+            messages.success(
+                request,
+                _("Revoked the invitation to %(email)s; its link no longer works.") % {"email": invitation.email},
+            )
         else:
             services.invitation_resend(tenant=tenant, actor=request.user, invitation=invitation,
                                        base_url=_site(request))  # fmt: skip
-            messages.success(request, f"Sent the invitation to {invitation.email} again; it expires "
-                                      f"{invitation.expires_at:%d %b %Y %H:%M} UTC (the earlier link no longer "
-                                      "works).")  # fmt: skip
+            messages.success(
+                request,
+                _(
+                    "Sent the invitation to %(email)s again; it expires %(until)s UTC (the earlier "
+                    "link no longer works)."
+                )
+                % {"email": invitation.email, "until": date_format(invitation.expires_at, "d M Y H:i")},
+            )
     except services.MembershipRefused as exc:
         messages.error(request, str(exc))
     return redirect("workspace:members", tenant.slug)
@@ -149,7 +165,7 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST":
         password = request.POST.get("password1", "")
         if password != request.POST.get("password2", ""):
-            errors.append("The two passwords differ.")
+            errors.append(_("The two passwords differ."))
         else:
             try:
                 user = services.invitation_accept(invitation=invitation, username=form["username"], password=password)
@@ -157,7 +173,7 @@ def invitation_accept(request: HttpRequest, token: str) -> HttpResponse:
                 errors.extend(exc.messages)
             else:
                 login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-                messages.success(request, f"Welcome to {invitation.tenant.name}.")
+                messages.success(request, _("Welcome to %(name)s.") % {"name": invitation.tenant.name})
                 return redirect("home")
     context = {"state": "pending", "invitation": invitation, "form": form, "errors": errors}
     return render(request, "tenants/invitation_accept.html", context, status=400 if errors else 200)
@@ -173,11 +189,15 @@ def member_change(request: TenantRequest, membership_id: str) -> HttpResponse:
     try:
         if request.POST.get("action") == "remove":
             services.member_remove(tenant=tenant, actor=request.user, membership=membership)
-            messages.success(request, f"Removed {membership.user.get_username()}.")
+            messages.success(request, _("Removed %(name)s.") % {"name": membership.user.get_username()})
         else:
             role = request.POST.get("role", "")
             services.member_set_role(tenant=tenant, actor=request.user, membership=membership, role=role)
-            messages.success(request, f"{membership.user.get_username()} is now {role}.")
+            messages.success(
+                request,
+                _("%(name)s is now %(role)s.")
+                % {"name": membership.user.get_username(), "role": Membership.Role(role).label.lower()},
+            )
     except services.MembershipRefused as exc:
         messages.error(request, str(exc))
     return redirect("workspace:members", tenant.slug)
@@ -191,12 +211,15 @@ def group_change(request: TenantRequest) -> HttpResponse:
     try:
         if action == "create":
             group = services.group_create(tenant=tenant, name=request.POST.get("name", ""))
-            messages.success(request, f"Created group:{group.name}.")
+            messages.success(request, _("Created group:%(group)s.") % {"group": group.name})
         elif action == "delete":
             group = found_or_404(services.group_get(tenant=tenant, name=request.POST.get("group", "")))
             changed = services.group_delete(tenant=tenant, actor=request.user, group=group)
-            messages.success(request, f"Deleted group:{group.name}; it was removed from {changed} access lists and "
-                                      "keys.")  # fmt: skip
+            messages.success(
+                request,
+                _("Deleted group:%(group)s; it was removed from %(count)d access lists and keys.")
+                % {"group": group.name, "count": changed},
+            )
         else:
             group = found_or_404(services.group_get(tenant=tenant, name=request.POST.get("group", "")))
             member = found_or_404(
@@ -205,10 +228,17 @@ def group_change(request: TenantRequest) -> HttpResponse:
             )  # fmt: skip
             if action == "add":
                 services.group_member_add(tenant=tenant, actor=request.user, group=group, user=member.user)
-                messages.success(request, f"Added {member.user.get_username()} to group:{group.name}.")
+                messages.success(
+                    request,
+                    _("Added %(name)s to group:%(group)s.") % {"name": member.user.get_username(), "group": group.name},
+                )
             elif action == "remove":
                 services.group_member_remove(tenant=tenant, actor=request.user, group=group, user=member.user)
-                messages.success(request, f"Removed {member.user.get_username()} from group:{group.name}.")
+                messages.success(
+                    request,
+                    _("Removed %(name)s from group:%(group)s.")
+                    % {"name": member.user.get_username(), "group": group.name},
+                )
     except (ValidationError, services.MembershipRefused) as exc:
         messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
     return redirect("workspace:members", tenant.slug)
@@ -217,12 +247,22 @@ def group_change(request: TenantRequest) -> HttpResponse:
 def _invited(request: HttpRequest, invited: services.Invited) -> None:
     if invited.invitation is not None:
         invitation = invited.invitation
-        messages.success(request, f"Sent an invitation to {invitation.email} as {invitation.get_role_display().lower()}"
-                                  f"; its link works until {invitation.expires_at:%d %b %Y %H:%M} UTC.")  # fmt: skip
+        messages.success(
+            request,
+            _("Sent an invitation to %(email)s as %(role)s; its link works until %(until)s UTC.")
+            % {
+                "email": invitation.email,
+                "role": invitation.get_role_display().lower(),
+                "until": date_format(invitation.expires_at, "d M Y H:i"),
+            },
+        )
     elif invited.membership is not None:
         membership = invited.membership
-        messages.success(request, f"Added {membership.user.get_username()} as "
-                                  f"{membership.get_role_display().lower()}.")  # fmt: skip
+        messages.success(
+            request,
+            _("Added %(name)s as %(role)s.")
+            % {"name": membership.user.get_username(), "role": membership.get_role_display().lower()},
+        )
 
 
 # --- API keys -----------------------------------------------------------------------------------------------------
@@ -295,7 +335,11 @@ def _principal_choices(tenant: Tenant) -> list[tuple[str, str]]:
 def api_key_revoke(request: TenantRequest, key_id: str) -> HttpResponse:
     api_key = found_or_404(ApiKey.objects.for_tenant(request.tenant).filter(public_id=key_id).first())
     if services.api_key_revoke(tenant=request.tenant, api_key=api_key, actor=request.user):
-        messages.success(request, f"Revoked {api_key.prefix}… ({api_key.name or 'unnamed'}); it fails from now on.")
+        messages.success(
+            request,
+            _("Revoked %(prefix)s… (%(name)s); it fails from now on.")
+            % {"prefix": api_key.prefix, "name": api_key.name or _("unnamed")},
+        )
     return redirect("workspace:api-keys", request.tenant.slug)
 
 

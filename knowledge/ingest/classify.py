@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from django.utils.translation import gettext_lazy as _
+
 PROSE_TYPES = {
     ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown", ".txt": "text", ".text": "text",
     ".rst": "rst", ".rest": "rst", ".html": "html", ".htm": "html", ".xhtml": "html", ".pdf": "pdf",
@@ -40,9 +42,9 @@ SHEBANG_LANGUAGES = {"python": "python", "bash": "bash", "sh": "bash", "zsh": "b
                      "ruby": "ruby", "perl": "perl", "php": "php", "lua": "lua"}  # fmt: skip
 MODES = ("auto", "documental", "code")
 FORMAT_NAMES = {
-    "markdown": "Markdown", "text": "plain text", "rst": "reStructuredText", "html": "HTML",
-    "pdf": "PDF (scanned pages read by OCR)", "docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint",
-    "odt": "OpenDocument text", "ods": "OpenDocument spreadsheet", "odp": "OpenDocument presentation",
+    "markdown": "Markdown", "text": _("plain text"), "rst": "reStructuredText", "html": "HTML",
+    "pdf": _("PDF (scanned pages read by OCR)"), "docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint",
+    "odt": _("OpenDocument text"), "ods": _("OpenDocument spreadsheet"), "odp": _("OpenDocument presentation"),
 }  # fmt: skip
 
 
@@ -54,7 +56,8 @@ def accepted_formats() -> list[tuple[str, list[str]]]:
         grouped.setdefault(source_type, []).append(suffix)
     formats = [(FORMAT_NAMES.get(source_type, source_type), suffixes) for source_type, suffixes in grouped.items()]
     languages = len(set(CODE_TYPES.values()) | set(CODE_BASENAMES.values()))
-    return [*formats, (f"source code ({languages} languages)", sorted(CODE_TYPES)), ("zip archives", [".zip"])]
+    code = _("source code (%(count)d languages)") % {"count": languages}
+    return [*formats, (code, sorted(CODE_TYPES)), (_("zip archives"), [".zip"])]
 
 
 def classify(key: str, head: str = "", *, forced: str = "auto") -> tuple[str, str]:

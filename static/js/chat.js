@@ -8,6 +8,17 @@
   const textarea = form.querySelector("textarea");
   const limit = Number(textarea.dataset.limit || 2000);
   const notice = document.getElementById("ask-notice");
+  // The page's language (Django's JavaScript catalogue, /jsi18n/, defines gettext, ngettext and interpolate).
+  const LANGUAGE = document.documentElement.lang || "en";
+  const fmt = (text, values) => interpolate(text, values, true);
+  const STATUS_WORDS = {
+    answered: gettext("answered"), partial: gettext("partial"), not_verified: gettext("not verified"),
+    not_found: gettext("not found"), refused: gettext("refused"), no_model: gettext("no model"), error: gettext("error"),
+  };
+  const FRESHNESS_WORDS = {
+    review_due: gettext("review due"), expired: gettext("expired"), superseded: gettext("superseded"),
+    not_yet_valid: gettext("not yet valid"),
+  };
 
   function say(message) {
     notice.textContent = message;
@@ -43,8 +54,8 @@
   }
 
   function where(item) {
-    if (item.page) return "page " + item.page;
-    if (item.line_start) return "lines " + item.line_start + "–" + (item.line_end || item.line_start);
+    if (item.page) return fmt(gettext("page %(page)s"), { page: item.page });
+    if (item.line_start) return fmt(gettext("lines %(start)s–%(end)s"), { start: item.line_start, end: item.line_end || item.line_start });
     return "";
   }
 
@@ -63,19 +74,19 @@
       read.className = "read-document";
       read.target = "_blank";
       read.rel = "noopener";
-      read.textContent = "Open the document";
+      read.textContent = gettext("Open the document");
       summary.append(" ", read);
     }
     const freshness = item.freshness || {};
     if (freshness.status && freshness.status !== "current") {  // not current: say how, and since when
       const badge = document.createElement("span");
       badge.className = "badge freshness-" + freshness.status;
-      badge.textContent = freshness.status.replace(/_/g, " ");
+      badge.textContent = FRESHNESS_WORDS[freshness.status] || freshness.status.replace(/_/g, " ");
       badge.title = {
-        review_due: "Due a review since " + freshness.review_by + ": it may be out of date.",
-        expired: "No longer in force: valid until " + freshness.valid_until + ".",
-        superseded: "Replaced by " + (freshness.superseded_by || "a newer document") + ".",
-        not_yet_valid: "Not in force until " + freshness.valid_from + ".",
+        review_due: fmt(gettext("Due a review since %(date)s: it may be out of date."), { date: freshness.review_by }),
+        expired: fmt(gettext("No longer in force: valid until %(date)s."), { date: freshness.valid_until }),
+        superseded: fmt(gettext("Replaced by %(document)s."), { document: freshness.superseded_by || gettext("a newer document") }),
+        not_yet_valid: fmt(gettext("Not in force until %(date)s."), { date: freshness.valid_from }),
       }[freshness.status] || "";
       summary.append(" ", badge);
     }
@@ -104,28 +115,28 @@
 
   // As soon as retrieval is done: the excerpts the model is reading.
   function showSources(payload) {
-    const status = payload.excerpts.length ? "Reading these excerpts…" : "Nothing in the knowledge base matched this question.";
-    showExcerpts(status, payload.excerpts, payload.hits, "retrieved");
+    const status = payload.excerpts.length ? gettext("Reading these excerpts…") : gettext("Nothing in the knowledge base matched this question.");
+    showExcerpts(status, payload.excerpts, payload.hits, gettext("retrieved"));
   }
 
   // The answer failed after retrieval: the excerpts stay, their status says what happened.
   function sourcesKept() {
     const status = document.getElementById("sources-status");
-    if (status && citations.querySelector(".citation")) status.textContent = "These excerpts were retrieved; no answer was written from them.";
+    if (status && citations.querySelector(".citation")) status.textContent = gettext("These excerpts were retrieved; no answer was written from them.");
   }
 
   function showCitations(done) {
     let status = {
-      partial: "Cited excerpts (some sentences are not supported by them, or do not answer the question):",
-      not_verified: "Excerpts that may hold the answer (nothing in them was verified as one):",
-    }[done.status] || "Cited excerpts:";
+      partial: gettext("Cited excerpts (some sentences are not supported by them, or do not answer the question):"),
+      not_verified: gettext("Excerpts that may hold the answer (nothing in them was verified as one):"),
+    }[done.status] || gettext("Cited excerpts:");
     if (!done.citations.length) {
       status = {
-        no_evidence: "Nothing in the knowledge base matched this question.",
-        not_found: "The retrieved excerpts do not contain the answer, so nothing is cited.",
-      }[done.status] || "The answer cites no excerpt.";
+        no_evidence: gettext("Nothing in the knowledge base matched this question."),
+        not_found: gettext("The retrieved excerpts do not contain the answer, so nothing is cited."),
+      }[done.status] || gettext("The answer cites no excerpt.");
     }
-    showExcerpts(status, done.citations, done.hits, "cited");
+    showExcerpts(status, done.citations, done.hits, gettext("cited"));
     // Under each cited excerpt, the sentences of it that the answer's claims stand on, verbatim.
     for (const claim of done.claims || []) {
       for (const quote of claim.quotes || []) {
@@ -133,17 +144,17 @@
         if (!card) continue;
         const support = document.createElement("p");
         support.className = "support";
-        support.textContent = "Supports “" + claim.text + "”: “" + quote.text + "”";
+        support.textContent = fmt(gettext("Supports “%(claim)s”: “%(quote)s”"), { claim: claim.text, quote: quote.text });
         card.insertBefore(support, card.querySelector("blockquote"));
       }
     }
   }
 
   const LEFT_OUT = {  // knowledge/claims.py PROBLEM_REASONS
-    value: "a number or name it states is not in the source text",
-    field: "its value belongs to another column or row of a table",
-    polarity: "the source text says the opposite",
-    time: "the source text says it of another time (a superseded value, or today's offered as an earlier one)",
+    value: gettext("a number or name it states is not in the source text"),
+    field: gettext("its value belongs to another column or row of a table"),
+    polarity: gettext("the source text says the opposite"),
+    time: gettext("the source text says it of another time (a superseded value, or today's offered as an earlier one)"),
   };
 
   // Why a sentence of the model's is not shown: said in its place, the sentence itself never shown.
@@ -160,7 +171,7 @@
     const span = document.createElement("span");
     const offTopic = claim.relevant === false && claim.supported !== false;
     span.className = "claim" + (offTopic ? " off-topic" : "") + (claim.note ? " note" : "");
-    if (offTopic) span.title = "Supported, but it does not answer the question.";
+    if (offTopic) span.title = gettext("Supported, but it does not answer the question.");
     const markers = claim.citations.map((n) => "[" + n + "]").join("");
     let sentence = claim.text;
     const item = sentence.match(/^\s*(?:[-*•]|\d+[.)])\s+/);
@@ -196,7 +207,7 @@
     for (const claim of done.claims) {
       if (claim.problem === "repeat") continue;  // said by the previous answer: kept in the claims, not in the text
       if (claim.supported === false) {
-        text.appendChild(leftOut("A sentence was left out: " + (LEFT_OUT[claim.problem] || "nothing in the source text says it")));
+        text.appendChild(leftOut(fmt(gettext("A sentence was left out: %(reason)s"), { reason: LEFT_OUT[claim.problem] || gettext("nothing in the source text says it") })));
       } else {
         appendClaim(text, claim);
       }
@@ -238,7 +249,7 @@
       const how = document.createElement("details");
       how.className = "computed";
       const summary = document.createElement("summary");
-      summary.textContent = "How this was computed";
+      summary.textContent = gettext("How this was computed");
       const query = document.createElement("pre");
       query.textContent = computed.sql;
       const rows = document.createElement("p");
@@ -250,7 +261,7 @@
     const meta = document.createElement("footer");
     meta.className = "meta";
     const timings = payload.timings || {};
-    meta.textContent = payload.status.replace("_", " ") + (timings.first_verified_ms ? " · first verified sentence " + (timings.first_verified_ms / 1000).toFixed(1) + " s" : "");
+    meta.textContent = (STATUS_WORDS[payload.status] || payload.status.replace("_", " ")) + (timings.first_verified_ms ? " · " + fmt(gettext("first verified sentence %(seconds)s s"), { seconds: (timings.first_verified_ms / 1000).toFixed(1) }) : "");
     if (timings.first_verified_ms) meta.dataset.firstVerifiedMs = String(timings.first_verified_ms);
     if (timings.generated_ms) meta.dataset.generatedMs = String(timings.generated_ms);
     answer.insertBefore(meta, answer.querySelector(":scope > .verdict"));
@@ -258,9 +269,15 @@
       const why = document.createElement("details");
       why.className = "internals";
       const summary = document.createElement("summary");
-      summary.textContent = "Details";
+      summary.textContent = gettext("Details");
       const body = document.createElement("p");
-      body.textContent = [payload.model ? "Model: " + payload.model : "No language model: excerpts only", payload.reason].filter(Boolean).join(" · ");
+      body.textContent = payload.model ? fmt(gettext("Model: %(model)s"), { model: payload.model }) : gettext("No language model: excerpts only");
+      if (payload.reason) {  // the server's own diagnostic, as it wrote it (English), for the admin
+        const reason = document.createElement("span");
+        reason.lang = "en";
+        reason.textContent = payload.reason;
+        body.append(" · ", reason);
+      }
       why.append(summary, body);
       meta.appendChild(why);
     }
@@ -289,7 +306,7 @@
     const line = document.createElement("p");
     line.className = "progress";
     line.setAttribute("aria-live", "polite");
-    line.textContent = "Looking for excerpts and starting the model…";
+    line.textContent = gettext("Looking for excerpts and starting the model…");
     answer.insertBefore(line, answer.querySelector(".text"));
     return line;
   }
@@ -315,8 +332,8 @@
 
   function failureText(response, body) {
     const wait = response.headers.get("Retry-After");
-    if (response.status === 503) return (body || "The chat model is not available.") + (wait ? " Try again in " + wait + " s." : " Try again shortly.");
-    return body || "The answer could not be produced (HTTP " + response.status + ").";
+    if (response.status === 503) return (body || gettext("The chat model is not available.")) + " " + (wait ? fmt(gettext("Try again in %(seconds)s s."), { seconds: wait }) : gettext("Try again shortly."));
+    return body || fmt(gettext("The answer could not be produced (HTTP %(status)s)."), { status: response.status });
   }
 
   async function ask(event) {
@@ -325,7 +342,7 @@
     const question = (data.get("question") || "").toString().trim();
     if (!question) return;
     if (question.length > limit) {
-      say("Questions are limited to " + limit.toLocaleString("en") + " characters; this one has " + question.length.toLocaleString("en") + ". Shorten it and ask again.");
+      say(fmt(gettext("Questions are limited to %(limit)s characters; this one has %(length)s. Shorten it and ask again."), { limit: limit.toLocaleString(LANGUAGE), length: question.length.toLocaleString(LANGUAGE) }));
       return;
     }
     say("");
@@ -342,7 +359,7 @@
       try {
         response = await fetch(form.action, { method: "POST", body: data, headers: { "X-CSRFToken": data.get("csrfmiddlewaretoken") } });
       } catch (error) {
-        throw new Error("The server could not be reached. Your question is back in the box: ask again in a moment.");
+        throw new Error(gettext("The server could not be reached. Your question is back in the box: ask again in a moment."));
       }
       if (!response.ok) throw new Error(failureText(response, (await response.text()).trim()));
       const reader = response.body.getReader();
@@ -360,7 +377,7 @@
           const payload = JSON.parse((raw.match(/^data: (.*)$/m) || [])[1] || "{}");
           if (name === "sources") {
             showSources(payload);
-            progress.textContent = payload.excerpts.length ? "The model is reading " + payload.excerpts.length + " excerpt(s); each sentence appears once it is checked…" : "Nothing matched.";
+            progress.textContent = payload.excerpts.length ? fmt(ngettext("The model is reading %(count)s excerpt; each sentence appears once it is checked…", "The model is reading %(count)s excerpts; each sentence appears once it is checked…", payload.excerpts.length), { count: payload.excerpts.length }) : gettext("Nothing matched.");
           } else if (name === "sentence") {
             if (payload.shown) appendClaim(text, payload.claim);
             else text.appendChild(leftOut(payload.reason));
@@ -378,7 +395,7 @@
           }
         }
       }
-      if (failed) throw new Error("The answer stopped before it was complete. Your question is back in the box: ask again.");
+      if (failed) throw new Error(gettext("The answer stopped before it was complete. Your question is back in the box: ask again."));
     } catch (error) {
       progress.remove();
       answer.dataset.status = "failed";
@@ -395,7 +412,7 @@
   form.addEventListener("submit", ask);
   textarea.addEventListener("input", () => {
     const length = textarea.value.trim().length;
-    say(length > limit ? "Questions are limited to " + limit.toLocaleString("en") + " characters; this one has " + length.toLocaleString("en") + "." : "");
+    say(length > limit ? fmt(gettext("Questions are limited to %(limit)s characters; this one has %(length)s."), { limit: limit.toLocaleString(LANGUAGE), length: length.toLocaleString(LANGUAGE) }) : "");
   });
   textarea.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) form.requestSubmit();

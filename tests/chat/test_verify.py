@@ -299,3 +299,27 @@ def test_a_follow_ups_answer_leaves_out_what_the_previous_answer_said(tenant_a, 
     assert "two year" in alone.text
     asked = services.follow_up_prompt("and in Spain?", together)
     assert asked.startswith("and in Spain?") and "How long is the warranty in France?" in asked
+
+
+def test_a_spanish_answer_is_checked_against_english_excerpts_with_its_values_and_quoted_in_english():
+    """Issue 52: across languages the multilingual encoder says which excerpt sentence a claim stands on; a number
+    the excerpt does not state is still a wrong value, and an unrelated sentence is still unsupported."""
+    from chat.verdicts import answer_verifier
+
+    policy = ("Refunds are paid to the original card within 5 business days. Orders above 300 euros ship for free. "
+              "The support desk answers from 9:00 to 17:00 on weekdays.")  # fmt: skip
+    evidence = [EvidenceText(policy, [u.text for u in split_units(policy, code=False)])]
+    question = "¿En cuántos días se pagan los reembolsos?"
+    verifier = answer_verifier(question, evidence, multilingual=True)
+    right, wrong, unrelated = verifier.check(
+        "Los reembolsos se pagan en la tarjeta original en un plazo de 5 días hábiles. "
+        "Los reembolsos se pagan en 7 días hábiles. La impresora imprime a doble cara por defecto."
+    )
+    assert right.supported and right.quotes == [
+        {"n": 1, "text": "Refunds are paid to the original card within 5 business days."}
+    ]
+    assert wrong.supported is False and wrong.citations == []
+    assert unrelated.supported is False
+    english = answer_verifier(question, evidence)  # the English embedder alone would not see the Spanish claim
+    claim = "Los reembolsos se pagan en la tarjeta original en un plazo de 5 días hábiles."
+    assert english.check(claim)[0].supported is False
