@@ -20,6 +20,6 @@ def switch_language(request: HttpRequest, code: str) -> HttpResponse:
     if code in dict(settings.LANGUAGES):
         response.set_cookie(
             settings.LANGUAGE_COOKIE_NAME, code, max_age=settings.LANGUAGE_COOKIE_AGE, path="/",
-            samesite=settings.LANGUAGE_COOKIE_SAMESITE, secure=request.is_secure(), httponly=True,
+            samesite="Lax", secure=request.is_secure(), httponly=True,
         )  # fmt: skip
     return response

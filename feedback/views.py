@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.models import AnswerRecord, Verdict
@@ -58,7 +59,11 @@ def conflict_resolve(request: TenantRequest, conflict_id: str) -> HttpResponse:
     except conflicts.ConflictRefused as refused:
         messages.error(request, str(refused))
         return redirect("feedback:queue", request.tenant.slug)
-    messages.success(request, f"Contradiction closed: {found.document.display_key} and {found.other.display_key}.")
+    messages.success(
+        request,
+        _("Contradiction closed: %(one)s and %(other)s.")
+        % {"one": found.document.display_key, "other": found.other.display_key},
+    )
     return redirect("feedback:queue", request.tenant.slug)
 
 
@@ -116,7 +121,7 @@ def _candidates(request: TenantRequest, verdict: Verdict) -> list[Chunk]:
 def item_fix(request: TenantRequest, item_id: str) -> HttpResponse:
     """One click: the button pressed names the fix (and its chunk or document); the item closes."""
     verdict = selectors.queue_item(tenant=request.tenant, public_id=item_id)
-    action, _, target = request.POST.get("fix", "").partition(":")
+    action, _sep, target = request.POST.get("fix", "").partition(":")
     upload = request.FILES.get("upload")
     wanted = services.FixRequest(
         action=action, chunk_id=target if action == Fix.Action.CRITICAL else "",
@@ -134,8 +139,10 @@ def item_fix(request: TenantRequest, item_id: str) -> HttpResponse:
     except services.FixRefused as refused:  # the item stays open, the page says why
         context = {**_item_context(request, verdict), "error": str(refused)}
         return render(request, "feedback/item.html", context, status=400)
-    messages.success(request, f"{fix.get_action_display()}{f' ({fix.detail})' if fix.detail else ''}. The item is "
-                              "closed and its question is in the evaluation set.")  # fmt: skip
+    what = f"{fix.get_action_display()}{f' ({fix.detail})' if fix.detail else ''}"
+    messages.success(
+        request, _("%(fix)s. The item is closed and its question is in the evaluation set.") % {"fix": what}
+    )
     return redirect("feedback:queue", request.tenant.slug)
 
 
@@ -164,8 +171,8 @@ def review_act(request: TenantRequest, document_id: str) -> HttpResponse:
                           days=days, successor=request.POST.get("successor", ""))  # fmt: skip
     except review.ReviewRefused as refused:
         return _review_list(request, str(refused))
-    done = {"still_true": f"Reviewed: due again in {days} days", "retire": "Retired",
-            "superseded_by": "Marked superseded"}[action]  # fmt: skip
+    done = {"still_true": _("Reviewed: due again in %(days)s days") % {"days": days}, "retire": _("Retired"),
+            "superseded_by": _("Marked superseded")}[action]  # fmt: skip
     messages.success(request, f"{done}: {document.display_key}.")
     return redirect("feedback:review", request.tenant.slug)
 
@@ -190,11 +197,11 @@ def evaluation_page(request: TenantRequest) -> HttpResponse:
 @require_POST
 def evaluation_start(request: TenantRequest) -> HttpResponse:
     if not selectors.eval_questions(tenant=request.tenant).exists():
-        messages.error(request, "The evaluation set is empty: close an item of the curation queue first.")
+        messages.error(request, _("The evaluation set is empty: close an item of the curation queue first."))
     else:
         services.evaluation_enqueue(tenant=request.tenant, answers=request.POST.get("answers") != "0",
                                     started_by=request.user.get_username())  # fmt: skip
-        messages.success(request, "The evaluation is running in the background; this page shows it when it ends.")
+        messages.success(request, _("The evaluation is running in the background; this page shows it when it ends."))
     return redirect("feedback:evaluation", request.tenant.slug)
 
 

@@ -143,7 +143,7 @@ LANGUAGES = [("en", "English"), ("es", "Español")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 LANGUAGE_COOKIE_NAME = "ragsite_language"
 LANGUAGE_COOKIE_AGE = 365 * 24 * 3600  # the choice is remembered for a year
-LANGUAGE_COOKIE_SAMESITE = "Lax"
+
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

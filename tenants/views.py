@@ -325,9 +325,9 @@ def _end_of_day(value: str) -> datetime:
 
 def _principal_choices(tenant: Tenant) -> list[tuple[str, str]]:
     """Whom a new key may act for: the tenant's principals, and `all`."""
-    labels = {TENANT: "everyone in the workspace (documents open to the tenant)"}
+    labels = {TENANT: _("everyone in the workspace (documents open to the tenant)")}
     named = [(name, labels.get(name, name)) for name in principal_names(tenant)]
-    return [*named, (ALL, "all: every document, whatever its access list")]
+    return [*named, (ALL, _("all: every document, whatever its access list"))]
 
 
 @admin_required

@@ -151,3 +151,37 @@ def test_the_language_follows_the_browser_and_english_stays_the_default(client, 
     assert missing.status_code in (302, 404)
     page = client.get("/no-such-page/", headers={"accept-language": "es"})
     assert page.status_code == 404 and "No encontrado" in page.text
+
+
+def _interface_text(html: str) -> str:
+    """A page's interface text: its markup without the code, the document texts, the scripts and what is marked as
+    written in English (the server's diagnostics)."""
+    html = re.sub(r"(?s)<(script|style|pre|code|blockquote)\b.*?</\1>", " ", html)
+    html = re.sub(r'(?s)<span[^>]*lang="en"[^>]*>.*?</span>', " ", html)
+    html = re.sub(r'(?s)<div class="document-text">.*?</div>', " ", html)  # the document itself, as written
+    html = re.sub(r"(?s)<[^>]+>", " ", html)
+    return " ".join(html.split())
+
+
+def test_every_other_page_of_an_admin_and_an_operator_is_spanish_too(client, tenant_a, tmp_path):
+    """The pages the browser walk does not open (documents, a document, search, the curation queue, review, the
+    evaluation, keys, new workspace, allowed locations), read in Spanish: no English word of the interface."""
+    from knowledge.models import Document
+    from tests.factories import make_folder_source
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"faq.md": "# FAQ\n\nOpen the page.\n"})
+    document = Document.objects.get(tenant=tenant_a)
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ana")
+    operator = User.objects.create_superuser("root", password="pw-for-tests-123")
+    pages = {admin: [f"/t/{tenant_a.slug}/{path}" for path in (
+        "documents/", f"documents/{document.public_id}/", "search/?q=page", "curation/", "review/", "evaluation/",
+        "keys/", "sources/", "members/", f"read/{document.public_id}/")],
+        operator: ["/tenants/new/", "/operator/locations/"]}  # fmt: skip
+    for user, urls in pages.items():
+        client.force_login(user)
+        for url in urls:
+            response = client.get(url, headers={"accept-language": "es"})
+            assert response.status_code == 200, url
+            words = re.findall(r"[^\W\d_]+", _interface_text(response.text))
+            english = sorted({w for w in words if w.lower() in ENGLISH_WORDS})
+            assert english == [], (url, english)

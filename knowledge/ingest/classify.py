@@ -54,10 +54,10 @@ def accepted_formats() -> list[tuple[str, list[str]]]:
     grouped: dict[str, list[str]] = {}
     for suffix, source_type in PROSE_TYPES.items():
         grouped.setdefault(source_type, []).append(suffix)
-    formats = [(FORMAT_NAMES.get(source_type, source_type), suffixes) for source_type, suffixes in grouped.items()]
+    formats = [(str(FORMAT_NAMES.get(source_type, source_type)), suffixes) for source_type, suffixes in grouped.items()]
     languages = len(set(CODE_TYPES.values()) | set(CODE_BASENAMES.values()))
-    code = _("source code (%(count)d languages)") % {"count": languages}
-    return [*formats, (code, sorted(CODE_TYPES)), (_("zip archives"), [".zip"])]
+    code = str(_("source code (%(count)d languages)")) % {"count": languages}
+    return [*formats, (code, sorted(CODE_TYPES)), (str(_("zip archives")), [".zip"])]
 
 
 def classify(key: str, head: str = "", *, forced: str = "auto") -> tuple[str, str]:
