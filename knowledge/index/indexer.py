@@ -397,8 +397,8 @@ def _write_reindexed(result: DrainResult) -> bool:
         unfinished = DocumentVersion.objects.filter(tenant_id=tenant_pk, status__in=REINDEXED).filter(
             Q(reindex_pending=True) | ~Q(embedding_model=identity.model)
         )
-        if not unfinished.exists():
-            tenant = Tenant.objects.get(pk=tenant_pk)
+        tenant = Tenant.objects.filter(pk=tenant_pk).first()  # deleted since: its points went with it
+        if tenant is not None and not unfinished.exists():
             store.delete(identity.primary, Scope(tenant=str(tenant.public_id), statuses=None))
             logger.info("Dropped tenant %s's previous index %s: its upgrade is complete", tenant.slug,
                         identity.primary.collection)  # fmt: skip

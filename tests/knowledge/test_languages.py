@@ -208,3 +208,17 @@ def test_reindex_in_the_background_queues_the_work_and_returns(tenant_a, tmp_pat
     call_command("reindex", "--all", "--background")
     assert "acme: 5 version(s) queued for re-embedding in the background." in capsys.readouterr().out
     assert queued == [("knowledge.tasks.reindex_task", tenant_a.pk)]
+
+
+def test_a_tenant_deleted_after_its_upgrade_was_written_never_stops_the_indexer(tenant_a, tmp_path):
+    """The owner remembers which tenants it finished upgrading, to drop their previous index a minute later; a tenant
+    deleted meanwhile (its points went with it) is forgotten, and the drain goes on with everything else."""
+    from knowledge.models import Document
+    from tenants.models import Tenant
+
+    indexer._upgraded[10**9] = 0.0  # a tenant that no longer exists, written long ago
+    root = _folder(tmp_path, {"a.md": "# A\n\nThe router goes into port 4.\n"})
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)  # drains
+    assert 10**9 not in indexer._upgraded and Document.objects.filter(tenant=tenant_a, status="active").exists()
+    assert not Tenant.objects.filter(pk=10**9).exists()
