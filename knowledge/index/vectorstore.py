@@ -246,7 +246,7 @@ def _weighted(ranks: dict[str, int], weights: Weights) -> float:
     return sum(by_leg[using] / (RRF_K + rank) for using, rank in ranks.items())
 
 
-CANDIDATE_FACTOR = 1  # points read to fuse by language: twice the limit, before the cut
+CANDIDATE_FACTOR = 1  # points read to fuse by language, per point of the limit (2 changed nothing on the tune half)
 
 
 def _idf_of(leg: _Leg, idf: Any) -> dict[str, Any]:
