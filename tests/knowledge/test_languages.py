@@ -222,3 +222,13 @@ def test_a_tenant_deleted_after_its_upgrade_was_written_never_stops_the_indexer(
     pipeline.sync_folder(source=source, root=root)  # drains
     assert 10**9 not in indexer._upgraded and Document.objects.filter(tenant=tenant_a, status="active").exists()
     assert not Tenant.objects.filter(pk=10**9).exists()
+
+
+def test_another_tenant_finds_nothing_of_this_one_in_any_language(bilingual, tenant_b):
+    """Every leg, the multilingual one too, searches within the caller's tenant: a Spanish question of another tenant
+    that holds nothing gets nothing, and its languages are its own."""
+    other = Viewer.everything(tenant_b)
+    assert retrieve(viewer=other, query="¿Cuántos días de vacaciones pagadas tengo al año?", top_k=5) == []
+    for leg in ("multilingual", "dense", "lexical"):
+        assert retrieval.retrieve_single_leg(viewer=other, query="vacaciones pagadas holiday", top_k=5, leg=leg) == []
+    assert retrieval.tenant_languages(tenant_b) == ["en"] and "es" in retrieval.tenant_languages(bilingual)
