@@ -13,9 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import recipe, records, services
-from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
+from chat.shapes import AnswerInput, VerdictInput, answer_payload, session_fields, verdict_payload
 from chat.streaming import EventStreamRenderer, sse_response, stream_events
-from knowledge import transport
+from knowledge import memory, transport
 from knowledge.shapes import scope_filters
 from tenants.access import TenantApiView
 from tenants.models import ApiKey
@@ -37,8 +37,13 @@ class AnswerApi(TenantApiView):
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
         key = request.auth if isinstance(request.auth, ApiKey) else None
+        session = None
+        if data.get("session"):
+            owner = {"api_key": key} if key else {"user": request.user}
+            session = transport.guarded(memory.session_get, tenant=self.tenant, public_id=data["session"], **owner)
         asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
-                             filters=scope_filters(data["scope"]) if "scope" in data else None, when=data)  # fmt: skip
+                             filters=scope_filters(data["scope"]) if "scope" in data else None, when=data,
+                             session=session)  # fmt: skip
         try:
             answering = recipe.Answering(viewer=self.viewer, asked=asked, channel="api",
                                          user=None if key else request.user, api_key=key)  # fmt: skip
@@ -48,11 +53,11 @@ class AnswerApi(TenantApiView):
             stream = transport.guarded(answering.stream)  # a full queue or retrieval errors answer before streaming
 
             def on_done(result: services.Answer) -> dict[str, Any]:
-                return {"answer_id": str(answering.record(result).public_id)}
+                return {"answer_id": str(answering.record(result).public_id), **session_fields(answering.read)}
 
             return sse_response(stream_events(stream, on_done))
         result, record = transport.guarded(answering.json)
-        return Response(answer_payload(result, answer_id=record.public_id))
+        return Response(answer_payload(result, answer_id=record.public_id, read=answering.read))
 
 
 class VerdictApi(TenantApiView):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,13 +30,16 @@ from chat import citations, excerpts, recipe, services, verdicts
 from chat.models import AnswerRecord, Assistant
 from chat.streaming import EventStreamRenderer, sse_response, stream_failure
 from core.parsers import SafeJSONParser
-from knowledge import transport
+from knowledge import memory, transport
+from knowledge.models import AgentSession
 from knowledge.shapes import plain_errors
 from tenants.authentication import OpenAIKeyAuthentication
 from tenants.models import ApiKey, Tenant
 from tenants.principals import Viewer, viewer_for
 
 MAX_QUESTION_CHARS = recipe.MAX_QUESTION_CHARS
+SESSION_HEADER = "X-Ragsite-Session"
+SESSION_USER_PREFIX = "session:"
 # What each status is called in OpenAI's error shape (the SDKs read the status; clients show type and message).
 ERROR_KINDS = {
     400: ("invalid_request_error", None),
@@ -44,6 +48,7 @@ ERROR_KINDS = {
     404: ("invalid_request_error", "model_not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
     409: ("server_error", "index_needs_rebuild"),
+    410: ("invalid_request_error", "session_expired"),
     415: ("invalid_request_error", "unsupported_media_type"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     503: ("server_error", "model_unavailable"),
@@ -103,6 +108,8 @@ class ChatCompletionInput(serializers.Serializer):
     max_tokens = serializers.IntegerField(min_value=1, max_value=4096, required=False, allow_null=True)
     max_completion_tokens = serializers.IntegerField(min_value=1, max_value=4096, required=False, allow_null=True)
     n = serializers.IntegerField(min_value=1, max_value=1, required=False, allow_null=True)
+    # OpenAI's end-user id; `session:<id>` names an agent session (docs/sessions.md), as the X-Ragsite-Session header
+    user = serializers.CharField(max_length=256, required=False, allow_blank=True, allow_null=True)
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         asked = [message_text(m.get("content")).strip() for m in data["messages"] if m["role"] == "user"]
@@ -199,9 +206,11 @@ class ChatCompletionsApi(OpenAIApiView):
                 options.max_tokens = limit
 
         asked = recipe.Asked(question=data["question"], assistant=model_assistant(self.tenant, model),
-                             earlier=data["earlier"], said=data["said"], tune=tune)  # fmt: skip
+                             earlier=data["earlier"], said=data["said"], tune=tune,
+                             session=self._session(request, data.get("user") or ""))  # fmt: skip
+        # The client gets the answer and its citations, not the excerpts' text (gives_text).
         self.answering = recipe.Answering(viewer=self.viewer, asked=asked, channel=AnswerRecord.Channel.OPENAI,
-                                          api_key=self.key)  # fmt: skip
+                                          api_key=self.key, gives_text=False)  # fmt: skip
         completion_id, created = f"chatcmpl-{int(time.time() * 1000):x}", int(time.time())
         if data["stream"]:
             stream = transport.guarded(self.answering.stream)  # a full queue, a restarting model: before streaming
@@ -214,7 +223,27 @@ class ChatCompletionsApi(OpenAIApiView):
                          "finish_reason": "stop"}],
             "usage": usage(result),
             **extras(result, record),
+            **self._session_extras(),
         })  # fmt: skip
+
+    def _session_extras(self) -> dict[str, Any]:
+        read = self.answering.read
+        if read is None or read.session is None:
+            return {}
+        return {"session": str(read.session.public_id), "memory_changes": read.memory_changes}
+
+    def _session(self, request: Request, user: str) -> AgentSession | None:
+        """The agent session the conversation names: the X-Ragsite-Session header, else `user` as `session:<id>`."""
+        named = request.headers.get(SESSION_HEADER, "").strip()
+        if not named and user.startswith(SESSION_USER_PREFIX):
+            named = user.removeprefix(SESSION_USER_PREFIX).strip()
+        if not named:
+            return None
+        try:
+            public_id = uuid.UUID(named)
+        except ValueError:
+            raise serializers.ValidationError({"session": [f"{named[:60]!r} is not a session id."]}) from None
+        return transport.guarded(memory.session_get, tenant=self.tenant, public_id=public_id, api_key=self.key)
 
     def _events(self, chunks: Chunks, stream: Iterator[Any], question: str) -> Iterator[str]:
         """The verified sentences as content deltas (a sentence that failed its check is never sent), then what
@@ -234,7 +263,8 @@ class ChatCompletionsApi(OpenAIApiView):
                     if rest:
                         yield chunks.event({"content": rest})
                     record = self._record(question, item)
-                    yield chunks.event({}, finish_reason="stop", usage=usage(item), **extras(item, record))
+                    yield chunks.event({}, finish_reason="stop", usage=usage(item), **extras(item, record),
+                                       **self._session_extras())  # fmt: skip
         except Exception as exc:  # the stream has started: say so in-band, as OpenAI's servers do
             failure = stream_failure(exc)
             error = {"message": failure.pop("detail"), "type": "server_error", "param": None, "code": None, **failure}

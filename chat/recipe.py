@@ -7,11 +7,13 @@ A door only reads its input and writes its shape; the domain errors it may meet 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chat import excerpts, records, services
 from chat.models import AnswerRecord, Assistant
+from knowledge import memory
+from knowledge.models import AgentSession
 from knowledge.search.retrieval import RetrieveFilters
 from knowledge.shapes import with_when
 from tenants.principals import Viewer
@@ -38,6 +40,7 @@ class Asked:
     earlier: Sequence[str] = ()
     said: Sequence[str] = ()  # what was answered before in the conversation (a follow-up's answer does not repeat it)
     tune: Callable[[excerpts.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
+    session: AgentSession | None = None  # an agent's session (knowledge/memory.py): hits it holds are not given again
 
 
 def answer_settings(*, viewer: Viewer, asked: Asked) -> excerpts.AnswerSettings:
@@ -64,6 +67,10 @@ class Answering:
     channel: str
     user: Any = None
     api_key: Any = None
+    read: memory.Read | None = None  # in a session: what this answer gave and what the session already held
+    # False for a door that gives the answer and its citations but no excerpt text (the OpenAI door): in a session,
+    # the cited chunks are recorded (their changes are reported) without being held back from later reads.
+    gives_text: bool = True
 
     def __post_init__(self) -> None:
         self.options = answer_settings(viewer=self.viewer, asked=self.asked)
@@ -72,21 +79,50 @@ class Answering:
         """The whole answer, and its record."""
         result = services.answer_question(viewer=self.viewer, question=self.asked.question, options=self.options,
                                           earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
+        if self.asked.session is not None:
+            self._deliver(result.hits if self.gives_text else _cited_hits(result))
         return result, self.record(result)
 
     def stream(self) -> Iterator[Any]:
         """Sources → sentences → the Answer; its first step is taken now (a full queue, a restarting model, a
-        retrieval problem raise here, before the response starts); the door records the Answer when it comes."""
+        retrieval problem raise here, before the response starts); the door records the Answer when it comes.
+        In a session, the Sources it yields hold only the hits the session did not hold."""
         stream = services.stream_answer(viewer=self.viewer, question=self.asked.question, options=self.options,
                                         earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
         first = next(stream)
-        return _chain(first, stream)
+        if self.asked.session is None:
+            return _chain(first, stream)
+        if self.gives_text and isinstance(first, excerpts.Sources):
+            first = replace(first, hits=self._deliver(first.hits))
+        return self._in_session(_chain(first, stream))
+
+    def _in_session(self, items: Iterator[Any]) -> Iterator[Any]:
+        """A door that gives no excerpt text records, when the answer comes, the hits its citations rest on."""
+        try:
+            for item in items:
+                if isinstance(item, services.Answer) and not self.gives_text:
+                    self._deliver(_cited_hits(item))
+                yield item
+        finally:
+            getattr(items, "close", lambda: None)()
+
+    def _deliver(self, hits: list[Any]) -> list[Any]:
+        """Record in the session the hits this answer gives; the ones the session did not hold."""
+        assert self.asked.session is not None
+        self.read = memory.answer_delivered(viewer=self.viewer, session=self.asked.session, hits=hits,
+                                            whole=self.gives_text)  # fmt: skip
+        return self.read.hits
 
     def record(self, result: services.Answer) -> AnswerRecord:
         """The answer kept as it was given (question as read in its conversation, claims, hits, versions)."""
         return records.answer_record(viewer=self.viewer, question=result.question or self.asked.question,
                                      result=result, channel=self.channel, user=self.user,
                                      api_key=self.api_key)  # fmt: skip
+
+
+def _cited_hits(result: services.Answer) -> list[Any]:
+    cited = {citation.get("chunk_id") for citation in result.citations}
+    return [hit for hit in result.hits if hit.chunk.chunk_id in cited]
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from chat import citations, excerpts, services, verdicts
 from chat.models import Verdict
 from chat.recipe import MAX_QUESTION_CHARS
-from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput
+from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput, held_payload
 
 
 @extend_schema_serializer(component_name="AnswerInput")
@@ -21,6 +21,7 @@ class AnswerInput(WhenInput):
     scope = ScopeSerializer(required=False)
     assistant = serializers.CharField(max_length=60, required=False, allow_blank=True)
     stream = serializers.BooleanField(default=False)
+    session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): only new hits come back.")
 
 
 @extend_schema_serializer(component_name="VerdictInput")
@@ -48,8 +49,16 @@ def sentence_payload(sentence: verdicts.Sentence) -> dict[str, Any]:
             "reason": sentence.reason}  # fmt: skip
 
 
-def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[str, Any]:
-    """`answer_id` names the recorded answer (chat.records), for a verdict on it."""
+def session_fields(read: Any) -> dict[str, Any]:
+    """An answer in a session (knowledge.memory.Read): only the hits it did not hold, and the ones it held."""
+    if read is None or read.session is None:
+        return {}
+    return {"hits": HitSerializer(read.hits, many=True).data, "session": str(read.session.public_id),
+            "already_delivered": held_payload(read), "memory_changes": read.memory_changes}  # fmt: skip
+
+
+def answer_payload(result: services.Answer, *, answer_id: Any = None, read: Any = None) -> dict[str, Any]:
+    """`answer_id` names the recorded answer (chat.records), for a verdict on it; `read`: what a session was given."""
     return {
         "answer_id": str(answer_id) if answer_id else None,
         "answer": result.answer,
@@ -67,6 +76,7 @@ def answer_payload(result: services.Answer, *, answer_id: Any = None) -> dict[st
         "ttft_ms": None if result.ttft_ms is None else round(result.ttft_ms, 1),
         "total_ms": round(result.total_ms, 1),
         "timings": result.timings,
+        **session_fields(read),
     }
 
 

@@ -16,6 +16,7 @@ from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
 
 MAX_QUERY_CHARS = 2000
+MAX_TOKENS = 1_000_000  # a budget (max_tokens) above any model's context
 
 
 def run_retrieval(fn, *args, **kwargs):
@@ -153,12 +154,54 @@ class RetrieveInput(WhenInput):
     # The packaged cross-encoder reads the first 20 candidates; its order is fused with the hybrid one.
     # Off by default: measured, it does not win on every set and costs ~1.5 s a query on 2 cores.
     rerank = serializers.BooleanField(default=False)
+    session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): only what it lacks.")
+    include_delivered = serializers.BooleanField(
+        default=False, help_text="In a session, return the chunks it already holds too."
+    )
+    max_tokens = serializers.IntegerField(
+        min_value=1, max_value=MAX_TOKENS, required=False,
+        help_text="Return the hits, in rank order, that fit this many tokens; the rest are listed in left_out.",
+    )  # fmt: skip
 
 
 @extend_schema_serializer(component_name="BootstrapInput")
 class BootstrapInput(WhenInput):
     intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
     scope = ScopeSerializer(required=False)
+    session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): the pack is its base.")
+    max_tokens = serializers.IntegerField(
+        min_value=1, max_value=MAX_TOKENS, required=False,
+        help_text="Fit the pack to this many tokens (docs/sessions.md says how they are counted), most important "
+                  "first, cut at item boundaries; what was left out is listed.",
+    )  # fmt: skip
+
+
+class SessionInput(serializers.Serializer):
+    purpose = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    scope = ScopeSerializer(required=False)
+    ttl = serializers.FloatField(
+        min_value=0.01, max_value=720, required=False,
+        help_text="Hours the session lives after its last call (default RAG_SESSION_TTL_HOURS).",
+    )  # fmt: skip
+
+
+def held_payload(read: Any) -> list[dict[str, Any]]:
+    """The chunks a session read matched that the session already holds: no text, they are the agent's already."""
+    return [{"chunk_id": hit.chunk.chunk_id, "document_id": hit.chunk.document.document_id, "rank": rank}
+            for rank, hit in read.already]  # fmt: skip
+
+
+def read_payload(query: str, read: Any) -> dict[str, Any]:
+    """A retrieve's answer (knowledge.memory.Read): its hits and, in a session or with a budget, what it held back."""
+    out: dict[str, Any] = {"query": query, "hits": HitSerializer(read.hits, many=True).data}
+    if read.session is not None:
+        out.update(session=str(read.session.public_id), already_delivered=held_payload(read),
+                   memory_changes=read.memory_changes)  # fmt: skip
+    if read.session is not None or read.left_out:
+        out["tokens"] = read.tokens
+    if read.left_out:
+        out["left_out"] = read.left_out
+    return out
 
 
 class ScheduleOutput(serializers.Serializer):

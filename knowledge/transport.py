@@ -3,6 +3,8 @@ and Retry-After, an in-band SSE or OpenAI stream error, an MCP tool error, a pag
 
 - An index built with another embedder (IndexMismatch): 409 with the operator's remedy.
 - The vector store busy or unavailable (StoreBusy): 503, retry shortly.
+- An agent session that is not the caller's (SessionNotFound): 404; one ended or expired (SessionGone): 410; a
+  cursor of its changes that is not one: 400.
 - Anything that says when to come back (`retry_after`: a full answer queue, a chat model restarting or dead in the
   middle of an answer): 503 with Retry-After, in its own words (`reason`, else its message).
 Everything else is not a problem of the request's: the door logs it under a reference and says only that."""
@@ -17,6 +19,7 @@ from rest_framework import exceptions, status
 
 from core.errors import error_reference
 from knowledge.index.vectorstore import StoreBusy
+from knowledge.memory import BadSessionCursor, SessionGone, SessionNotFound
 from knowledge.search.retrieval import IndexMismatch
 
 logger = logging.getLogger(__name__)
@@ -35,6 +38,12 @@ def problem_of(exc: BaseException) -> Problem | None:
     """What a domain error means to a caller; None for an unexpected error."""
     if isinstance(exc, IndexMismatch):
         return Problem(status.HTTP_409_CONFLICT, str(exc))
+    if isinstance(exc, SessionNotFound):
+        return Problem(status.HTTP_404_NOT_FOUND, str(exc))
+    if isinstance(exc, SessionGone):
+        return Problem(status.HTTP_410_GONE, str(exc))
+    if isinstance(exc, BadSessionCursor):
+        return Problem(status.HTTP_400_BAD_REQUEST, str(exc))
     if isinstance(exc, StoreBusy):
         return Problem(status.HTTP_503_SERVICE_UNAVAILABLE, STORE_BUSY)
     retry_after = getattr(exc, "retry_after", None)

@@ -21,5 +21,8 @@ urlpatterns = [
     path(f"{T}documents/<uuid:document_id>/", api.DocumentDetailApi.as_view(), name="document-detail"),
     path(f"{T}documents/<uuid:document_id>/retire/", api.DocumentRetireApi.as_view(), name="document-retire"),
     path(f"{T}changes/", api.ChangesApi.as_view(), name="changes"),
+    path(f"{T}sessions/", api.SessionListApi.as_view(), name="session-list"),
+    path(f"{T}sessions/<uuid:session_id>/", api.SessionDetailApi.as_view(), name="session-detail"),
+    path(f"{T}sessions/<uuid:session_id>/changes/", api.SessionChangesApi.as_view(), name="session-changes"),
     path(f"{T}dify/retrieval", api.DifyRetrievalApi.as_view(), name="dify-retrieval"),
 ]

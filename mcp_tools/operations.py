@@ -9,6 +9,7 @@ not exist.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from rest_framework import serializers
@@ -16,19 +17,18 @@ from rest_framework import serializers
 from chat import recipe
 from chat import records as chat_records
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
-from knowledge import selectors, transport
+from knowledge import memory, selectors, transport
 from knowledge.changes import BadCursor, changes_page
 from knowledge.links import document_links
-from knowledge.models import Document, Status
-from knowledge.search.bootstrap import bootstrap as bootstrap_pack
-from knowledge.search.retrieval import retrieve as retrieve_hits
+from knowledge.models import AgentSession, Document, Status
 from knowledge.shapes import (
     BootstrapInput,
-    HitSerializer,
     RetrieveInput,
+    SessionInput,
     SourceOutput,
     VersionOutput,
     plain_errors,
+    read_payload,
     scope_filters,
 )
 from tenants.models import ApiKey
@@ -65,33 +65,74 @@ def _viewer(key: ApiKey) -> Viewer:
     return viewer_for(tenant=key.tenant, api_key=key)
 
 
+def _session(key: ApiKey, session: Any) -> AgentSession | None:
+    """The key's own live session named by a tool call (None: none named); another key's is not found."""
+    if session in (None, ""):
+        return None
+    try:
+        public_id = uuid.UUID(str(session))
+    except ValueError:
+        raise OperationError(f"session: {str(session)[:60]!r} is not a session id (session_start gives one).") from None
+    return _guarded(memory.session_get, tenant=key.tenant, public_id=public_id, api_key=key)
+
+
 def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(RetrieveInput, arguments)
     filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
     if data["include_superseded"]:
         filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-    hits = _guarded(retrieve_hits, viewer=_viewer(key), query=data["query"], top_k=data["top_k"], filters=filters,
-                    specific=data["specific"], rerank=data["rerank"])  # fmt: skip
-    return {"query": data["query"], "hits": HitSerializer(hits, many=True).data}
+    read = _guarded(memory.session_retrieve, viewer=_viewer(key), session=_session(key, data.get("session")),
+                    query=data["query"], top_k=data["top_k"], filters=filters, specific=data["specific"],
+                    rerank=data["rerank"], include_delivered=data["include_delivered"],
+                    max_tokens=data.get("max_tokens"))  # fmt: skip
+    return read_payload(data["query"], read)
 
 
 def bootstrap(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(BootstrapInput, arguments)
     return _guarded(
-        bootstrap_pack, viewer=_viewer(key), intent=data["intent"], filters=scope_filters(data.get("scope"), when=data)
-    )
+        memory.session_bootstrap, viewer=_viewer(key), session=_session(key, data.get("session")),
+        intent=data["intent"], filters=scope_filters(data.get("scope"), when=data), max_tokens=data.get("max_tokens"),
+    )  # fmt: skip
 
 
 def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(AnswerInput, arguments)
     asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
-                         filters=scope_filters(data["scope"]) if "scope" in data else None, when=data)  # fmt: skip
+                         filters=scope_filters(data["scope"]) if "scope" in data else None, when=data,
+                         session=_session(key, data.get("session")))  # fmt: skip
     try:
         answering = recipe.Answering(viewer=_viewer(key), asked=asked, channel="mcp", api_key=key)
     except recipe.UnknownAssistant as exc:
         raise OperationError(f"assistant: no assistant named {data['assistant']!r} in this tenant.") from exc
     result, record = _guarded(answering.json)
-    return answer_payload(result, answer_id=record.public_id)
+    return answer_payload(result, answer_id=record.public_id, read=answering.read)
+
+
+def session_start(key: ApiKey, **arguments: Any) -> dict[str, Any]:
+    data = _valid(SessionInput, arguments)
+    session = memory.session_create(tenant=key.tenant, api_key=key, purpose=data["purpose"], scope=data.get("scope"),
+                                    ttl_hours=data.get("ttl"))  # fmt: skip
+    return memory.session_shape(session)
+
+
+def session_changes(key: ApiKey, *, session: str, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+    found = _session(key, session)
+    assert found is not None
+    return _guarded(memory.changes_page, found, _viewer(key), cursor=cursor or "", limit=limit)
+
+
+def session_ledger(key: ApiKey, *, session: str, offset: int = 0) -> dict[str, Any]:
+    found = _session(key, session)
+    assert found is not None
+    return _guarded(memory.ledger, found, _viewer(key), offset=max(0, int(offset or 0)))
+
+
+def session_end(key: ApiKey, *, session: str) -> dict[str, Any]:
+    found = _session(key, session)
+    assert found is not None
+    memory.session_end(found)
+    return {"id": str(found.public_id), "ended": True}
 
 
 def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, Any]:

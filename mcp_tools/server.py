@@ -27,9 +27,14 @@ INSTRUCTIONS = (
     "document ids and locations, `get_document` to read around a hit, `answer` for a short answer with verified "
     "citations, `bootstrap` for a start-up map of the knowledge base, `list_sources` and `document_history` to see "
     "what is indexed and what changed, `report_verdict` to say an answer was right or wrong. Everything is limited "
-    "to the tenant of your API key."
+    "to the tenant of your API key. For a task of several questions, call `session_start` first and pass its id as "
+    "`session`: later reads bring only what you do not hold yet, and `session_changes` says when something you "
+    "were given has changed, been superseded, expired, retired or taken away."
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+# A session is the key's own state (what it was given), not the knowledge base's.
+SESSIONS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 # A verdict writes (a queue item) but changes no knowledge; sent twice, it is two verdicts.
 REPORTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -41,6 +46,12 @@ AsOf = Annotated[
 IncludeExpired = Annotated[bool, Field(description="Also serve expired, superseded and not-yet-valid documents, marked "
                                                    "in each hit's freshness.")]  # fmt: skip
 Reason = Literal["wrong_fact", "wrong_citation", "should_refuse", "should_answer", "outdated"]
+SessionId = Annotated[str | None, Field(description="A session from session_start: only what it does not hold yet "
+                                                    "comes back, and what it was given is recorded.")]  # fmt: skip
+MaxTokens = Annotated[
+    int | None, Field(ge=1, le=1_000_000, description="A token budget: what fits, most important first; the rest is "
+                                                      "listed in left_out.")
+]  # fmt: skip
 
 
 def _key_of(request: Any) -> ApiKey | None:
@@ -100,14 +111,20 @@ def build_server() -> MCPServer:
         specific: Annotated[bool, Field(description="Favour exact identifiers (settings, functions).")] = False,
         as_of: AsOf = None,
         include_expired: IncludeExpired = False,
+        session: SessionId = None,
+        include_delivered: Annotated[bool, Field(description="In a session, also return what it holds.")] = False,
+        max_tokens: MaxTokens = None,
     ) -> dict[str, Any]:
         """Search the knowledge base (dense + lexical, fused) among the documents in force today (or `as_of`). Each
         hit has its text, chunk_id, document_id, document_key, lines or pages, score, the signals that ranked it and
         its `freshness` (status current, review_due, expired, superseded or not_yet_valid; validity dates; when it
-        last changed; what superseded it). Cite hits by document_key and location."""
+        last changed; what superseded it). Cite hits by document_key and location. In a session, top_k counts new
+        hits; `already_delivered` lists the ones you hold (chunk id and rank) and `memory_changes` how many changes to
+        what you hold you have not read (session_changes)."""
         return await _run(operations.retrieve, request_key(ctx), query=query, top_k=top_k, mode=mode,
                           scope=_scope(source_ids, tags), specific=specific, as_of=as_of,
-                          include_expired=include_expired)  # fmt: skip
+                          include_expired=include_expired, session=session, include_delivered=include_delivered,
+                          max_tokens=max_tokens)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     async def bootstrap(
@@ -117,11 +134,15 @@ def build_server() -> MCPServer:
         tags: Annotated[list[str] | None, Field(description="Only documents with these tags.")] = None,
         as_of: AsOf = None,
         include_expired: IncludeExpired = False,
+        session: SessionId = None,
+        max_tokens: MaxTokens = None,
     ) -> dict[str, Any]:
         """A start-up context pack: the pieces marked critical, then overview, architecture, pending work and
-        history excerpts (and your intent's), each traceable to its document and location. Call it once, first."""
+        history excerpts (and your intent's), each traceable to its document and location. Call it once, first (with
+        `session`, it is the session's base pack; with `max_tokens`, it is cut to fit, most important first)."""
         return await _run(operations.bootstrap, request_key(ctx), intent=intent, scope=_scope(source_ids, tags),
-                          as_of=as_of, include_expired=include_expired)  # fmt: skip
+                          as_of=as_of, include_expired=include_expired, session=session,
+                          max_tokens=max_tokens)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
     async def answer(
@@ -131,6 +152,7 @@ def build_server() -> MCPServer:
         assistant: Annotated[str | None, Field(description="A configured assistant's name (optional).")] = None,
         as_of: AsOf = None,
         include_expired: IncludeExpired = False,
+        session: SessionId = None,
     ) -> dict[str, Any]:
         """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
         against them: `citations` (document, location), per-sentence `claims` with `supported` and the excerpt
@@ -140,7 +162,51 @@ def build_server() -> MCPServer:
         documents in force today (or `as_of`); an answer resting on evidence due a review says so. Slower than
         retrieve (seconds)."""
         return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant,
-                          as_of=as_of, include_expired=include_expired)  # fmt: skip
+                          as_of=as_of, include_expired=include_expired, session=session)  # fmt: skip
+
+    @server.tool(annotations=SESSIONS)
+    async def session_start(
+        ctx: Context,
+        purpose: Annotated[str, Field(max_length=500, description="What the session is for (optional).")] = "",
+        source_ids: Annotated[list[str] | None, Field(description="Hold every call to these sources.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Hold every call to documents with these tags.")] = None,
+        ttl: Annotated[float | None, Field(ge=0.01, le=720, description="Hours it lives after its last call.")] = None,
+    ) -> dict[str, Any]:
+        """Start a session for a task of several questions: pass its `id` as `session` to bootstrap, retrieve and
+        answer. Only this API key can use it."""
+        return await _run(operations.session_start, request_key(ctx), purpose=purpose,
+                          scope=_scope(source_ids, tags), ttl=ttl)  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    async def session_changes(
+        session: Annotated[str, Field(description="The session's id.")],
+        ctx: Context,
+        cursor: Annotated[str, Field(description="A previous call's next_cursor (none: what you have not read).")] = "",
+        limit: Annotated[int, Field(ge=1, le=500, description="How many changes to return.")] = 100,
+    ) -> dict[str, Any]:
+        """What changed in what the session was given, oldest first: `changed` (the new version, and for each
+        chunk you hold the chunk ids that hold its text now), `superseded` (by which document, if you may see it),
+        `expired`, `retired`, `no_longer_available` (taken away from you: only the chunk ids you hold)."""
+        return await _run(operations.session_changes, request_key(ctx), session=session, cursor=cursor,
+                          limit=limit)  # fmt: skip
+
+    @server.tool(annotations=READ_ONLY)
+    async def session_ledger(
+        session: Annotated[str, Field(description="The session's id.")],
+        ctx: Context,
+        offset: Annotated[int, Field(ge=0, description="Page through a long ledger.")] = 0,
+    ) -> dict[str, Any]:
+        """Everything the session was given: each chunk id, its document and version, when and by which call, and
+        the tokens; its base pack."""
+        return await _run(operations.session_ledger, request_key(ctx), session=session, offset=offset)
+
+    @server.tool(annotations=SESSIONS)
+    async def session_end(
+        session: Annotated[str, Field(description="The session's id.")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """End a session (it would otherwise expire on its own)."""
+        return await _run(operations.session_end, request_key(ctx), session=session)
 
     @server.tool(annotations=REPORTS)
     async def report_verdict(

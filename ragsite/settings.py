@@ -355,6 +355,11 @@ RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, min
 # answers get worse (docs/evaluation.md: cite_rel 0.630 → 0.500 with 800 characters instead of 1,600).
 RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, minimum=0.0)
 
+# --- Agent sessions (knowledge/memory.py, docs/sessions.md) ------------------------------------------------------
+# A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker
+# deletes sessions a day after they expired (until then they answer 410 Gone, then 404).
+RAG_SESSION_TTL_HOURS = env_float("RAG_SESSION_TTL_HOURS", default=24.0, minimum=0.01)
+
 # --- Ingestion limits -----------------------------------------------------------------------
 # Added to the fused RRF score of admin-marked critical chunks. A rank-1 hit in one leg earns 1/61 ≈ 0.016
 # and in both legs 2/61 ≈ 0.033: with 0.02, a critical chunk that either leg ranks in its top few moves

@@ -381,12 +381,47 @@ def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
     return scope
 
 
+@dataclass
+class Held:
+    """What an agent's session already holds (knowledge/memory.py), by chunk id and text: an unchanged chunk of a
+    newer version is still held, an edited one is new. retrieve() does not count a held chunk among its top_k: it
+    reads deeper instead, and lists here each held chunk the query matched before its last new hit, with its rank
+    among everything it matched (1 = first)."""
+
+    keys: frozenset[tuple[str, str]]
+    matched: list[tuple[int, RetrievedChunk]] = field(default_factory=list)
+
+    def holds(self, chunk: Chunk) -> bool:
+        return (chunk.chunk_id, chunk.content_hash) in self.keys
+
+
+MAX_HELD_DEPTH = 200  # candidates read past for a session's held chunks, at most
+
+
+def _first_new(results: list[RetrievedChunk], count: int, held: Held | None) -> list[RetrievedChunk]:
+    """The shortest head of `results` with `count` chunks not held (all of it when it has fewer)."""
+    if held is None:
+        return results[:count]
+    taken = 0
+    for position, result in enumerate(results):
+        if not held.holds(result.chunk):
+            taken += 1
+            if taken == count:
+                return results[: position + 1]
+    return results
+
+
+def _new_count(results: list[RetrievedChunk], held: Held | None) -> int:
+    return len(results) if held is None else sum(1 for r in results if not held.holds(r.chunk))
+
+
 def retrieve(
     *, viewer: Viewer, query: str, top_k: int = 8, filters: RetrieveFilters | None = None, specific: bool = False,
-    scope: Scope | None = None, rerank: bool = False,
+    scope: Scope | None = None, rerank: bool = False, held: Held | None = None,
 ) -> list[RetrievedChunk]:  # fmt: skip
     """Hybrid retrieval for one viewer. `specific` adds intent sub-queries and an intent re-rank; `rerank` has the
-    cross-encoder read the first RERANK_CANDIDATES and fuses its order with the hybrid one."""
+    cross-encoder read the first RERANK_CANDIDATES and fuses its order with the hybrid one. With `held` (a
+    session's chunks), top_k counts new chunks only and the held ones matched are listed in `held.matched`."""
     tenant = viewer.tenant
     question = Question.of(tenant, query, check_index(tenant))
     filters = filters or RetrieveFilters()
@@ -395,7 +430,7 @@ def retrieve(
     base_scope.tenant = str(tenant.public_id)
     base_scope.principals = query_principals(viewer)  # whatever scope the caller built, the viewer's principals hold
     in_force(base_scope, filters, clock)
-    limit = max(top_k * 3, CANDIDATES)
+    limit = max(top_k * 3, CANDIDATES) + (min(len(held.keys), MAX_HELD_DEPTH) if held else 0)
     intent = plan(query) if specific else None
     found = (_specific_round(question, base_scope, limit, intent) if intent
              else _one_round(question, base_scope, limit))  # fmt: skip
@@ -415,8 +450,8 @@ def retrieve(
         wanted = top_k  # no summary or card among them: nothing is replaced by its document's source chunks
     results: list[RetrievedChunk] = []
     cursor = 0
-    while len(results) < wanted and cursor < len(scored):
-        batch = scored[cursor : cursor + wanted - len(results) + HYDRATE_SPARE]
+    while _new_count(results, held) < wanted and cursor < len(scored):
+        batch = scored[cursor : cursor + wanted - _new_count(results, held) + HYDRATE_SPARE]
         cursor += len(batch)
         if intent is None:
             chunks.update(_hydrate(viewer, [hit for hit, _, _ in batch]))
@@ -433,14 +468,30 @@ def retrieve(
                 )
             )  # fmt: skip
     if rerank:
-        results = cross_encoder_fused(query, results[: max(top_k, RERANK_CANDIDATES)])
-    results = source_text_only(viewer, question, results[: top_k + SUMMARY_EXPANSION * 2], base_scope)[:top_k]
+        results = cross_encoder_fused(query, _first_new(results, max(top_k, RERANK_CANDIDATES), held))
+    results = source_text_only(viewer, question, _first_new(results, top_k + SUMMARY_EXPANSION * 2, held), base_scope)
+    results = _without_held(results, top_k, held)
     for result in results:
         result.page = page_of(result.chunk, query)
         result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
                                            in_force=served_in_force(filters, clock))  # fmt: skip
     with_tables(viewer, results)
     return results
+
+
+def _without_held(results: list[RetrievedChunk], top_k: int, held: Held | None) -> list[RetrievedChunk]:
+    """The first top_k chunks not held; the held ones ranked among them go to `held.matched`, with their rank."""
+    if held is None:
+        return results[:top_k]
+    kept: list[RetrievedChunk] = []
+    for rank, result in enumerate(results, 1):
+        if len(kept) == top_k:
+            break
+        if held.holds(result.chunk):
+            held.matched.append((rank, result))
+        else:
+            kept.append(result)
+    return kept
 
 
 def with_tables(viewer: Viewer, results: list[RetrievedChunk]) -> None:

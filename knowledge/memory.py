@@ -1,0 +1,538 @@
+"""Agent sessions: a base pack, then reads that bring only what is new, and word when what was given stops being true.
+
+A session (knowledge.models.AgentSession) belongs to the API key or the user that made it; anyone else is told it
+does not exist. Every call in it is decided with the caller's principals at that call (the viewer of the request),
+so a key that loses a group loses it inside its sessions too. The ledger (SessionDelivery) is every chunk the
+session was given, matched by chunk id and text: an unchanged chunk of a newer version is still held, an edited one
+is new. Its changes (SessionChange) are found from the documents' own state and history — versions, retirement,
+validity, supersession, access — against what the session was last told of each document (SessionDocument);
+never from a model.
+
+Tokens are counted the same way everywhere (`count_tokens`): a word or a punctuation mark is a token, and a text is
+never counted at less than a quarter of its characters. It is an estimate of what a chat model's tokenizer makes of
+the text (the agent's own model is not known here), on the high side for English prose.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from knowledge import validity
+from knowledge.models import (
+    AgentSession,
+    Chunk,
+    Document,
+    SessionChange,
+    SessionDelivery,
+    SessionDocument,
+    Status,
+)
+from knowledge.search.bootstrap import bootstrap
+from knowledge.search.retrieval import Held, RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.selectors import visible_documents
+from tenants.models import Tenant
+from tenants.principals import Viewer
+
+Kind = SessionChange.Kind
+MAX_TTL_HOURS = 720.0  # 30 days
+MIN_TTL_HOURS = 0.01
+CLEANUP_AFTER = dt.timedelta(days=1)  # an expired session answers 410 this long, then it is deleted (404)
+MAX_LEDGER_PAGE = 1000
+TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+class SessionNotFound(LookupError):
+    """No such session for this caller (another tenant's or another key's is not found either)."""
+
+    def __init__(self) -> None:
+        super().__init__("No session with that id for this caller.")
+
+
+class SessionGone(LookupError):
+    """The session ended or expired: start a new one."""
+
+
+def count_tokens(text: str) -> int:
+    return max(len(TOKEN_RE.findall(text)), math.ceil(len(text) / 4))
+
+
+# --- a session ---------------------------------------------------------------------------------------------------
+def session_create(*, tenant: Tenant, api_key: Any = None, user: Any = None, purpose: str = "",
+                   scope: dict[str, Any] | None = None, ttl_hours: float | None = None) -> AgentSession:  # fmt: skip
+    hours = settings.RAG_SESSION_TTL_HOURS if ttl_hours is None else ttl_hours
+    ttl = int(min(max(hours, MIN_TTL_HOURS), MAX_TTL_HOURS) * 3600)
+    now = timezone.now()
+    return AgentSession.objects.create(
+        tenant=tenant, api_key=api_key, user=None if api_key is not None else user, purpose=purpose.strip()[:500],
+        scope={k: v for k, v in (scope or {}).items() if v}, ttl_seconds=ttl, created_at=now, last_used_at=now,
+        expires_at=now + dt.timedelta(seconds=ttl),
+    )  # fmt: skip
+
+
+def session_get(*, tenant: Tenant, public_id: Any, api_key: Any = None, user: Any = None) -> AgentSession:
+    """The caller's own session of this tenant, kept alive for its ttl from now; SessionNotFound for any other
+    (another tenant's, another key's or user's, one deleted), SessionGone for one ended or expired."""
+    if api_key is None and not getattr(user, "is_authenticated", False):
+        raise SessionNotFound()
+    found = AgentSession.objects.for_tenant(tenant).filter(public_id=public_id)
+    found = found.filter(api_key=api_key) if api_key is not None else found.filter(api_key__isnull=True, user=user)
+    session = found.first()
+    if session is None:
+        raise SessionNotFound()
+    now = timezone.now()
+    if session.ended_at is not None:
+        raise SessionGone(f"This session was ended at {session.ended_at.isoformat()}; start a new one.")
+    if session.expires_at <= now:
+        raise SessionGone(f"This session expired at {session.expires_at.isoformat()}; start a new one.")
+    return session
+
+
+def sessions_of(*, tenant: Tenant, api_key: Any = None, user: Any = None) -> list[AgentSession]:
+    """The caller's live sessions, newest first."""
+    found = AgentSession.objects.for_tenant(tenant).filter(ended_at__isnull=True, expires_at__gt=timezone.now())
+    if api_key is not None:
+        return list(found.filter(api_key=api_key).order_by("-created_at")[:100])
+    if not getattr(user, "is_authenticated", False):
+        return []
+    return list(found.filter(api_key__isnull=True, user=user).order_by("-created_at")[:100])
+
+
+def session_end(session: AgentSession) -> None:
+    AgentSession.objects.filter(pk=session.pk).update(ended_at=timezone.now())
+
+
+def begin_call(session: AgentSession) -> int:
+    """A call in the session: its number (1 = first); the session lives its ttl from now."""
+    now = timezone.now()
+    AgentSession.objects.filter(pk=session.pk).update(
+        calls=F("calls") + 1, last_used_at=now, expires_at=now + dt.timedelta(seconds=session.ttl_seconds)
+    )
+    session.refresh_from_db(fields=["calls", "last_used_at", "expires_at"])
+    return session.calls
+
+
+def session_filters(session: AgentSession, filters: RetrieveFilters) -> RetrieveFilters:
+    """A call's filters held to the session's scope: its sources and tags, narrowed further by the call's own."""
+    sources, tags = session.scope.get("source_ids"), session.scope.get("tags")
+    if sources:
+        filters.source_ids = [s for s in filters.source_ids if s in sources] if filters.source_ids else list(sources)
+        if not filters.source_ids:
+            filters.source_ids = ["-"]  # the call asked only for sources outside the session's: nothing
+    if tags:
+        filters.tags = sorted(set(filters.tags or []) | set(tags)) if filters.tags else list(tags)
+    return filters
+
+
+def sessions_cleanup(now: dt.datetime | None = None) -> int:
+    """Delete sessions ended or expired more than CLEANUP_AFTER ago (the worker's hourly task)."""
+    cutoff = (now or timezone.now()) - CLEANUP_AFTER
+    expired = AgentSession.objects.filter(expires_at__lt=cutoff) | AgentSession.objects.filter(ended_at__lt=cutoff)
+    deleted, _counts = expired.delete()
+    return deleted
+
+
+# --- what the session holds --------------------------------------------------------------------------------------
+def held_of(session: AgentSession) -> Held:
+    """The chunks the session was given whole (an excerpt of a bootstrap does not count: its text comes once)."""
+    keys = SessionDelivery.objects.filter(session=session, whole=True).values_list("chunk_id", "content_hash")
+    return Held(frozenset(keys))
+
+
+@dataclass
+class Given:
+    """One chunk a call gives: whole, or an excerpt of it (`text`, what was sent)."""
+
+    chunk: Chunk
+    text: str
+    whole: bool = True
+
+    @property
+    def tokens(self) -> int:
+        return count_tokens(self.text)
+
+
+def deliver(session: AgentSession, given: Iterable[Given], *, via: str, call: int) -> int:
+    """Record what a call gave; the tokens it gave. A chunk given again whole after an excerpt is marked whole."""
+    given = list(given)
+    if not given:
+        return 0
+    now = timezone.now()
+    tokens = 0
+    with transaction.atomic():
+        known = {
+            (d.chunk_id, d.content_hash): d
+            for d in SessionDelivery.objects.select_for_update().filter(
+                session=session, chunk_id__in=[g.chunk.chunk_id for g in given])
+        }  # fmt: skip
+        fresh: list[SessionDelivery] = []
+        for item in given:
+            chunk, document = item.chunk, item.chunk.document
+            tokens += item.tokens
+            before = known.get((chunk.chunk_id, chunk.content_hash))
+            if before is not None:
+                if item.whole and not before.whole:
+                    SessionDelivery.objects.filter(pk=before.pk).update(whole=True, tokens=F("tokens") + item.tokens)
+                    before.whole = True
+                continue
+            delivery = SessionDelivery(
+                session=session, document=document, chunk_id=chunk.chunk_id, content_hash=chunk.content_hash,
+                document_id_text=document.document_id, version=chunk.document_version.version, call=call, via=via,
+                whole=item.whole, tokens=item.tokens, at=now,
+            )  # fmt: skip
+            known[(chunk.chunk_id, chunk.content_hash)] = delivery
+            fresh.append(delivery)
+        SessionDelivery.objects.bulk_create(fresh)
+        _baseline(session, [item.chunk.document for item in given])
+        AgentSession.objects.filter(pk=session.pk).update(tokens_delivered=F("tokens_delivered") + tokens)
+    return tokens
+
+
+def _baseline(session: AgentSession, documents: list[Document]) -> None:
+    """The first chunk of a document given in the session: what the document is now is what the session knows of
+    it (a change is only what happens after)."""
+    documents = list({d.pk: d for d in documents}.values())
+    known = set(
+        SessionDocument.objects.filter(session=session, document__in=documents).values_list("document_id", flat=True)
+    )
+    new = [d for d in documents if d.pk not in known]
+    if not new:
+        return
+    now = timezone.now()
+    successors = _successors([d.pk for d in new], session.tenant, now)
+    SessionDocument.objects.bulk_create([
+        SessionDocument(session=session, document=d, document_id_text=d.document_id, version=d.version,
+                        retired=d.status == Status.RETIRED, expired=_expired(d, now),
+                        superseded_by=getattr(successors.get(d.pk), "pk", None))
+        for d in new
+    ], ignore_conflicts=True)  # fmt: skip
+
+
+def _expired(document: Document, now: dt.datetime) -> bool:
+    return document.valid_until is not None and document.valid_until < timezone.localdate(now)
+
+
+def _successors(pks: list[int], tenant: Tenant, now: dt.datetime) -> dict[int, Document]:
+    """Document pk → the live document in force now that supersedes it (knowledge/validity.py's rule)."""
+    found: dict[int, Document] = {}
+    live = Document.objects.for_tenant(tenant).filter(supersedes_id__in=pks, status=Status.ACTIVE)
+    for successor in live.only("pk", "supersedes_id", "document_id", "valid_from", "valid_until").order_by("pk"):
+        if successor.supersedes_id and validity.covers(successor.valid_from, successor.valid_until, now):
+            found.setdefault(successor.supersedes_id, successor)
+    return found
+
+
+# --- what changed in it ------------------------------------------------------------------------------------------
+def detect(session: AgentSession, viewer: Viewer) -> None:
+    """Record each change to a document the session holds since the session was last told of it: a new version
+    (`changed`), retired, expired, superseded by a document in force, or no longer visible to this caller."""
+    rows = list(SessionDocument.objects.filter(session=session))
+    if not rows:
+        return
+    now = timezone.now()
+    pks = [r.document_id for r in rows if r.document_id]
+    fields = ("pk", "document_id", "version", "status", "valid_until", "valid_from", "supersedes_id")
+    documents = {d.pk: d for d in visible_documents(viewer).filter(pk__in=pks).only(*fields)}
+    successors = _successors(list(documents), session.tenant, now)
+    shown = set(visible_documents(viewer).filter(pk__in=[s.pk for s in successors.values()])
+                .values_list("pk", flat=True)) if successors else set()  # fmt: skip
+    found: list[SessionChange] = []
+    held: dict[str, list[tuple[str, str]]] | None = None
+
+    def chunks_held() -> dict[str, list[tuple[str, str]]]:
+        nonlocal held
+        if held is None:
+            held = {}
+            for document_id, chunk_id, content_hash in SessionDelivery.objects.filter(session=session).values_list(
+                    "document_id_text", "chunk_id", "content_hash").order_by("pk"):  # fmt: skip
+                held.setdefault(document_id, []).append((chunk_id, content_hash))
+        return held
+
+    def change(row: SessionDocument, kind: str, **detail: Any) -> None:
+        found.append(SessionChange(session=session, kind=kind, document_id_text=row.document_id_text, at=now,
+                                   detail=detail))  # fmt: skip
+
+    for row in rows:
+        document = documents.get(row.document_id) if row.document_id else None
+        if document is None:
+            if row.available:
+                ids = list(dict.fromkeys(c for c, _h in chunks_held().get(row.document_id_text, [])))
+                change(row, Kind.NO_LONGER_AVAILABLE, chunk_ids=ids)
+                row.available = False
+                row.save(update_fields=["available"])
+            continue
+        before = (row.version, row.retired, row.expired, row.superseded_by, row.available)
+        if not row.available:  # visible again: what it is now is what the session knows (it was told it went)
+            row.available, row.version = True, document.version
+            row.retired, row.expired = document.status == Status.RETIRED, _expired(document, now)
+            row.superseded_by = getattr(successors.get(document.pk), "pk", None)
+        if document.version > row.version:
+            change(row, Kind.CHANGED, old_version=row.version, new_version=document.version,
+                   chunks=_moved(document, chunks_held().get(row.document_id_text, [])))  # fmt: skip
+            row.version = document.version
+        retired = document.status == Status.RETIRED
+        if retired and not row.retired:
+            change(row, Kind.RETIRED, version=document.version)
+        expired = _expired(document, now)
+        if expired and not row.expired:
+            change(row, Kind.EXPIRED, valid_until=validity.iso_date(document.valid_until))
+        successor = successors.get(document.pk)
+        if successor is not None and successor.pk != row.superseded_by:
+            change(row, Kind.SUPERSEDED, superseded_by=successor.document_id if successor.pk in shown else None)
+        row.retired, row.expired = retired, expired
+        row.superseded_by = successor.pk if successor is not None else None
+        if (row.version, row.retired, row.expired, row.superseded_by, row.available) != before:
+            row.save(update_fields=["version", "retired", "expired", "superseded_by", "available"])
+    SessionChange.objects.bulk_create(found)
+
+
+def _moved(document: Document, held: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """For each chunk the session holds of the document: the chunk ids of its current version that hold its text
+    now (none: its text was edited or removed)."""
+    hashes = {content_hash for _c, content_hash in held}
+    now: dict[str, list[str]] = {}
+    current = Chunk.objects.filter(document=document, document_version__version=document.version,
+                                   content_hash__in=hashes)  # fmt: skip
+    for chunk_id, content_hash in current.values_list("chunk_id", "content_hash"):
+        now.setdefault(content_hash, []).append(chunk_id)
+    return [{"chunk_id": chunk_id, "now_in": sorted(now.get(content_hash, []))} for chunk_id, content_hash in held]
+
+
+def unread_changes(session: AgentSession) -> int:
+    return SessionChange.objects.filter(session=session, pk__gt=session.changes_read).count()
+
+
+def change_shape(change: SessionChange) -> dict[str, Any]:
+    item: dict[str, Any] = {"cursor": str(change.pk), "at": change.at.isoformat(), "kind": change.kind}
+    if change.kind == Kind.NO_LONGER_AVAILABLE:  # nothing but the chunk ids the agent holds
+        return {**item, "chunk_ids": change.detail.get("chunk_ids", [])}
+    return {**item, "document_id": change.document_id_text, **change.detail}
+
+
+class BadSessionCursor(ValueError):
+    pass
+
+
+def changes_page(session: AgentSession, viewer: Viewer, *, cursor: str = "", limit: int = 100) -> dict[str, Any]:
+    """The changes after `cursor` (none: the ones not read yet), oldest first; they count as read."""
+    detect(session, viewer)
+    if cursor:
+        if not cursor.isdigit() or len(cursor) > 18:
+            raise BadSessionCursor(f"cursor: {cursor[:40]!r} is not a cursor of this session's changes.")
+        after = int(cursor)
+    else:
+        after = session.changes_read
+    limit = max(1, min(int(limit), 500))
+    page = list(SessionChange.objects.filter(session=session, pk__gt=after).order_by("pk")[: limit + 1])
+    more, page = len(page) > limit, page[:limit]
+    if page and page[-1].pk > session.changes_read:
+        AgentSession.objects.filter(pk=session.pk, changes_read__lt=page[-1].pk).update(changes_read=page[-1].pk)
+        session.changes_read = page[-1].pk
+    return {
+        "changes": [change_shape(c) for c in page],
+        "next_cursor": str(page[-1].pk) if page else str(after),
+        "has_more": more,
+        "memory_changes": unread_changes(session),
+    }
+
+
+# --- the session's reads -----------------------------------------------------------------------------------------
+@dataclass
+class Budget:
+    """What fits `max_tokens` (None: everything), cut at item boundaries, most important first."""
+
+    max_tokens: int | None
+    used: int = 0
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+
+    def fits(self, tokens: int) -> bool:
+        if self.max_tokens is None:
+            return True
+        if self.left_out or self.used + tokens > self.max_tokens:
+            return False
+        self.used += tokens
+        return True
+
+
+@dataclass
+class Read:
+    """A retrieve in a session (or with a budget): the new hits, the held ones it matched, what the budget left."""
+
+    hits: list[RetrievedChunk]
+    already: list[tuple[int, RetrievedChunk]] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    tokens: int = 0
+    session: AgentSession | None = None
+    memory_changes: int | None = None
+
+
+def fit(hits: list[RetrievedChunk], max_tokens: int | None) -> tuple[list[RetrievedChunk], list[dict[str, Any]], int]:
+    """The hits that fit the budget, in rank order, and the ones left out (chunk id, rank, tokens)."""
+    budget = Budget(max_tokens)
+    kept = []
+    for rank, hit in enumerate(hits, 1):
+        tokens = count_tokens(hit.chunk.text)
+        if budget.fits(tokens):
+            kept.append(hit)
+        else:
+            budget.left_out.append({"chunk_id": hit.chunk.chunk_id, "rank": rank, "tokens": tokens})
+    used = budget.used if max_tokens is not None else sum(count_tokens(h.chunk.text) for h in kept)
+    return kept, budget.left_out, used
+
+
+def session_retrieve(*, viewer: Viewer, session: AgentSession | None, query: str, top_k: int,
+                     filters: RetrieveFilters, specific: bool = False, rerank: bool = False,
+                     include_delivered: bool = False, max_tokens: int | None = None,
+                     via: str = "retrieve") -> Read:  # fmt: skip
+    """`retrieve` as a session call: only chunks the session does not hold (top_k of them), the held ones it
+    matched, the budget's cut; what it gives is recorded."""
+    if session is None:
+        hits = retrieve(viewer=viewer, query=query, top_k=top_k, filters=filters, specific=specific, rerank=rerank)
+        kept, left_out, tokens = fit(hits, max_tokens)
+        return Read(kept, left_out=left_out, tokens=tokens)
+    call = begin_call(session)
+    detect(session, viewer)
+    held = None if include_delivered else held_of(session)
+    hits = retrieve(viewer=viewer, query=query, top_k=top_k, filters=session_filters(session, filters),
+                    specific=specific, rerank=rerank, held=held)  # fmt: skip
+    kept, left_out, _tokens = fit(hits, max_tokens)
+    tokens = deliver(session, [Given(hit.chunk, hit.chunk.text) for hit in kept], via=via, call=call)
+    return Read(kept, already=held.matched if held else [], left_out=left_out, tokens=tokens, session=session,
+                memory_changes=unread_changes(session))  # fmt: skip
+
+
+PACK_ORDER = ("critical_points", "items")  # the summary first, then these lists, each in its own order
+
+
+def session_bootstrap(*, viewer: Viewer, session: AgentSession | None, intent: str, filters: RetrieveFilters,
+                      max_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The bootstrap pack, fitted to `max_tokens` (summary, critical points, then the items in their order, cut at
+    item boundaries) and, in a session, recorded as its base pack (its excerpts, not the chunks whole)."""
+    call = begin_call(session) if session is not None else 0
+    if session is not None:
+        detect(session, viewer)
+        filters = session_filters(session, filters)
+    pack = bootstrap(viewer=viewer, intent=intent, filters=filters)
+    held = set(SessionDelivery.objects.filter(session=session).values_list("chunk_id", flat=True)) if session else set()
+    budget = Budget(max_tokens)
+    already: list[dict[str, Any]] = []
+    if pack["summary"] and not budget.fits(count_tokens(pack["summary"])):
+        budget.left_out.append({"part": "summary", "tokens": count_tokens(pack["summary"])})
+        pack["summary"], pack["summary_refs"] = "", []
+    given: list[tuple[str, str]] = []
+    for part in PACK_ORDER:
+        kept = []
+        for item in pack[part]:
+            if item["chunk_id"] in held:
+                already.append({"chunk_id": item["chunk_id"], "part": part})
+                continue
+            tokens = count_tokens(item["excerpt"])
+            if budget.fits(tokens):
+                kept.append({**item, "tokens": tokens})
+                given.append((item["chunk_id"], item["excerpt"]))
+            else:
+                budget.left_out.append({"part": part, "chunk_id": item["chunk_id"], "kind": item.get("kind", part),
+                                        "tokens": tokens})  # fmt: skip
+        pack[part] = kept
+    pack["tokens"] = count_tokens(pack["summary"]) + sum(t for p in PACK_ORDER for t in (i["tokens"] for i in pack[p]))
+    pack["token_count"] = "a word or a punctuation mark is a token, never under a quarter of the characters"
+    if max_tokens is not None:
+        pack["max_tokens"], pack["left_out"] = max_tokens, budget.left_out
+    if session is not None:
+        chunks = _chunks_by_id(viewer, [chunk_id for chunk_id, _ in given])
+        deliver(session, [Given(chunks[c], text, whole=_whole(chunks[c], text)) for c, text in given if c in chunks],
+                via="bootstrap", call=call)  # fmt: skip
+        if not session.base_pack:
+            base = {"call": call, "chunk_ids": [c for c, _ in given], "tokens": pack["tokens"],
+                    "left_out": budget.left_out, "intent": intent}  # fmt: skip
+            AgentSession.objects.filter(pk=session.pk).update(base_pack=base)
+            session.base_pack = base
+        pack["session"] = str(session.public_id)
+        pack["already_delivered"] = already
+        pack["memory_changes"] = unread_changes(session)
+    return pack
+
+
+def _whole(chunk: Chunk, excerpt: str) -> bool:
+    return " ".join(chunk.text.split()) == excerpt
+
+
+def _chunks_by_id(viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chunk]:
+    """The live chunks of these ids the viewer sees (the pack's pieces), by chunk id."""
+    found = (Chunk.objects.for_tenant(viewer.tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE,
+                                                            document__in=visible_documents(viewer))
+             .select_related("document", "document_version").defer("dense", "sparse"))  # fmt: skip
+    return {c.chunk_id: c for c in found}
+
+
+def answer_delivered(*, viewer: Viewer, session: AgentSession, hits: list[RetrievedChunk], whole: bool = True) -> Read:
+    """An answer in a session: it reads every excerpt it needs (a right answer may rest on what the agent holds),
+    and gives back in `hits` only the ones the session does not hold; the others are listed with their rank.
+    `whole=False`: the door gives no chunk text, only the answer that rests on them (the OpenAI door's citations):
+    they are recorded so that their changes are reported, never held back from a later read."""
+    call = begin_call(session)
+    detect(session, viewer)
+    held = held_of(session)
+    kept = [h for h in hits if not held.holds(h.chunk)]
+    already = [(rank, h) for rank, h in enumerate(hits, 1) if held.holds(h.chunk)]
+    given = [Given(h.chunk, h.chunk.text if whole else "", whole=whole) for h in kept]
+    tokens = deliver(session, given, via="answer", call=call)
+    return Read(kept, already=already, tokens=tokens, session=session, memory_changes=unread_changes(session))
+
+
+# --- the ledger --------------------------------------------------------------------------------------------------
+def ledger(session: AgentSession, viewer: Viewer, *, offset: int = 0, limit: int = MAX_LEDGER_PAGE) -> dict[str, Any]:
+    detect(session, viewer)
+    session.refresh_from_db()
+    gone = set(
+        SessionDocument.objects.filter(session=session, available=False).values_list("document_id_text", flat=True)
+    )
+    deliveries = SessionDelivery.objects.filter(session=session).order_by("pk")
+    total = deliveries.count()
+    limit = max(1, min(limit, MAX_LEDGER_PAGE))
+    page = list(deliveries.values("chunk_id", "document_id_text", "version", "call", "via", "whole", "tokens",
+                                  "at")[offset : offset + limit])  # fmt: skip
+    return {
+        **session_shape(session),
+        "memory_changes": unread_changes(session),
+        "deliveries": [
+            {
+                "chunk_id": d["chunk_id"],
+                "document_id": None if d["document_id_text"] in gone else d["document_id_text"],
+                "version": d["version"],
+                "call": d["call"],
+                "via": d["via"],
+                "whole": d["whole"],
+                "tokens": d["tokens"],
+                "at": d["at"].isoformat(),
+            }
+            for d in page
+        ],  # fmt: skip
+        "deliveries_total": total,
+        "next_offset": offset + len(page) if offset + len(page) < total else None,
+    }
+
+
+def session_shape(session: AgentSession) -> dict[str, Any]:
+    return {
+        "id": str(session.public_id),
+        "purpose": session.purpose,
+        "scope": session.scope,
+        "ttl_hours": round(session.ttl_seconds / 3600, 4),
+        "created_at": session.created_at.isoformat(),
+        "last_used_at": session.last_used_at.isoformat(),
+        "expires_at": session.expires_at.isoformat(),
+        "calls": session.calls,
+        "tokens_delivered": session.tokens_delivered,
+        "base_pack": session.base_pack or None,
+        "token_count": "a word or a punctuation mark is a token, never under a quarter of the characters",
+    }
