@@ -205,7 +205,7 @@ def build_server() -> MCPServer:
         session: Annotated[str, Field(description="The session's id.")],
         ctx: Context,
     ) -> dict[str, Any]:
-        """End a session (it would otherwise expire on its own)."""
+        """End a session when its task is done (it would otherwise expire on its own); it cannot be used again."""
         return await _run(operations.session_end, request_key(ctx), session=session)
 
     @server.tool(annotations=REPORTS)

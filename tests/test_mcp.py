@@ -32,7 +32,12 @@ TOOLS = {
     "document_history",
     "report_verdict",
     "changes_since",
+    "session_start",
+    "session_changes",
+    "session_ledger",
+    "session_end",
 }
+WRITES = {"report_verdict", "session_start", "session_end"}  # a verdict; a session is the key's own state
 
 ACME_FILES = {
     "returns.md": "# Returns\n\nReturns are accepted within thirty days of purchase with the original receipt.\n\n"
@@ -134,7 +139,7 @@ def test_tools_are_listed_with_descriptions_an_agent_can_choose_by(server):
     assert {t.name for t in tools} == TOOLS
     for tool in tools:
         assert len(tool.description or "") > 60, tool.name
-        assert tool.annotations is not None and tool.annotations.read_only_hint == (tool.name != "report_verdict")
+        assert tool.annotations is not None and tool.annotations.read_only_hint == (tool.name not in WRITES)
     retrieve = next(t for t in tools if t.name == "retrieve")
     assert {"query", "top_k", "mode", "source_ids", "tags", "specific"} <= set(retrieve.input_schema["properties"])
     assert {t.uri_template for t in templates} == {
@@ -218,6 +223,67 @@ def test_a_restricted_document_exists_only_for_keys_acting_for_its_readers(serve
                                  listed, [c.model_dump() for c in document.content]], default=str)  # fmt: skip
         assert (CANARY in everything) is sees, key
     assert CANARY not in server["log"].read_text()  # no log line carries the restricted text
+
+
+def test_a_session_over_mcp_brings_only_what_it_does_not_hold_and_is_the_keys_alone(server):
+    question = "How much does express delivery cost and where do orders ship from?"
+
+    async def calls(c: Client) -> Any:
+        started = (await _tool(c, "session_start", purpose="a support case")).structured_content
+        session = started["id"]
+        pack = await _tool(c, "bootstrap", intent="shipping", session=session, max_tokens=30)
+        first = await _tool(c, "retrieve", query=question, top_k=1, session=session)
+        second = await _tool(c, "retrieve", query=question, top_k=1, session=session)
+        ledger = await _tool(c, "session_ledger", session=session)
+        changes = await _tool(c, "session_changes", session=session)
+        bad = await _tool(c, "retrieve", query=question, session="not-a-session")
+        budget = await _tool(c, "retrieve", query=question, max_tokens=0)
+        return session, pack, first, second, ledger, changes, bad, budget
+
+    session, pack, first, second, ledger, changes, bad, budget = over_http(server, server["keys"]["acme"], calls)
+    assert not pack.is_error and pack.structured_content["tokens"] <= 30
+    one, two = first.structured_content, second.structured_content
+    assert len(one["hits"]) == 1 and len(two["hits"]) == 1 and one["hits"][0]["chunk_id"] != two["hits"][0]["chunk_id"]
+    assert two["already_delivered"][0]["chunk_id"] == one["hits"][0]["chunk_id"] and two["memory_changes"] == 0
+    given = [d["chunk_id"] for d in ledger.structured_content["deliveries"]]
+    assert one["hits"][0]["chunk_id"] in given and two["hits"][0]["chunk_id"] in given
+    assert changes.structured_content["changes"] == []
+    assert bad.is_error and "session: Must be a valid UUID" in bad.content[0].text
+    assert budget.is_error and "max_tokens" in budget.content[0].text
+
+    async def others(c: Client) -> Any:
+        return await _tool(c, "retrieve", query=question, session=session), await _tool(
+            c, "session_end", session=session
+        )
+
+    for key in ("acme-write", "globex"):  # another key of the tenant, a key of another tenant: no such session
+        used, ended = over_http(server, server["keys"][key], others)
+        assert used.is_error and ended.is_error and "No session" in used.content[0].text
+
+    async def end(c: Client) -> Any:
+        return await _tool(c, "session_end", session=session), await _tool(
+            c, "retrieve", query=question, session=session
+        )
+
+    ended, after = over_http(server, server["keys"]["acme"], end)
+    assert not ended.is_error and after.is_error and "ended" in after.content[0].text
+
+
+@pytest.mark.slow
+def test_an_answer_in_a_session_gives_back_only_the_hits_it_does_not_hold(server):
+    question = "Within how many days are returns accepted?"
+
+    async def calls(c: Client) -> Any:
+        session = (await _tool(c, "session_start")).structured_content["id"]
+        held = (await _tool(c, "retrieve", query=question, top_k=1, session=session)).structured_content["hits"]
+        answered = (await _tool(c, "answer", question=question, session=session)).structured_content
+        return held, answered
+
+    held, answered = over_http(server, server["keys"]["acme"], calls)
+    assert held[0]["document_key"] == "returns.md"
+    assert {c["document_key"] for c in answered["citations"]} == {"returns.md"}  # it still reads what the agent holds
+    assert held[0]["chunk_id"] not in [h["chunk_id"] for h in answered["hits"]]
+    assert [d["chunk_id"] for d in answered["already_delivered"]] == [held[0]["chunk_id"]]
 
 
 @pytest.mark.slow

@@ -384,3 +384,30 @@ def test_an_injected_document_cannot_make_answer_reveal_another_tenants_text(han
     assert all(hit.chunk.tenant_id == handbook.tenant.pk for hit in result.hits)
     assert "vault" not in result.answer.lower() and "oslo" not in result.answer.lower()
     assert "falcon.md" not in {c["document_key"] for c in result.citations}
+
+
+def test_an_answer_in_a_session_gives_back_only_new_hits_as_json_and_as_a_stream(handbook, key_a):
+    """REST `answer` with `session`: it still reads what the agent holds (the right answer rests on it), but `hits`
+    holds only the new ones and `already_delivered` the others, in the JSON answer and in the stream's sources and
+    done events alike."""
+    client = _client(key_a)
+    session = client.post("/api/v1/tenants/acme/sessions/", {}, format="json").json()["id"]
+    question = "How long is the warranty?"
+    held = client.post("/api/v1/tenants/acme/retrieve/", {"query": question, "top_k": 1, "session": session},
+                       format="json").json()["hits"][0]  # fmt: skip
+    assert held["document_key"] == "warranty.md"
+    answered = client.post("/api/v1/tenants/acme/answer/", {"question": question, "session": session},
+                           format="json").json()  # fmt: skip
+    assert "warranty.md" in {c["document_key"] for c in answered["citations"]}
+    assert held["chunk_id"] not in [h["chunk_id"] for h in answered["hits"]]
+    assert [h["chunk_id"] for h in answered["already_delivered"]] == [held["chunk_id"]]
+    assert answered["session"] == session and answered["memory_changes"] == 0
+
+    streamed = client.post("/api/v1/tenants/acme/answer/", {"question": question, "session": session, "stream": True},
+                           format="json", HTTP_ACCEPT="text/event-stream")  # fmt: skip
+    events = dict(_events(streamed))
+    assert held["chunk_id"] not in [h["chunk_id"] for h in events["sources"]["hits"]]
+    assert held["chunk_id"] in [h["chunk_id"] for h in events["done"]["already_delivered"]]
+    assert held["chunk_id"] not in [h["chunk_id"] for h in events["done"]["hits"]]
+    ledger = client.get(f"/api/v1/tenants/acme/sessions/{session}/").json()
+    assert ledger["calls"] == 3 and {d["via"] for d in ledger["deliveries"]} >= {"retrieve"}

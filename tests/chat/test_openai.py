@@ -101,3 +101,35 @@ def test_the_sdk_raises_its_own_errors(sdk, live_server):
     assert "user message" in str(bad.value)
     with pytest.raises(openai.BadRequestError):
         sdk.chat.completions.create(model="acme", messages=[{"role": "user", "content": "x"}], temperature=5)
+
+
+def test_a_conversation_in_a_session_records_what_its_answers_rest_on_and_says_when_it_changed(
+    live_server, transactional_db, tmp_path
+):  # type: ignore[no-untyped-def]
+    """X-Ragsite-Session (plain) and `user: "session:<id>"` (streamed): the cited chunks go in the session's ledger
+    (not as held text: the client never got it), and an edit of the cited document is counted in memory_changes."""
+    from knowledge import memory
+    from knowledge.ingest import pipeline
+    from knowledge.models import SessionDelivery
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    root = tmp_path / "handbook"
+    source = make_folder_source(tenant=tenant, root=root, files=HANDBOOK)
+    key, raw = api_key_issue(tenant=tenant, scope="read")
+    sdk = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=raw, max_retries=0, timeout=600)
+    session = str(memory.session_create(tenant=tenant, api_key=key).public_id)
+    messages = [{"role": "user", "content": WARRANTY}]
+    plain = sdk.chat.completions.create(model="acme", messages=messages, extra_headers={"X-Ragsite-Session": session})
+    extra = plain.model_extra or {}
+    assert extra["session"] == session and extra["memory_changes"] == 0
+    given = SessionDelivery.objects.filter(session__public_id=session)
+    cited = {c["chunk_id"] for c in extra["citations"]}
+    assert cited and set(given.values_list("chunk_id", flat=True)) == cited
+    assert all(d.via == "answer" and not d.whole for d in given)
+
+    (root / "warranty.md").write_text(HANDBOOK["warranty.md"].replace("two year", "three year"))
+    pipeline.sync_folder(source=source, root=root)
+    returns = [{"role": "user", "content": "Which returns are accepted?"}]
+    chunks = list(sdk.chat.completions.create(model="acme", stream=True, user=f"session:{session}", messages=returns))
+    last = chunks[-1].model_extra or {}
+    assert last["session"] == session and last["memory_changes"] == 1

@@ -226,3 +226,37 @@ def test_every_v1_route_takes_any_key_of_its_tenant_and_nothing_else(tenant_a, t
             _error(getattr(client, method)(url, body, format="json"), 401)
         if url != "/v1/models":  # another tenant's key: its own list, never this tenant's model
             _error(getattr(_client(other), method)(url, body, format="json"), 404)
+
+
+def test_a_session_the_conversation_names_must_be_the_keys_own_and_live(tenant_a, tenant_b):
+    """X-Ragsite-Session (or `user` as `session:<id>`): a malformed id is a 400, another key's or another tenant's
+    session a 404, an ended one a 410, all in OpenAI's shape and before anything is read."""
+    import datetime as dt
+    import uuid
+
+    from django.utils import timezone
+
+    from knowledge import memory
+    from knowledge.models import AgentSession
+
+    mine, raw = api_key_issue(tenant=tenant_a, name="agent")
+    other_raw = api_key_issue(tenant=tenant_a, name="other")[1]
+    theirs = api_key_issue(tenant=tenant_b, name="theirs")[0]
+    session = memory.session_create(tenant=tenant_a, api_key=mine)
+    foreign = memory.session_create(tenant=tenant_b, api_key=theirs)
+    body = {"model": "acme", "messages": [{"role": "user", "content": "How long is the warranty?"}]}
+    url = "/v1/chat/completions"
+
+    def ask(key: str, session_id: str, *, header: bool = True):  # type: ignore[no-untyped-def]
+        if header:
+            return _client(key).post(url, body, format="json", HTTP_X_RAGSITE_SESSION=session_id)
+        return _client(key).post(url, {**body, "user": f"session:{session_id}"}, format="json")
+
+    assert _error(ask(raw, "not-a-uuid"), 400)["param"] == "session"
+    assert _error(ask(raw, "12", header=False), 400)["param"] == "session"
+    for key, named in ((other_raw, session.public_id), (raw, foreign.public_id), (raw, uuid.uuid4())):
+        assert _error(ask(key, str(named)), 404)["type"] == "invalid_request_error"
+        assert _error(ask(key, str(named), header=False), 404)
+    AgentSession.objects.filter(pk=session.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    gone = _error(ask(raw, str(session.public_id)), 410)
+    assert gone["code"] == "session_expired" and "expired" in gone["message"]

@@ -28,6 +28,7 @@ def _sections(title: str, topics: list[tuple[str, str]]) -> str:
     return f"# {title}\n\n" + "\n\n".join(f"## {head}\n\n{body}" for head, body in topics) + "\n"
 
 
+# fmt: off
 FILES = {
     "shipping.md": _sections("Shipping", [
         ("Warehouses", "Orders ship from the Rotterdam warehouse. Parcels for Spain leave from the Madrid depot."),
@@ -50,13 +51,14 @@ FILES = {
     "desk.md": _sections("Help desk", [
         ("Hours", "The help desk answers from 8 to 18 on working days, by phone and by chat."),
     ]),
-    "refunds-policy.md": "---\ndocument_id: refunds-policy\n---\n" + _sections("Refund policy", [
+    "refunds-policy.md": _sections("Refund policy", [
         ("Store credit", "Refunds above 500 euros are paid as store credit unless the customer asks otherwise."),
     ]),
     "board.md": _sections("Board minutes", [
         ("Salaries", f"The board approved a salary band of 92,000 euros for senior engineers. Reference {CANARY}."),
     ]),
 }
+# fmt: on
 
 
 class Client(CommittingClientMixin, APIClient):
@@ -169,7 +171,7 @@ def test_the_base_pack_fits_its_budget_most_important_first_and_is_recorded(kb):
     kept = [i["chunk_id"] for i in pack["items"]]
     everything = [i["chunk_id"] for i in whole["items"]]
     assert kept == everything[: len(kept)]  # a prefix: most important first, cut at an item boundary
-    assert [i["chunk_id"] for i in pack["left_out"] if "chunk_id" in i] == everything[len(kept):]
+    assert [i["chunk_id"] for i in pack["left_out"] if "chunk_id" in i] == everything[len(kept) :]
     ledger = client.get(_url(tenant, f"sessions/{session}/")).json()
     assert ledger["base_pack"]["chunk_ids"] == kept and ledger["base_pack"]["tokens"] == pack["tokens"]
     assert {d["chunk_id"] for d in ledger["deliveries"]} == set(kept)
@@ -180,8 +182,14 @@ def test_stale_memory_every_change_is_reported_once_and_nothing_else(kb):  # typ
     tenant, root = kb["tenant"], kb["root"]
     client = _client(tenant)
     session = _start(client, tenant)
-    for query in ("express delivery cost", "returns window receipt", "laptop warranty years", "winter promotion",
-                  "help desk hours", "refunds above 500 euros store credit"):
+    for query in (
+        "express delivery cost",
+        "returns window receipt",
+        "laptop warranty years",
+        "winter promotion",
+        "help desk hours",
+        "refunds above 500 euros store credit",
+    ):
         _retrieve(client, tenant, query, top_k=1, session=session)
     held = {d["document_id"]: d["chunk_id"] for d in
             client.get(_url(tenant, f"sessions/{session}/")).json()["deliveries"]}  # fmt: skip
@@ -197,8 +205,9 @@ def test_stale_memory_every_change_is_reported_once_and_nothing_else(kb):  # typ
                                           "Refunds above 800 euros are paid as store credit.\n")  # fmt: skip
     pipeline.sync_folder(source=kb["source"], root=root)
     services.documents_retire(tenant=tenant, documents=Document.objects.filter(pk=docs["promo.md"].pk))
-    services.document_set_validity(tenant=tenant, document=docs["warranty.md"],
-                                   changes={"valid_until": dt.date.today() - dt.timedelta(days=1)}, actor="test")  # fmt: skip
+    yesterday = dt.date.today() - dt.timedelta(days=1)
+    services.document_set_validity(tenant=tenant, document=docs["warranty.md"], changes={"valid_until": yesterday},
+                                   actor="test")  # fmt: skip
     services.document_set_access(tenant=tenant, document=docs["desk.md"], access=["group:board"])
     indexer.drain()
 
@@ -216,8 +225,12 @@ def test_stale_memory_every_change_is_reported_once_and_nothing_else(kb):  # typ
     assert superseded["document_id"] == docs["refunds-policy.md"].document_id
     assert superseded["superseded_by"] == Document.objects.get(document_key="refunds-2027.md").document_id
     gone = kinds["no_longer_available"]
-    assert gone == {"cursor": gone["cursor"], "at": gone["at"], "kind": "no_longer_available",
-                    "chunk_ids": [held[docs["desk.md"].document_id]]}  # nothing but the chunk id it holds
+    assert gone == {
+        "cursor": gone["cursor"],
+        "at": gone["at"],
+        "kind": "no_longer_available",
+        "chunk_ids": [held[docs["desk.md"].document_id]],
+    }  # nothing but the chunk id it holds
     assert "Help desk" not in json.dumps(page) and "desk.md" not in json.dumps(gone["chunk_ids"]).replace(
         held[docs["desk.md"].document_id], "")  # fmt: skip
 
