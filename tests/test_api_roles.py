@@ -2,7 +2,8 @@
 none}: staff and read keys read, only admins and write keys write, nobody else gets in.
 
 The routes are enumerated from the URL configuration, so a new route is covered the day it is added;
-a write is any unsafe method on a view that does not declare `reads_with_post`."""
+a write is any unsafe method on a view that does not declare `reads_with_post`. An agent session's routes are the
+caller's own: each caller is given a session of its own for them (another's is a 404: tests/knowledge/test_sessions)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.test import APIClient
 
+from knowledge import memory
 from knowledge.models import Document, IngestJob, Source, Status
 from tenants.access import TenantApiView
-from tenants.models import ApiKey, Membership
+from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_issue, group_create
 from tests.factories import CommittingClientMixin, make_answer, make_folder_source, make_member
 
@@ -44,14 +46,20 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     document = Document.objects.get(source=source)
     job = IngestJob.objects.filter(source=source).first()
     group_create(tenant=tenant_a, name="hr")
-    return {"tenant_slug": "acme", "source_id": source.public_id, "job_id": job.public_id,
-            "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id, "group_name": "hr",
-            "username": "sam", "key_id": api_key_issue(tenant=tenant_a, name="agent")[0].public_id}  # fmt: skip
+    agent = api_key_issue(tenant=tenant_a, name="agent")[0]
+    session = memory.session_create(tenant=tenant_a, api_key=agent)
+    return {"tenant_slug": "acme", "session_id": session.public_id, "source_id": source.public_id,
+            "job_id": job.public_id, "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id,
+            "group_name": "hr", "username": "sam", "key_id": agent.public_id}  # fmt: skip
 
 
-def _url(route: str, values: dict) -> str:  # type: ignore[type-arg]
+def _url(route: str, values: dict, **owner: object) -> str:  # type: ignore[type-arg]
+    """The route with the world's ids; a session route with a session of `owner` (a user or an API key)."""
     import re
 
+    if owner and "<uuid:session_id>" in route:
+        tenant = Tenant.objects.get(slug=values["tenant_slug"])
+        values = {**values, "session_id": memory.session_create(tenant=tenant, **owner).public_id}
     return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
 
 
@@ -69,8 +77,8 @@ def test_staff_sessions_read_but_never_write_through_the_api(tenant_a, world):
     client = CommittingAPIClient()
     client.force_login(staff)
     for route, view in _api_routes():
-        url = _url(route, world)
         for method in _calls(view):
+            url = _url(route, world, user=staff)
             response = getattr(client, method)(url, {}, format="json")
             writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
             if writes or view.access_admin or view.admin_only:  # groups: who is in hr is itself restricted
@@ -94,8 +102,9 @@ def test_admin_sessions_may_write(tenant_a, world, admin_a):
 
 def _key_client(tenant, scope: str, acts_for: list[str] | None = None) -> APIClient:  # type: ignore[no-untyped-def]
     client = CommittingAPIClient()
-    raw = api_key_issue(tenant=tenant, scope=scope, acts_for=acts_for)[1]
+    key, raw = api_key_issue(tenant=tenant, scope=scope, acts_for=acts_for)
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
+    client.key = key  # type: ignore[attr-defined]
     return client
 
 
@@ -105,7 +114,7 @@ def test_read_keys_read_other_keys_and_no_key_get_nothing_write_keys_write(tenan
         url = _url(route, world)
         for method in _calls(view):
             writes = method.upper() not in SAFE_METHODS and not view.reads_with_post
-            status = getattr(read, method)(url, {}, format="json").status_code
+            status = getattr(read, method)(_url(route, world, api_key=read.key), {}, format="json").status_code
             assert (
                 (status == 403)
                 if writes or view.access_admin or view.admin_only
@@ -119,9 +128,8 @@ def test_read_keys_read_other_keys_and_no_key_get_nothing_write_keys_write(tenan
         for method in _calls(view):
             if view.access_admin:  # groups and access lists: a write key must act for all
                 assert getattr(write, method)(_url(route, world), {}, format="json").status_code == 403
-            status = getattr(everything if view.access_admin else write, method)(
-                _url(route, world), {}, format="json"
-            ).status_code
+            caller = everything if view.access_admin else write
+            status = getattr(caller, method)(_url(route, world, api_key=caller.key), {}, format="json").status_code
             assert status not in (401, 403) and status < 500, (method, route, status)
 
 
