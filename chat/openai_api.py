@@ -159,6 +159,8 @@ class OpenAIApiView(APIView):
             )
         response = super().handle_exception(exc)  # 401 with WWW-Authenticate: Bearer; Retry-After on 429 and 503
         response.data = error_body(response.status_code, response.data)
+        if isinstance(exc.__cause__, memory.SessionNotFound):  # the session the conversation names, not the model
+            response.data["error"].update(code="session_not_found", param="session")
         return response
 
 

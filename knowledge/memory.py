@@ -48,6 +48,7 @@ MAX_TTL_HOURS = 720.0  # 30 days
 MIN_TTL_HOURS = 0.01
 CLEANUP_AFTER = dt.timedelta(days=1)  # an expired session answers 410 this long, then it is deleted (404)
 MAX_LEDGER_PAGE = 1000
+CLEANUP_SCHEDULE = "ragsite: agent sessions cleanup"  # the worker's hourly task (made by migration 0023)
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 

@@ -255,7 +255,8 @@ def test_a_session_the_conversation_names_must_be_the_keys_own_and_live(tenant_a
     assert _error(ask(raw, "not-a-uuid"), 400)["param"] == "session"
     assert _error(ask(raw, "12", header=False), 400)["param"] == "session"
     for key, named in ((other_raw, session.public_id), (raw, foreign.public_id), (raw, uuid.uuid4())):
-        assert _error(ask(key, str(named)), 404)["type"] == "invalid_request_error"
+        error = _error(ask(key, str(named)), 404)
+        assert (error["code"], error["param"]) == ("session_not_found", "session")
         assert _error(ask(key, str(named), header=False), 404)
     AgentSession.objects.filter(pk=session.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
     gone = _error(ask(raw, str(session.public_id)), 410)

@@ -12,12 +12,14 @@ import uuid
 
 import pytest
 from django.utils import timezone
+from django_q.models import Schedule
 from rest_framework.test import APIClient
 
 from knowledge import memory, services
 from knowledge.index import indexer
 from knowledge.ingest import pipeline
 from knowledge.models import AgentSession, Document, SessionChange
+from knowledge.tasks import session_cleanup_task
 from tenants.services import api_key_issue, group_create, group_delete, group_get
 from tests.factories import CommittingClientMixin, make_folder_source
 
@@ -319,7 +321,10 @@ def test_sessions_belong_to_their_key_expire_and_are_cleaned_up(kb, tenant_b):  
     assert gone.status_code == 410 and "expired" in gone.json()["detail"]
     assert mine.get(_url(tenant, f"sessions/{session}/")).status_code == 410
     assert memory.sessions_cleanup() == 0  # expired a minute ago: still answers 410
-    assert memory.sessions_cleanup(now=timezone.now() + dt.timedelta(days=2)) >= 1
+    schedule = Schedule.objects.get(name=memory.CLEANUP_SCHEDULE)  # the worker runs the cleanup every hour
+    assert (schedule.func, schedule.schedule_type) == ("knowledge.tasks.session_cleanup_task", Schedule.HOURLY)
+    AgentSession.objects.filter(pk=row.pk).update(expires_at=timezone.now() - dt.timedelta(days=2))
+    assert session_cleanup_task() >= 1
     assert mine.get(_url(tenant, f"sessions/{session}/")).status_code == 404
 
     ended = _start(mine, tenant)

@@ -1,0 +1,269 @@
+"""Agent sessions (issue 53): what a session saves a scripted agent, whether stale memory is reported, what it costs.
+
+    RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5]
+    RAG_MODELS_DIR=… python bench/sessions.py stale CORPORA_DIR
+    RAG_MODELS_DIR=… python bench/sessions.py cost [CHUNKS]          (default 20000)
+
+agent: the tasks of bench/data/sessions/tasks.jsonl (written before sessions were built; alternate tune and held-out)
+  over the public corpora (flask-docs, click-code ingested as two folder sources of one tenant through the real
+  pipeline). Each task's questions are asked in order by a scripted agent, `top_k` hits each, once without a
+  session (every retrieve from zero) and once in a session (`knowledge.memory.session_retrieve`, what every door
+  calls). Printed per task and per split: chunks delivered twice, tokens delivered until every relevant document the
+  stateless agent reaches has been seen (and the ratio session ÷ stateless), tokens over the whole task, and the
+  relevant documents reached.
+stale: a session is given chunks of eight documents; then one is edited, one superseded, one expired, one retired,
+  one restricted to a group the key is not in, and three are left alone. Printed: what the next `changes` call
+  reports, whether each change is reported once and nothing else is, and whether the restricted text reaches any
+  later read of the session.
+cost: CHUNKS chunks in 100-chunk documents (bench/_corpus.py: real texts and BM25 vectors, dense vectors mixed from
+  2,000 real ones), a session holding 1,000 of them; stateless and session retrieves of new questions interleaved
+  (p50, p95), and the ledger and changes reads of that session. Runs with RAG_MULTILINGUAL=false: the synthetic
+  corpus has no multilingual vectors (the session's own work does not depend on the legs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TASKS = Path(__file__).resolve().parent / "data" / "sessions" / "tasks.jsonl"
+CORPORA = ("flask-docs", "click-code")
+
+
+def _tenant(slug: str):  # type: ignore[no-untyped-def]
+    from tenants.models import Tenant
+    from tenants.services import tenant_create
+
+    return Tenant.objects.filter(slug=slug).first() or tenant_create(slug=slug, name=slug.title())
+
+
+def agent(corpora: Path, top_k: int) -> None:
+    from knowledge import memory
+    from knowledge.index import indexer
+    from knowledge.ingest import pipeline
+    from knowledge.models import Document
+    from knowledge.search.retrieval import RetrieveFilters
+    from tenants.principals import viewer_for
+    from tenants.services import api_key_issue
+
+    tenant = _tenant("sessions")
+    if not Document.objects.filter(tenant=tenant).exists():
+        for corpus in CORPORA:
+            source = pipeline.folder_source_get_or_create(tenant=tenant, name=corpus, path=corpora / corpus)
+            job = pipeline.sync_folder(source=source, root=corpora / corpus)
+            print(f"{corpus}: {job.state}, {job.chunks_total} chunks")
+        indexer.drain()
+    key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
+    viewer = viewer_for(tenant=tenant, api_key=key)
+    tasks = [json.loads(line) for line in TASKS.open()]
+    memory.session_retrieve(viewer=viewer, session=None, query="warm up", top_k=1, filters=RetrieveFilters())
+    rows = []
+    for task in tasks:
+        relevant = set(task["relevant_docs"])
+        runs = {}
+        for mode in ("stateless", "session"):
+            session = (
+                memory.session_create(tenant=tenant, api_key=key, purpose=task["title"]) if mode == "session" else None
+            )
+            seen_chunks: set[str] = set()
+            twice = tokens = 0
+            reached: dict[str, int] = {}  # relevant document → tokens delivered when it was first seen
+            for question in task["questions"]:
+                read = memory.session_retrieve(viewer=viewer, session=session, query=question, top_k=top_k,
+                                               filters=RetrieveFilters())  # fmt: skip
+                for hit in read.hits:
+                    chunk = hit.chunk
+                    tokens += memory.count_tokens(chunk.text)
+                    twice += chunk.chunk_id in seen_chunks
+                    seen_chunks.add(chunk.chunk_id)
+                    key_ = chunk.document.document_key
+                    if key_ in relevant and key_ not in reached:
+                        reached[key_] = tokens
+            runs[mode] = {"twice": twice, "tokens": tokens, "reached": reached}
+        target = set(runs["stateless"]["reached"])  # the relevant documents the stateless agent reaches
+
+        def until(run: dict, target: set[str] = target) -> int:  # type: ignore[type-arg]
+            if not target:
+                return run["tokens"]
+            if not target <= set(run["reached"]):
+                return run["tokens"]  # never saw them all: the whole task's tokens
+            return max(run["reached"][d] for d in target)
+
+        row = {
+            "task": task["id"], "split": task["split"], "relevant": len(relevant),
+            "twice": (runs["stateless"]["twice"], runs["session"]["twice"]),
+            "until": (until(runs["stateless"]), until(runs["session"])),
+            "total": (runs["stateless"]["tokens"], runs["session"]["tokens"]),
+            "reached": (len(runs["stateless"]["reached"]), len(runs["session"]["reached"])),
+            "covered": target <= set(runs["session"]["reached"]),
+        }  # fmt: skip
+        rows.append(row)
+        print(f"{row['task']} {row['split']:8} relevant {row['relevant']}  reached {row['reached'][0]} → "
+              f"{row['reached'][1]}  twice {row['twice'][0]:2} → {row['twice'][1]}  tokens until all seen "
+              f"{row['until'][0]:5} → {row['until'][1]:5} ({row['until'][1] / max(1, row['until'][0]):.2f})  whole "
+              f"task {row['total'][0]:5} → {row['total'][1]:5}  | {task['title']}")  # fmt: skip
+    for split in ("tune", "held_out", None):
+        chosen = [r for r in rows if split is None or r["split"] == split]
+        until = [sum(r["until"][i] for r in chosen) for i in (0, 1)]
+        total = [sum(r["total"][i] for r in chosen) for i in (0, 1)]
+        reached = [sum(r["reached"][i] for r in chosen) for i in (0, 1)]
+        twice = [sum(r["twice"][i] for r in chosen) for i in (0, 1)]
+        print(f"{split or 'all':8} tasks {len(chosen)}  chunks delivered twice {twice[0]} → {twice[1]}  tokens until "
+              f"every relevant document seen {until[0]} → {until[1]} (ratio {until[1] / until[0]:.2f}; median per "
+              f"task {statistics.median(r['until'][1] / max(1, r['until'][0]) for r in chosen):.2f})  whole tasks "
+              f"{total[0]} → {total[1]} ({total[1] / total[0]:.2f})  relevant documents reached {reached[0]} → "
+              f"{reached[1]} of {sum(r['relevant'] for r in chosen)}")  # fmt: skip
+
+
+def stale(corpora: Path) -> None:
+    import datetime as dt
+
+    from knowledge import memory, services
+    from knowledge.index import indexer
+    from knowledge.ingest import pipeline
+    from knowledge.models import Document
+    from knowledge.search.retrieval import RetrieveFilters
+    from tenants.principals import viewer_for
+    from tenants.services import api_key_issue, group_create
+
+    files = ["config.rst", "web-security.rst", "testing.rst", "cli.rst", "templating.rst", "signals.rst",
+             "server.rst", "appcontext.rst"]  # fmt: skip
+    root = Path(tempfile.mkdtemp(prefix="stale-")) / "docs"
+    root.mkdir()
+    for name in files:
+        shutil.copy(corpora / "flask-docs" / "flask" / name, root / name)
+    tenant = _tenant("stale")
+    source = pipeline.folder_source_get_or_create(tenant=tenant, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    group_create(tenant=tenant, name="board")
+    indexer.drain()
+    key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
+    viewer = viewer_for(tenant=tenant, api_key=key)
+    session = memory.session_create(tenant=tenant, api_key=key)
+    documents = {d.document_key: d for d in Document.objects.filter(source=source)}
+    for name in files:  # the agent is given chunks of every document
+        title = documents[name].title or name
+        memory.session_retrieve(viewer=viewer, session=session, query=f"{title} {name}", top_k=2,
+                                filters=RetrieveFilters(source_ids=[source.source_id]))  # fmt: skip
+    held = memory.ledger(session, viewer)["deliveries"]
+    given = {d["document_id"] for d in held}
+    print(f"given: {len(held)} chunks of {len(given)} documents")
+    before = memory.changes_page(session, viewer)["changes"]
+
+    edited, superseded, expired, retired, restricted = files[:5]
+    text = (root / edited).read_text()
+    (root / edited).write_text(text.replace("the", "THE", 3))  # an edit in the opening text
+    (root / "security-2027.md").write_text(f"---\nsupersedes: {superseded}\n---\n# Security, 2027\n\n"
+                                          "The 2027 security guide replaces the old one.\n")  # fmt: skip
+    pipeline.sync_folder(source=source, root=root)
+    yesterday = dt.date.today() - dt.timedelta(days=1)
+    services.document_set_validity(tenant=tenant, document=documents[expired], changes={"valid_until": yesterday},
+                                   actor="bench")  # fmt: skip
+    services.documents_retire(tenant=tenant, documents=Document.objects.filter(pk=documents[retired].pk))
+    services.document_set_access(tenant=tenant, document=documents[restricted], access=["group:board"])
+    indexer.drain()
+    expected = {"changed": edited, "superseded": superseded, "expired": expired, "retired": retired,
+                "no_longer_available": restricted}  # fmt: skip
+    page = memory.changes_page(session, viewer)
+    reported = page["changes"]
+    again = memory.changes_page(session, viewer)["changes"]
+    print(f"before any change: {len(before)} reported")
+    for change in reported:
+        print("  ", json.dumps(change)[:220])
+    right = 0
+    for kind, name in expected.items():
+        found = [c for c in reported if c["kind"] == kind]
+        if kind == "no_longer_available":
+            chunk_ids = {d["chunk_id"] for d in held if d["document_id"] == documents[name].document_id}
+            ok = len(found) == 1 and set(found[0]["chunk_ids"]) == chunk_ids and "document_id" not in found[0]
+        else:
+            ok = len(found) == 1 and found[0]["document_id"] == documents[name].document_id
+        right += ok
+        print(f"{kind:20} {name:18} {'reported once' if ok else 'NOT RIGHT'}")
+    untouched = [n for n in files if n not in expected.values()]
+    false = [c for c in reported if c.get("document_id") in {documents[n].document_id for n in untouched}]
+    print(f"changes reported {len(reported)} (expected {len(expected)}), right {right} of {len(expected)}, about "
+          f"untouched documents {len(false)}, reported again at the next call {len(again)}")  # fmt: skip
+    secret = {c.text for c in documents[restricted].chunks.all()}
+    later = [memory.session_retrieve(viewer=viewer, session=session, query=q, top_k=8, filters=RetrieveFilters())
+             for q in ("command line interface click commands", documents[restricted].title or restricted)]  # fmt: skip
+    leaked = sum(1 for read in later for hit in read.hits if hit.chunk.text in secret)
+    shown = json.dumps(reported) + json.dumps(memory.ledger(session, viewer), default=str)
+    print(f"restricted text in later reads: {leaked} chunks; its title in changes or ledger: "
+          f"{bool(documents[restricted].title) and documents[restricted].title in shown}")  # fmt: skip
+
+
+def cost(chunks: int) -> None:
+    import numpy as np
+    from _corpus import QUERIES, line, load, text_pool
+
+    from knowledge import memory, services
+    from knowledge.models import Chunk
+    from knowledge.search.retrieval import RetrieveFilters
+    from tenants.principals import viewer_for
+    from tenants.services import api_key_issue
+
+    tenant = _tenant("cost")
+    source = services.source_create(tenant=tenant, kind="folder", name="corpus")
+    started = time.perf_counter()
+    load(source=source, count=chunks, pool=text_pool(), rng=np.random.default_rng(7))
+    print(f"loaded {chunks} chunks in {time.perf_counter() - started:.1f} s")
+    key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
+    viewer = viewer_for(tenant=tenant, api_key=key)
+    session = memory.session_create(tenant=tenant, api_key=key)
+    held = list(Chunk.objects.filter(tenant=tenant).select_related("document", "document_version")
+                .defer("dense", "sparse").order_by("?")[:1000])  # fmt: skip
+    started = time.perf_counter()
+    memory.deliver(session, [memory.Given(c, c.text) for c in held], via="retrieve", call=memory.begin_call(session))
+    print(f"a ledger of {len(held)} chunks recorded in {(time.perf_counter() - started) * 1000:.0f} ms")
+    words = " ".join(QUERIES).split()
+    rng = np.random.default_rng(3)
+    plain: list[float] = []
+    kept: list[float] = []
+    for n in range(160):  # new questions each time (no cached embedding), the two kinds interleaved
+        query = " ".join(rng.choice(words, 6)) + f" {n}"
+        for times, in_session in ((plain, None), (kept, session)) if n % 2 else ((kept, session), (plain, None)):
+            started = time.perf_counter()
+            memory.session_retrieve(viewer=viewer, session=in_session, query=query, top_k=8, filters=RetrieveFilters())
+            times.append((time.perf_counter() - started) * 1000)
+    plain, kept = plain[10:], kept[10:]  # the first ones warm the caches
+    print(line("retrieve, stateless (top_k 8)", plain))
+    print(line(f"retrieve in a session holding {len(held)}+ chunks", kept, plain, against="stateless"))
+    ledger_ms, changes_ms = [], []
+    for _ in range(20):
+        started = time.perf_counter()
+        page = memory.ledger(session, viewer)
+        ledger_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        memory.changes_page(session, viewer)
+        changes_ms.append((time.perf_counter() - started) * 1000)
+    print(line(f"ledger read ({page['deliveries_total']} deliveries, first 1000)", ledger_ms))
+    print(line("changes read (nothing changed)", changes_ms))
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "cost":
+        os.environ["RAG_MULTILINGUAL"] = "false"
+    from _django import setup
+
+    setup()
+    if mode == "agent":
+        top_k = int(sys.argv[sys.argv.index("--top-k") + 1]) if "--top-k" in sys.argv else 5
+        agent(Path(sys.argv[2]), top_k)
+    elif mode == "stale":
+        stale(Path(sys.argv[2]))
+    elif mode == "cost":
+        cost(int(sys.argv[2]) if len(sys.argv) > 2 else 20000)
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
