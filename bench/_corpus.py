@@ -2,7 +2,9 @@
 
 Texts are code chunks of the installed Django package (real prose and code, real BM25 vectors). Dense vectors:
 the packaged embedder on `embedded` of those chunks; each further point mixes two real chunk vectors plus noise
-(renormalised), so reaching 100,000 points takes minutes, not an hour of embedding.
+(renormalised), so reaching 100,000 points takes minutes, not an hour of embedding. With the multilingual leg
+configured (RAG_MULTILINGUAL, the default), each point gets its multilingual vector the same way, from the
+multilingual encoder's vectors of the same chunks, so the index is the one the default configuration searches.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Pool:
     texts: list[tuple[str, str]]  # (path, chunk text)
     vectors: Any  # embeddings of the first texts
     embed_seconds: float  # what embedding those took: the cost a re-embedding would pay per chunk
+    multilingual: Any = None  # the multilingual encoder's embeddings of the same texts (None: not configured)
 
 
 def text_pool(embedded: int = 2000) -> Pool:
@@ -46,9 +49,14 @@ def text_pool(embedded: int = 2000) -> Pool:
     for path in sorted(Path(django.__file__).parent.rglob("*.py")):
         for draft in chunk_code(path.read_text(encoding="utf-8", errors="replace"), language="python"):
             texts.append((str(path.relative_to(Path(django.__file__).parent)), draft.text))
+    embedder = get_embedder()
     started = time.perf_counter()
-    vectors = get_embedder().embed([t for _, t in texts[:embedded]])
-    return Pool(texts, vectors, time.perf_counter() - started)
+    vectors = embedder.embed([t for _, t in texts[:embedded]])
+    seconds = time.perf_counter() - started
+    multilingual = None
+    if embedder.identity.multilingual_dims:
+        multilingual = embedder.embed_multilingual([t for _, t in texts[:embedded]])  # type: ignore[attr-defined]
+    return Pool(texts, vectors, seconds, multilingual)
 
 
 def load(*, source: Any, count: int, pool: Pool, rng: Any, per_doc: int = 100, offset: int = 0) -> None:
@@ -83,17 +91,23 @@ def load(*, source: Any, count: int, pool: Pool, rng: Any, per_doc: int = 100, o
                 a, b = rng.integers(0, len(pool.vectors), 2)
                 vector = pool.vectors[a] + 0.5 * pool.vectors[b] + rng.normal(0, 0.02, identity.dims)
                 vector = (vector / np.linalg.norm(vector)).astype(np.float32)
+                second = None
+                if identity.multilingual_dims and pool.multilingual is not None:
+                    mixed = pool.multilingual[a] + 0.5 * pool.multilingual[b]
+                    mixed += rng.normal(0, 0.02, identity.multilingual_dims)
+                    second = (mixed / np.linalg.norm(mixed)).astype(np.float32)
                 chunk = Chunk(
                     tenant=tenant, document=document, document_version=version, chunk_id=chunk_id, index=index,
                     mode="code", text=text, content_hash="x", status=Status.ACTIVE, heading=path,
                     embedding_provider=identity.provider, embedding_model=identity.model,
                     embedding_dims=identity.dims, point_id=point_id(chunk_id, 1), line_start=1, line_end=1,
-                    dense=vector.tobytes(),
+                    dense=(vector if second is None else np.concatenate([vector, second])).tobytes(),
                 )  # fmt: skip
                 rows.append(chunk)
                 payload = chunk_payload(chunk=chunk, document=document, status="active", doc_tags=[], chunk_tags=[],
                                         first=True)  # fmt: skip
-                points.append(StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload))
+                points.append(StorePoint(chunk.point_id, vector.tolist(), document_vector(f"{path}\n{text}"), payload,
+                                         None if second is None else second.tolist()))  # fmt: skip
             Chunk.objects.bulk_create(rows)
         store.upsert(identity, points)
     if hasattr(store, "flush"):

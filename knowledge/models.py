@@ -678,6 +678,7 @@ class AgentSession(TenantOwned):
     tokens_delivered = models.PositiveBigIntegerField(default=0)
     base_pack = models.JSONField(default=dict, blank=True, help_text="What its bootstrap delivered and left out.")
     changes_read = models.PositiveBigIntegerField(default=0, help_text="The last change (SessionChange pk) read.")
+    latest_change = models.PositiveBigIntegerField(default=0, help_text="The last change (SessionChange pk) found.")
 
     def __str__(self) -> str:
         return f"session {self.public_id}"
@@ -690,6 +691,7 @@ class SessionDelivery(models.Model):
     document = models.ForeignKey(Document, null=True, on_delete=models.SET_NULL, related_name="+")
     chunk_id = models.CharField(max_length=2000)
     content_hash = models.CharField(max_length=64)
+    point_id = models.CharField(max_length=36, blank=True)  # the chunk's point in this version (knowledge/index)
     document_id_text = models.CharField(max_length=1900)  # the document_id the agent was given (kept if it goes)
     version = models.PositiveIntegerField()
     call = models.PositiveIntegerField(help_text="The session's call that delivered it (1 = first).")
@@ -701,6 +703,7 @@ class SessionDelivery(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "chunk_id", "content_hash"],
                                                name="session_delivery_once")]  # fmt: skip
+        indexes = [models.Index(fields=["session", "point_id"], name="session_delivery_point")]
 
 
 class SessionDocument(models.Model):
@@ -715,6 +718,9 @@ class SessionDocument(models.Model):
     expired = models.BooleanField(default=False)
     superseded_by = models.BigIntegerField(null=True, blank=True)  # the successor's pk, once told
     available = models.BooleanField(default=True)
+    # The session holds chunks of an older version than the current one (an edit since, or an as_of read): only then
+    # is a candidate's text compared with what it holds (an unchanged chunk of the new version is still held).
+    older = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "document_id_text"], name="session_document_once")]

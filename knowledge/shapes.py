@@ -187,8 +187,7 @@ class SessionInput(serializers.Serializer):
 
 def held_payload(read: Any) -> list[dict[str, Any]]:
     """The chunks a session read matched that the session already holds: no text, they are the agent's already."""
-    return [{"chunk_id": hit.chunk.chunk_id, "document_id": hit.chunk.document.document_id, "rank": rank}
-            for rank, hit in read.already]  # fmt: skip
+    return [{"chunk_id": held.chunk_id, "document_id": held.document_id, "rank": held.rank} for held in read.already]
 
 
 def read_payload(query: str, read: Any) -> dict[str, Any]:

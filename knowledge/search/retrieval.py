@@ -381,21 +381,64 @@ def in_force(scope: Scope, filters: RetrieveFilters, clock: Clock) -> Scope:
     return scope
 
 
+@dataclass(frozen=True)
+class HeldMatch:
+    """A chunk the session holds that a read matched: its rank among everything the read matched (1 = first)."""
+
+    rank: int
+    chunk_id: str
+    document_id: str
+
+
 @dataclass
 class Held:
     """What an agent's session already holds (knowledge/memory.py), by chunk id and text: an unchanged chunk of a
     newer version is still held, an edited one is new. retrieve() does not count a held chunk among its top_k: it
-    reads deeper instead, and lists here each held chunk the query matched before its last new hit, with its rank
-    among everything it matched (1 = first)."""
+    reads deeper instead, and lists in `matched` each held chunk the query matched before its last new hit.
 
-    keys: frozenset[tuple[str, str]]
-    matched: list[tuple[int, RetrievedChunk]] = field(default_factory=list)
+    The session's ledger is asked with indexed queries, however long it is: `points` — which candidate points it was
+    given (the same chunk and version), set aside before any SQL row is read — and, for the documents `renewed`
+    since it was given chunks of them (asked once), `texts` — for the rows read, which (chunk id, text) pairs it
+    holds (a newer version's unchanged chunk)."""
+
+    points: Any = None  # Callable[[list[str]], dict[str, tuple[str, str]]]: point ids → (chunk id, document id)
+    texts: Any = None  # Callable[[list[str]], set[tuple[str, str]]]: chunk ids → the (chunk id, text hash) held
+    renewed: Any = None  # Callable[[], set[str]]: the document_ids it holds chunks of an older version of
+    _renewed: set[str] | None = None
+    keys: set[tuple[str, str]] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)
+    skipped: list[tuple[float, str, str]] = field(default_factory=list)  # (score, chunk id, document id)
+    matched: list[HeldMatch] = field(default_factory=list)
+    deep: bool = False  # it holds chunks already: read deeper from the first round (HELD_FIRST_DEPTH)
+
+    def skip(self, scored: list[tuple[Hit, float, list[str]]]) -> list[tuple[Hit, float, list[str]]]:
+        """The candidates whose points the session was not given; the others are kept aside with their score."""
+        given = self.points([hit.id for hit, _, _ in scored]) if scored and self.points is not None else {}
+        self.skipped = [(hit.score + boost, *given[hit.id]) for hit, boost, _ in scored if hit.id in given]
+        return [item for item in scored if item[0].id not in given]
+
+    def learn(self, chunks: Any) -> None:
+        """Ask the session about these rows' texts (once each chunk id), only for documents it holds chunks of an
+        older version of: otherwise a held chunk is the same point, already set aside by `skip`."""
+        chunks = list(chunks)
+        if not chunks:
+            return
+        if self._renewed is None:
+            self._renewed = self.renewed() if self.renewed is not None else set()
+        new = {c.chunk_id for c in chunks if c.document.document_id in self._renewed} - self.asked
+        if new and self.texts is not None:
+            self.keys |= self.texts(sorted(new))
+        self.asked |= new
 
     def holds(self, chunk: Chunk) -> bool:
         return (chunk.chunk_id, chunk.content_hash) in self.keys
 
 
-MAX_HELD_DEPTH = 200  # candidates read past for a session's held chunks, at most
+MAX_HELD_DEPTH = 400  # candidates read past the first round for a session's held chunks, at most
+# A session that holds chunks reads three times as many candidates in its first round: an agent's questions are
+# related, so the best candidates are often held (bench/sessions.py: up to 49 of the first 50), and a second round
+# costs a whole search where reading more payloads in the first costs little.
+HELD_FIRST_DEPTH = 3
 
 
 def _first_new(results: list[RetrievedChunk], count: int, held: Held | None) -> list[RetrievedChunk]:
@@ -430,31 +473,71 @@ def retrieve(
     base_scope.tenant = str(tenant.public_id)
     base_scope.principals = query_principals(viewer)  # whatever scope the caller built, the viewer's principals hold
     in_force(base_scope, filters, clock)
-    limit = max(top_k * 3, CANDIDATES) + (min(len(held.keys), MAX_HELD_DEPTH) if held else 0)
+    limit = max(top_k * 3, CANDIDATES) * (HELD_FIRST_DEPTH if held is not None and held.deep else 1)
     intent = plan(query) if specific else None
-    found = (_specific_round(question, base_scope, limit, intent) if intent
-             else _one_round(question, base_scope, limit))  # fmt: skip
-    defining = _definitions(question, base_scope)
+    # Only the hits that can be returned are read from SQL (the ranking needs nothing but the payloads): the first
+    # `wanted`, more when some turn out gone or hidden in SQL, or held by the session (then, once the candidates run
+    # out, a deeper round: MAX_HELD_DEPTH more at most).
+    wanted = max(top_k, RERANK_CANDIDATES) if rerank else top_k + SUMMARY_EXPANSION * 2
+    read: dict[str, Chunk] = {}  # rows read from SQL, kept for a deeper round
+    while True:
+        results, wanted, more = _candidates(viewer, question, base_scope, limit, intent, held, top_k=top_k,
+                                            wanted=wanted, rerank=rerank, read=read)  # fmt: skip
+        deepest = max(top_k * 3, CANDIDATES) + MAX_HELD_DEPTH
+        if held is None or not more or _new_count(results, held) >= wanted or limit >= deepest:
+            break
+        limit = min(limit * 3, deepest)
+    if rerank:
+        results = cross_encoder_fused(query, _first_new(results, max(top_k, RERANK_CANDIDATES), held))
+    results = source_text_only(viewer, question, _first_new(results, top_k + SUMMARY_EXPANSION * 2, held), base_scope)
+    if held is not None:
+        held.learn(r.chunk for r in results)  # a summary's source chunks, read just now
+    results = _without_held(results, top_k, held)
+    for result in results:
+        result.page = page_of(result.chunk, query)
+        result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
+                                           in_force=served_in_force(filters, clock))  # fmt: skip
+    with_tables(viewer, results)
+    return results
+
+
+def _candidates(
+    viewer: Viewer, question: Question, scope: Scope, limit: int, intent: Plan | None, held: Held | None, *,
+    top_k: int, wanted: int, rerank: bool, read: dict[str, Chunk],
+) -> tuple[list[RetrievedChunk], int, bool]:  # fmt: skip
+    """One round of `limit` fused candidates, boosted, ranked and read from SQL until `wanted` of them are not
+    held: the results, `wanted` (smaller when no summary or card is among them) and whether the round was full
+    (deeper ones exist)."""
+    query = question.text
+    found = (_specific_round(question, scope, limit, intent) if intent
+             else _one_round(question, scope, limit))  # fmt: skip
+    defining = _definitions(question, scope)
     ranked = [*found.ranked, *(hit for hit in defining.values() if hit.id not in {h.id for h in found.ranked})]
     scored = _boosted(query, ranked, found, defining)
-    chunks: dict[str, Chunk] = {}
+    chunks = read
     if intent is not None:  # the intent's bonus reads each candidate's text: all of them are hydrated
-        chunks = _hydrate(viewer, ranked)
+        chunks.update(_hydrate(viewer, [hit for hit in ranked if hit.id not in chunks]))
         scored = [(hit, boost + intent.bonus(chunks[hit.id]), names) for hit, boost, names in scored
                   if hit.id in chunks]  # fmt: skip
+        if held is not None:
+            held.learn(chunks.values())
     scored.sort(key=lambda item: item[0].score + item[1], reverse=True)
-    # Only the hits that can be returned are read from SQL (the ranking above needs nothing but the payloads): the
-    # first `wanted`, more when some turn out gone or hidden in SQL.
-    wanted = max(top_k, RERANK_CANDIDATES) if rerank else top_k + SUMMARY_EXPANSION * 2
+    if held is not None:
+        scored = held.skip(scored)
     if not rerank and not any(hit.payload.get("mode") in RANKING_ONLY_MODES for hit, _, _ in scored[:wanted]):
         wanted = top_k  # no summary or card among them: nothing is replaced by its document's source chunks
     results: list[RetrievedChunk] = []
     cursor = 0
     while _new_count(results, held) < wanted and cursor < len(scored):
-        batch = scored[cursor : cursor + wanted - _new_count(results, held) + HYDRATE_SPARE]
+        needed = wanted - _new_count(results, held)
+        # In a session, held chunks are read past: a larger batch saves round trips when many of them rank first.
+        batch = scored[cursor : cursor + (needed + HYDRATE_SPARE if held is None else max(2 * needed, 16))]
         cursor += len(batch)
         if intent is None:
-            chunks.update(_hydrate(viewer, [hit for hit, _, _ in batch]))
+            fresh = _hydrate(viewer, [hit for hit, _, _ in batch if hit.id not in chunks])
+            chunks.update(fresh)
+            if held is not None:
+                held.learn(fresh.values())
         for hit, boost, names in batch:
             chunk = chunks.get(hit.id)
             if chunk is None:
@@ -467,30 +550,29 @@ def retrieve(
                     similarity=found.similarity.get(hit.id), defines=names,
                 )
             )  # fmt: skip
-    if rerank:
-        results = cross_encoder_fused(query, _first_new(results, max(top_k, RERANK_CANDIDATES), held))
-    results = source_text_only(viewer, question, _first_new(results, top_k + SUMMARY_EXPANSION * 2, held), base_scope)
-    results = _without_held(results, top_k, held)
-    for result in results:
-        result.page = page_of(result.chunk, query)
-        result.freshness = clock.freshness(result.chunk.document, result.chunk.document_version, sees=viewer.sees,
-                                           in_force=served_in_force(filters, clock))  # fmt: skip
-    with_tables(viewer, results)
-    return results
+    return results, wanted, len(found.ranked) >= limit
 
 
 def _without_held(results: list[RetrievedChunk], top_k: int, held: Held | None) -> list[RetrievedChunk]:
-    """The first top_k chunks not held; the held ones ranked among them go to `held.matched`, with their rank."""
+    """The first top_k chunks not held; the held ones ranked among them, whether skipped by their point or read and
+    found held by their text, go to `held.matched` with their rank among all of them."""
     if held is None:
         return results[:top_k]
     kept: list[RetrievedChunk] = []
-    for rank, result in enumerate(results, 1):
+    merged: list[tuple[float, str, str] | RetrievedChunk] = []
+    for result in results:
         if len(kept) == top_k:
             break
         if held.holds(result.chunk):
-            held.matched.append((rank, result))
+            merged.append((result.score, result.chunk.chunk_id, result.chunk.document.document_id))
         else:
             kept.append(result)
+            merged.append(result)
+    floor = kept[-1].score if len(kept) == top_k else float("-inf")  # held ones ranked above the last new hit
+    merged += [item for item in held.skipped if item[0] >= floor]
+    merged.sort(key=lambda item: item[0] if isinstance(item, tuple) else item.score, reverse=True)  # stable
+    held.matched = [HeldMatch(rank, item[1], item[2]) for rank, item in enumerate(merged, 1)
+                    if isinstance(item, tuple)]  # fmt: skip
     return kept
 
 
