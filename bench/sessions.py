@@ -1,6 +1,6 @@
 """Agent sessions (issue 53): what a session saves a scripted agent, whether stale memory is reported, what it costs.
 
-    RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5]
+    RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5] [--session-top-k 5]
     RAG_MODELS_DIR=… python bench/sessions.py stale CORPORA_DIR
     RAG_MODELS_DIR=… python bench/sessions.py cost [CHUNKS]          (default 20000)
 
@@ -8,9 +8,10 @@ agent: the tasks of bench/data/sessions/tasks.jsonl (written before sessions wer
   over the public corpora (flask-docs, click-code ingested as two folder sources of one tenant through the real
   pipeline). Each task's questions are asked in order by a scripted agent, `top_k` hits each, once without a
   session (every retrieve from zero) and once in a session (`knowledge.memory.session_retrieve`, what every door
-  calls). Printed per task and per split: chunks delivered twice, tokens delivered until every relevant document the
-  stateless agent reaches has been seen (and the ratio session ÷ stateless), tokens over the whole task, and the
-  relevant documents reached.
+  calls), asking `--session-top-k` new hits each (an agent that is told what it holds may ask for fewer). Printed
+  per task and per split: chunks delivered twice, tokens delivered until every relevant document the stateless
+  agent reaches has been seen (and the ratio session ÷ stateless), tokens over the whole task, and the relevant
+  documents reached.
 stale: a session is given chunks of eight documents; then one is edited, one superseded, one expired, one retired,
   one restricted to a group the key is not in, and three are left alone. Printed: what the next `changes` call
   reports, whether each change is reported once and nothing else is, and whether the restricted text reaches any
@@ -25,7 +26,7 @@ cost: CHUNKS chunks in 100-chunk documents (bench/_corpus.py: real texts and BM2
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
 import statistics
 import sys
@@ -44,7 +45,7 @@ def _tenant(slug: str):  # type: ignore[no-untyped-def]
     return Tenant.objects.filter(slug=slug).first() or tenant_create(slug=slug, name=slug.title())
 
 
-def agent(corpora: Path, top_k: int) -> None:
+def agent(corpora: Path, top_k: int, session_top_k: int) -> None:
     from knowledge import memory
     from knowledge.index import indexer
     from knowledge.ingest import pipeline
@@ -76,7 +77,8 @@ def agent(corpora: Path, top_k: int) -> None:
             twice = tokens = 0
             reached: dict[str, int] = {}  # relevant document → tokens delivered when it was first seen
             for question in task["questions"]:
-                read = memory.session_retrieve(viewer=viewer, session=session, query=question, top_k=top_k,
+                asked = session_top_k if session is not None else top_k
+                read = memory.session_retrieve(viewer=viewer, session=session, query=question, top_k=asked,
                                                filters=RetrieveFilters())  # fmt: skip
                 for hit in read.hits:
                     chunk = hit.chunk
@@ -216,7 +218,7 @@ def cost(chunks: int) -> None:
         started = time.perf_counter()
         load(source=source, count=chunks, pool=text_pool(), rng=np.random.default_rng(7))
         print(f"loaded {chunks} chunks in {time.perf_counter() - started:.1f} s")
-    key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
+    key, raw = api_key_issue(tenant=tenant, name="agent", scope="read")
     viewer = viewer_for(tenant=tenant, api_key=key)
     every = Chunk.objects.filter(tenant=tenant).select_related("document", "document_version").defer("dense", "sparse")
     few = list(Document.objects.filter(tenant=tenant).order_by("?").values_list("pk", flat=True)[:10])
@@ -232,23 +234,28 @@ def cost(chunks: int) -> None:
         print(f"{name}: a ledger of {len(held)} chunks of {documents} documents recorded in "
               f"{(time.perf_counter() - started) * 1000:.0f} ms")  # fmt: skip
         sessions[name] = session
-    words = " ".join(QUERIES).split()
+    related = " ".join(QUERIES).split()  # an agent's questions: the same few topics again and again
+    sample = every.order_by("?").values_list("text", flat=True)[:300]
+    diverse = sorted({w for text in sample for w in re.findall(r"[A-Za-z]{5,}", text)})  # new topics each time
     rng = np.random.default_rng(3)
-    times: dict[str, list[float]] = {"stateless": [], **{name: [] for name in sessions}}
-    for n in range(150):  # new questions each time (no cached embedding), the kinds interleaved in turn
-        query = " ".join(rng.choice(words, 6)) + f" {n}"
-        kinds = list(times)
-        for kind in kinds[n % 3 :] + kinds[: n % 3]:
-            started = time.perf_counter()
-            memory.session_retrieve(viewer=viewer, session=sessions.get(kind), query=query, top_k=8,
-                                    filters=RetrieveFilters())  # fmt: skip
-            times[kind].append((time.perf_counter() - started) * 1000)
-    plain = times["stateless"][10:]  # the first ones warm the caches
-    print(line(f"retrieve, stateless (top_k 8, {chunks} chunks)", plain))
-    for name, session in sessions.items():
-        session.refresh_from_db()
-        print(line(f"in a session, {name} ({session.calls} calls, ledger {session.deliveries.count()})",
-                   times[name][10:], plain, against="stateless"))  # fmt: skip
+    for vocabulary, words in (("related questions", related), ("new topics", diverse)):
+        times: dict[str, list[float]] = {"stateless": [], **{name: [] for name in sessions}}
+        for n in range(150):  # new questions each time (no cached embedding), the kinds interleaved in turn
+            query = " ".join(rng.choice(words, 6)) + f" {n}"
+            kinds = list(times)
+            for kind in kinds[n % 3 :] + kinds[: n % 3]:
+                started = time.perf_counter()
+                memory.session_retrieve(viewer=viewer, session=sessions.get(kind), query=query, top_k=8,
+                                        filters=RetrieveFilters())  # fmt: skip
+                times[kind].append((time.perf_counter() - started) * 1000)
+        plain = times["stateless"][10:]  # the first ones warm the caches
+        print(f"-- {vocabulary}, retrieve() in-process")
+        print(line(f"stateless (top_k 8, {chunks} chunks)", plain))
+        for name, session in sessions.items():
+            session.refresh_from_db()
+            print(line(f"in a session, {name} ({session.calls} calls, ledger {session.deliveries.count()})",
+                       times[name][10:], plain, against="stateless"))  # fmt: skip
+    rest(tenant, sessions, raw, diverse, rng)
     for name, session in sessions.items():
         ledger_ms, changes_ms = [], []
         for _ in range(20):
@@ -262,6 +269,31 @@ def cost(chunks: int) -> None:
         print(line(f"{name}: changes read (nothing changed)", changes_ms))
 
 
+def rest(tenant, sessions: dict, raw: str, words: list[str], rng) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """The same through the REST door (Django's test client in this process: routing, the key, DRF, the JSON)."""
+    from _corpus import line
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Api-Key {raw}", HTTP_HOST="localhost")
+    url = f"/api/v1/tenants/{tenant.slug}/retrieve/"
+    times: dict[str, list[float]] = {"stateless": [], **{name: [] for name in sessions}}
+    for n in range(150):
+        query = " ".join(rng.choice(words, 6)) + f" r{n}"
+        kinds = list(times)
+        for kind in kinds[n % 3 :] + kinds[: n % 3]:
+            body = {"query": query, "top_k": 8, **({"session": str(sessions[kind].public_id)} if kind in sessions
+                                                   else {})}  # fmt: skip
+            started = time.perf_counter()
+            response = client.post(url, json.dumps(body), content_type="application/json")
+            times[kind].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, response.content[:200]
+    plain = times["stateless"][10:]
+    print("-- new topics, POST retrieve/ (the REST door, in-process)")
+    print(line("stateless", plain))
+    for name in sessions:
+        print(line(f"in a session, {name}", times[name][10:], plain, against="stateless"))
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     from _django import setup
@@ -269,7 +301,8 @@ def main() -> None:
     setup()
     if mode == "agent":
         top_k = int(sys.argv[sys.argv.index("--top-k") + 1]) if "--top-k" in sys.argv else 5
-        agent(Path(sys.argv[2]), top_k)
+        in_session = int(sys.argv[sys.argv.index("--session-top-k") + 1]) if "--session-top-k" in sys.argv else top_k
+        agent(Path(sys.argv[2]), top_k, in_session)
     elif mode == "stale":
         stale(Path(sys.argv[2]))
     elif mode == "cost":

@@ -184,7 +184,7 @@ def held_of(session: AgentSession) -> Held:
         older = SessionDocument.objects.filter(session=session, older=True)
         return set(older.values_list("document_id_text", flat=True))
 
-    return Held(points=points, texts=texts, renewed=renewed, deep=session.tokens_delivered > 0)
+    return Held(points=points, texts=texts, renewed=renewed)
 
 
 @dataclass

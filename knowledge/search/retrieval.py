@@ -409,7 +409,6 @@ class Held:
     asked: set[str] = field(default_factory=set)
     skipped: list[tuple[float, str, str]] = field(default_factory=list)  # (score, chunk id, document id)
     matched: list[HeldMatch] = field(default_factory=list)
-    deep: bool = False  # it holds chunks already: read deeper from the first round (HELD_FIRST_DEPTH)
 
     def skip(self, scored: list[tuple[Hit, float, list[str]]]) -> list[tuple[Hit, float, list[str]]]:
         """The candidates whose points the session was not given; the others are kept aside with their score."""
@@ -435,10 +434,6 @@ class Held:
 
 
 MAX_HELD_DEPTH = 400  # candidates read past the first round for a session's held chunks, at most
-# A session that holds chunks reads three times as many candidates in its first round: an agent's questions are
-# related, so the best candidates are often held (bench/sessions.py: up to 49 of the first 50), and a second round
-# costs a whole search where reading more payloads in the first costs little.
-HELD_FIRST_DEPTH = 3
 
 
 def _first_new(results: list[RetrievedChunk], count: int, held: Held | None) -> list[RetrievedChunk]:
@@ -473,7 +468,7 @@ def retrieve(
     base_scope.tenant = str(tenant.public_id)
     base_scope.principals = query_principals(viewer)  # whatever scope the caller built, the viewer's principals hold
     in_force(base_scope, filters, clock)
-    limit = max(top_k * 3, CANDIDATES) * (HELD_FIRST_DEPTH if held is not None and held.deep else 1)
+    limit = max(top_k * 3, CANDIDATES)
     intent = plan(query) if specific else None
     # Only the hits that can be returned are read from SQL (the ranking needs nothing but the payloads): the first
     # `wanted`, more when some turn out gone or hidden in SQL, or held by the session (then, once the candidates run

@@ -268,12 +268,12 @@ def test_an_edit_says_which_chunks_hold_the_text_now(kb):  # type: ignore[no-unt
     assert len(edited) == 1  # the express section's text is gone; every other one is where it was
     assert all(now == [chunk] for chunk, now in moved.items() if chunk not in edited)
     after = _retrieve(client, tenant, "express delivery costs 15 euros", top_k=1, session=session)
-    assert "15 euros" in after["hits"][0]["text"]
+    assert "15 euros" in after["hits"][0]["text"]  # the edited chunk is new to the session: it comes again
     # The unchanged chunks of the new version are the texts the session holds: they do not come again.
     unchanged = {chunk for chunk, now in moved.items() if now == [chunk]}
     broad = _retrieve(client, tenant, "Shipping warehouses express tracking", top_k=8, session=session)
     assert not unchanged & {h["chunk_id"] for h in broad["hits"]}
-    assert unchanged <= {h["chunk_id"] for h in broad["already_delivered"]}  # the edited chunk is new to the session: it comes again
+    assert unchanged <= {h["chunk_id"] for h in broad["already_delivered"]}
 
 
 def test_a_revoked_group_is_no_longer_available_and_its_text_never_reaches_a_session(kb):  # type: ignore[no-untyped-def]
