@@ -385,3 +385,21 @@ def test_a_session_scope_holds_every_call(kb, tenant_a, tmp_path):  # type: igno
     hits = _retrieve(client, tenant_a, "express delivery cost", top_k=5, session=session)["hits"]
     assert hits and {h["source_id"] for h in hits} == {other.source_id}
     assert SessionChange.objects.count() == 0
+
+
+def test_a_deleted_source_is_no_longer_available_and_a_restored_access_is_not_a_change(kb, tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    faq = make_folder_source(tenant=tenant_a, root=tmp_path / "faq", files={
+        "faq.md": "# FAQ\n\nGift cards never expire and can be used in every shop."}, name="faq")  # fmt: skip
+    indexer.drain()
+    client = _client(tenant_a)
+    session = _start(client, tenant_a)
+    gift = _retrieve(client, tenant_a, "gift cards expire", top_k=1, session=session)["hits"][0]
+    desk = _retrieve(client, tenant_a, "help desk hours", top_k=1, session=session)["hits"][0]
+    assert gift["document_key"] == "faq.md" and desk["document_key"] == "desk.md"
+    services.source_delete(tenant=tenant_a, source=faq)
+    document = Document.objects.get(document_key="desk.md")
+    services.document_set_access(tenant=tenant_a, document=document, access=["group:board"])
+    services.document_set_access(tenant=tenant_a, document=document, access=None)  # taken away and given back
+    indexer.drain()  # until the payloads follow, the stricter of the two lists holds (knowledge.models)
+    changes = _changes(client, tenant_a, session)["changes"]
+    assert [(c["kind"], c["chunk_ids"]) for c in changes] == [("no_longer_available", [gift["chunk_id"]])]
