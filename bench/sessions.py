@@ -1,6 +1,6 @@
 """Agent sessions (issue 53): what a session saves a scripted agent, whether stale memory is reported, what it costs.
 
-    RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5] [--session-top-k 5]
+    RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5] [--session-top-k 5[,K2,…]]
     RAG_MODELS_DIR=… python bench/sessions.py stale CORPORA_DIR
     RAG_MODELS_DIR=… python bench/sessions.py cost [CHUNKS]          (default 20000)
 
@@ -8,7 +8,8 @@ agent: the tasks of bench/data/sessions/tasks.jsonl (written before sessions wer
   over the public corpora (flask-docs, click-code ingested as two folder sources of one tenant through the real
   pipeline). Each task's questions are asked in order by a scripted agent, `top_k` hits each, once without a
   session (every retrieve from zero) and once in a session (`knowledge.memory.session_retrieve`, what every door
-  calls), asking `--session-top-k` new hits each (an agent that is told what it holds may ask for fewer). Printed
+  calls), asking `--session-top-k` new hits each (an agent that is told what it holds may ask for fewer; `5,3`:
+  5 for the first question of a task, 3 for each follow-up). Printed
   per task and per split: chunks delivered twice, tokens delivered until every relevant document the stateless
   agent reaches has been seen (and the ratio session ÷ stateless), tokens over the whole task, and the relevant
   documents reached.
@@ -45,7 +46,7 @@ def _tenant(slug: str):  # type: ignore[no-untyped-def]
     return Tenant.objects.filter(slug=slug).first() or tenant_create(slug=slug, name=slug.title())
 
 
-def agent(corpora: Path, top_k: int, session_top_k: int) -> None:
+def agent(corpora: Path, top_k: int, session_top_k: list[int]) -> None:
     from knowledge import memory
     from knowledge.index import indexer
     from knowledge.ingest import pipeline
@@ -76,8 +77,8 @@ def agent(corpora: Path, top_k: int, session_top_k: int) -> None:
             seen_chunks: set[str] = set()
             twice = tokens = 0
             reached: dict[str, int] = {}  # relevant document → tokens delivered when it was first seen
-            for question in task["questions"]:
-                asked = session_top_k if session is not None else top_k
+            for number, question in enumerate(task["questions"]):
+                asked = session_top_k[min(number, len(session_top_k) - 1)] if session is not None else top_k
                 read = memory.session_retrieve(viewer=viewer, session=session, query=question, top_k=asked,
                                                filters=RetrieveFilters())  # fmt: skip
                 for hit in read.hits:
@@ -301,8 +302,8 @@ def main() -> None:
     setup()
     if mode == "agent":
         top_k = int(sys.argv[sys.argv.index("--top-k") + 1]) if "--top-k" in sys.argv else 5
-        in_session = int(sys.argv[sys.argv.index("--session-top-k") + 1]) if "--session-top-k" in sys.argv else top_k
-        agent(Path(sys.argv[2]), top_k, in_session)
+        given = sys.argv[sys.argv.index("--session-top-k") + 1] if "--session-top-k" in sys.argv else str(top_k)
+        agent(Path(sys.argv[2]), top_k, [int(k) for k in given.split(",")])
     elif mode == "stale":
         stale(Path(sys.argv[2]))
     elif mode == "cost":

@@ -43,7 +43,7 @@ class AnswerApi(TenantApiView):
             session = transport.guarded(memory.session_get, tenant=self.tenant, public_id=data["session"], **owner)
         asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
                              filters=scope_filters(data["scope"]) if "scope" in data else None, when=data,
-                             session=session)  # fmt: skip
+                             session=session, max_tokens=data.get("max_tokens"))  # fmt: skip
         try:
             answering = recipe.Answering(viewer=self.viewer, asked=asked, channel="api",
                                          user=None if key else request.user, api_key=key)  # fmt: skip

@@ -41,6 +41,7 @@ class Asked:
     said: Sequence[str] = ()  # what was answered before in the conversation (a follow-up's answer does not repeat it)
     tune: Callable[[excerpts.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
     session: AgentSession | None = None  # an agent's session (knowledge/memory.py): hits it holds are not given again
+    max_tokens: int | None = None  # a budget for the hits given back (not for the answer the model writes)
 
 
 def answer_settings(*, viewer: Viewer, asked: Asked) -> excerpts.AnswerSettings:
@@ -79,7 +80,7 @@ class Answering:
         """The whole answer, and its record."""
         result = services.answer_question(viewer=self.viewer, question=self.asked.question, options=self.options,
                                           earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
-        if self.asked.session is not None:
+        if self.asked.session is not None or self.asked.max_tokens:
             self._deliver(result.hits if self.gives_text else _cited_hits(result))
         return result, self.record(result)
 
@@ -90,7 +91,7 @@ class Answering:
         stream = services.stream_answer(viewer=self.viewer, question=self.asked.question, options=self.options,
                                         earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
         first = next(stream)
-        if self.asked.session is None:
+        if self.asked.session is None and not self.asked.max_tokens:
             return _chain(first, stream)
         if self.gives_text and isinstance(first, excerpts.Sources):
             first = replace(first, hits=self._deliver(first.hits))
@@ -107,10 +108,10 @@ class Answering:
             getattr(items, "close", lambda: None)()
 
     def _deliver(self, hits: list[Any]) -> list[Any]:
-        """Record in the session the hits this answer gives; the ones the session did not hold."""
-        assert self.asked.session is not None
+        """Record in the session the hits this answer gives; the ones the session did not hold (that fit the
+        budget)."""
         self.read = memory.answer_delivered(viewer=self.viewer, session=self.asked.session, hits=hits,
-                                            whole=self.gives_text)  # fmt: skip
+                                            whole=self.gives_text, max_tokens=self.asked.max_tokens)  # fmt: skip
         return self.read.hits
 
     def record(self, result: services.Answer) -> AnswerRecord:

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from chat import citations, excerpts, services, verdicts
 from chat.models import Verdict
 from chat.recipe import MAX_QUESTION_CHARS
-from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput, held_payload
+from knowledge.shapes import MAX_TOKENS, HitSerializer, ScopeSerializer, WhenInput, held_payload
 
 
 @extend_schema_serializer(component_name="AnswerInput")
@@ -22,6 +22,11 @@ class AnswerInput(WhenInput):
     assistant = serializers.CharField(max_length=60, required=False, allow_blank=True)
     stream = serializers.BooleanField(default=False)
     session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): only new hits come back.")
+    max_tokens = serializers.IntegerField(
+        min_value=1, max_value=MAX_TOKENS, required=False,
+        help_text="A budget for the hits given back (not the answer): those that fit, in rank order; the rest in "
+                  "left_out.",
+    )  # fmt: skip
 
 
 @extend_schema_serializer(component_name="VerdictInput")
@@ -50,11 +55,17 @@ def sentence_payload(sentence: verdicts.Sentence) -> dict[str, Any]:
 
 
 def session_fields(read: Any) -> dict[str, Any]:
-    """An answer in a session (knowledge.memory.Read): only the hits it did not hold, and the ones it held."""
-    if read is None or read.session is None:
+    """An answer in a session or with a budget (knowledge.memory.Read): only the hits it gives back, and the ones
+    the session held or the budget left out."""
+    if read is None:
         return {}
-    return {"hits": HitSerializer(read.hits, many=True).data, "session": str(read.session.public_id),
-            "already_delivered": held_payload(read), "memory_changes": read.memory_changes}  # fmt: skip
+    fields: dict[str, Any] = {"hits": HitSerializer(read.hits, many=True).data, "tokens": read.tokens}
+    if read.session is not None:
+        fields.update(session=str(read.session.public_id), already_delivered=held_payload(read),
+                      memory_changes=read.memory_changes)  # fmt: skip
+    if read.left_out:
+        fields["left_out"] = read.left_out
+    return fields
 
 
 def answer_payload(result: services.Answer, *, answer_id: Any = None, read: Any = None) -> dict[str, Any]:

@@ -614,11 +614,16 @@ def _chunks_by_id(viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chunk]:
     return {c.chunk_id: c for c in found}
 
 
-def answer_delivered(*, viewer: Viewer, session: AgentSession, hits: list[RetrievedChunk], whole: bool = True) -> Read:
+def answer_delivered(*, viewer: Viewer, session: AgentSession | None, hits: list[RetrievedChunk], whole: bool = True,
+                     max_tokens: int | None = None) -> Read:  # fmt: skip
     """An answer in a session: it reads every excerpt it needs (a right answer may rest on what the agent holds),
-    and gives back in `hits` only the ones the session does not hold; the others are listed with their rank.
-    `whole=False`: the door gives no chunk text, only the answer that rests on them (the OpenAI door's citations):
-    they are recorded so that their changes are reported, never held back from a later read."""
+    and gives back in `hits` only the ones the session does not hold (those that fit `max_tokens`); the others are
+    listed with their rank. `whole=False`: the door gives no chunk text, only the answer that rests on them (the
+    OpenAI door's citations): they are recorded so that their changes are reported, never held back from a later
+    read. Without a session, only the budget applies."""
+    if session is None:
+        kept, left_out, tokens = fit(hits, max_tokens)
+        return Read(kept, left_out=left_out, tokens=tokens)
     call = begin_call(session)
     detect(session, viewer)
     held = held_of(session)
@@ -626,9 +631,13 @@ def answer_delivered(*, viewer: Viewer, session: AgentSession, hits: list[Retrie
     kept = [h for h in hits if not held.holds(h.chunk)]
     already = [HeldMatch(rank, h.chunk.chunk_id, h.chunk.document.document_id) for rank, h in enumerate(hits, 1)
                if held.holds(h.chunk)]  # fmt: skip
+    left_out: list[dict[str, Any]] = []
+    if whole:
+        kept, left_out, _tokens = fit(kept, max_tokens)
     given = [Given(h.chunk, h.chunk.text if whole else "", whole=whole) for h in kept]
     tokens = record_call(session, given, via="answer", call=call)
-    return Read(kept, already=already, tokens=tokens, session=session, memory_changes=unread_changes(session))
+    return Read(kept, already=already, left_out=left_out, tokens=tokens, session=session,
+                memory_changes=unread_changes(session))  # fmt: skip
 
 
 # --- the ledger --------------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(AnswerInput, arguments)
     asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
                          filters=scope_filters(data["scope"]) if "scope" in data else None, when=data,
-                         session=_session(key, data.get("session")))  # fmt: skip
+                         session=_session(key, data.get("session")), max_tokens=data.get("max_tokens"))  # fmt: skip
     try:
         answering = recipe.Answering(viewer=_viewer(key), asked=asked, channel="mcp", api_key=key)
     except recipe.UnknownAssistant as exc:

@@ -153,6 +153,10 @@ def build_server() -> MCPServer:
         as_of: AsOf = None,
         include_expired: IncludeExpired = False,
         session: SessionId = None,
+        max_tokens: Annotated[
+            int | None,
+            Field(ge=1, le=1_000_000, description="A token budget for the hits given back (not for the answer)."),
+        ] = None,  # fmt: skip
     ) -> dict[str, Any]:
         """A short answer written by the platform's language model from retrieved excerpts, every sentence checked
         against them: `citations` (document, location), per-sentence `claims` with `supported` and the excerpt
@@ -162,7 +166,8 @@ def build_server() -> MCPServer:
         documents in force today (or `as_of`); an answer resting on evidence due a review says so. Slower than
         retrieve (seconds)."""
         return await _run(operations.answer, request_key(ctx), question=question, top_k=top_k, assistant=assistant,
-                          as_of=as_of, include_expired=include_expired, session=session)  # fmt: skip
+                          as_of=as_of, include_expired=include_expired, session=session,
+                          max_tokens=max_tokens)  # fmt: skip
 
     @server.tool(annotations=SESSIONS)
     async def session_start(

@@ -406,22 +406,30 @@ class Held:
     renewed: Any = None  # Callable[[], set[str]]: the document_ids it holds chunks of an older version of
     _renewed: set[str] | None = None
     keys: set[tuple[str, str]] = field(default_factory=set)
-    asked: set[str] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)  # chunk ids whose texts were asked about
+    pointed: set[str] = field(default_factory=set)  # point ids asked about
     skipped: list[tuple[float, str, str]] = field(default_factory=list)  # (score, chunk id, document id)
     matched: list[HeldMatch] = field(default_factory=list)
 
     def skip(self, scored: list[tuple[Hit, float, list[str]]]) -> list[tuple[Hit, float, list[str]]]:
         """The candidates whose points the session was not given; the others are kept aside with their score."""
-        given = self.points([hit.id for hit, _, _ in scored]) if scored and self.points is not None else {}
+        ids = [hit.id for hit, _, _ in scored if hit.id not in self.pointed]
+        given = self.points(ids) if ids and self.points is not None else {}
+        self.pointed |= set(ids)
         self.skipped = [(hit.score + boost, *given[hit.id]) for hit, boost, _ in scored if hit.id in given]
         return [item for item in scored if item[0].id not in given]
 
     def learn(self, chunks: Any) -> None:
-        """Ask the session about these rows' texts (once each chunk id), only for documents it holds chunks of an
-        older version of: otherwise a held chunk is the same point, already set aside by `skip`."""
+        """Rows read: ask about the points no `skip` asked about (an answer's hits, a summary's source chunks), and
+        about the texts (once each chunk id) of documents it holds chunks of an older version of."""
         chunks = list(chunks)
         if not chunks:
             return
+        unasked = [c for c in chunks if c.point_id not in self.pointed]
+        if unasked and self.points is not None:
+            given = self.points([c.point_id for c in unasked])
+            self.keys |= {(c.chunk_id, c.content_hash) for c in unasked if c.point_id in given}
+            self.pointed |= {c.point_id for c in unasked}
         if self._renewed is None:
             self._renewed = self.renewed() if self.renewed is not None else set()
         new = {c.chunk_id for c in chunks if c.document.document_id in self._renewed} - self.asked

@@ -411,3 +411,5 @@ def test_an_answer_in_a_session_gives_back_only_new_hits_as_json_and_as_a_stream
     assert held["chunk_id"] not in [h["chunk_id"] for h in events["done"]["hits"]]
     ledger = client.get(f"/api/v1/tenants/acme/sessions/{session}/").json()
     assert ledger["calls"] == 3 and {d["via"] for d in ledger["deliveries"]} >= {"retrieve"}
+    budget = client.post("/api/v1/tenants/acme/answer/", {"question": question, "max_tokens": 5}, format="json").json()
+    assert budget["hits"] == [] and budget["left_out"] and budget["citations"]  # the answer still reads its evidence
