@@ -127,7 +127,7 @@ class SessionListApi(TenantApiView):
                                         ttl_hours=data.get("ttl"), **_owner(self))  # fmt: skip
         return Response(memory.session_shape(session), status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="sessions_list", responses={200: dict})
     def get(self, request: Request, tenant_slug: str) -> Response:
         return Response({"sessions": [memory.session_shape(s)
                                       for s in memory.sessions_of(tenant=self.tenant, **_owner(self))]})  # fmt: skip
@@ -139,13 +139,14 @@ class SessionDetailApi(TenantApiView):
     reads_with_post = True  # DELETE ends the caller's own session: a read-only key may end what it started
 
     @extend_schema(parameters=[OpenApiParameter("offset", int, description="Page through a long ledger.")],
-                   responses={200: dict})  # fmt: skip
+                   operation_id="sessions_ledger", responses={200: dict})  # fmt: skip
     def get(self, request: Request, tenant_slug: str, session_id: str) -> Response:
         session = _session(self, session_id)
         assert session is not None
         offset = _offset(request)
         return Response(run_retrieval(memory.ledger, session, self.viewer, offset=offset))
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, tenant_slug: str, session_id: str) -> Response:
         session = _session(self, session_id)
         assert session is not None
