@@ -2,6 +2,7 @@
 
     RAG_MODELS_DIR=… python bench/sessions.py agent CORPORA_DIR [--top-k 5] [--session-top-k 5[,K2,…]]
     RAG_MODELS_DIR=… python bench/sessions.py stale CORPORA_DIR
+    RAG_MODELS_DIR=… BENCH_DATA_DIR=D python bench/sessions.py transcript CORPORA_DIR   (after `agent` in D)
     RAG_MODELS_DIR=… python bench/sessions.py cost [CHUNKS]          (default 20000)
 
 agent: the tasks of bench/data/sessions/tasks.jsonl (written before sessions were built; alternate tune and held-out)
@@ -123,6 +124,44 @@ def agent(corpora: Path, top_k: int, session_top_k: list[int]) -> None:
               f"task {statistics.median(r['until'][1] / max(1, r['until'][0]) for r in chosen):.2f})  whole tasks "
               f"{total[0]} → {total[1]} ({total[1] / total[0]:.2f})  relevant documents reached {reached[0]} → "
               f"{reached[1]} of {sum(r['relevant'] for r in chosen)}")  # fmt: skip
+
+
+def transcript(corpora: Path) -> None:
+    """The worked transcript of docs/sessions.md: a support case through the REST door, printed call by call."""
+    from django.test import Client
+
+    from knowledge.models import Document
+    from tenants.services import api_key_issue
+
+    tenant = _tenant("sessions")
+    if not Document.objects.filter(tenant=tenant).exists():
+        raise SystemExit("run `agent` first with the same BENCH_DATA_DIR: it ingests the corpora")
+    raw = api_key_issue(tenant=tenant, name="transcript", scope="read")[1]
+    client = Client(HTTP_AUTHORIZATION=f"Api-Key {raw}", HTTP_HOST="localhost")
+    base = f"/api/v1/tenants/{tenant.slug}/"
+
+    def post(path: str, body: dict) -> dict:  # type: ignore[type-arg]
+        response = client.post(base + path, json.dumps(body), content_type="application/json")
+        print(f"POST {path} {json.dumps(body)[:150]}\n→ {response.status_code}")
+        return response.json()
+
+    def short(chunk_id: str) -> str:
+        return f"{chunk_id.split(':', 5)[-1].rsplit(':', 2)[0]}#{chunk_id.rsplit(':', 1)[1]}"
+
+    session = post("sessions/", {"purpose": "case 4411: customer behind nginx sees http URLs", "ttl": 8})["id"]
+    pack = post("bootstrap/", {"session": session, "intent": "deploying behind nginx", "max_tokens": 600,
+                               "scope": {"source_ids": ["src:sessions:folder:flask-docs"]}})  # fmt: skip
+    print(f"  items {len(pack['items'])}, tokens {pack['tokens']}, left_out {len(pack['left_out'])}")
+    for question in ("How do I deploy a Flask app behind nginx?",
+                     "Generated URLs use http instead of https behind the proxy; why?",
+                     "How many proxies should ProxyFix trust?"):  # fmt: skip
+        read = post("retrieve/", {"session": session, "query": question, "top_k": 3})
+        print(f"  hits {[short(h['chunk_id']) for h in read['hits']]}, already "
+              f"{[(short(a['chunk_id']), a['rank']) for a in read['already_delivered']]}, tokens {read['tokens']}, "
+              f"memory_changes {read['memory_changes']}")  # fmt: skip
+    ledger = client.get(base + f"sessions/{session}/").json()
+    print(f"GET sessions/{session}/ → {ledger['calls']} calls, {ledger['deliveries_total']} deliveries, "
+          f"{ledger['tokens_delivered']} tokens")  # fmt: skip
 
 
 def stale(corpora: Path) -> None:
@@ -306,6 +345,8 @@ def main() -> None:
         agent(Path(sys.argv[2]), top_k, [int(k) for k in given.split(",")])
     elif mode == "stale":
         stale(Path(sys.argv[2]))
+    elif mode == "transcript":
+        transcript(Path(sys.argv[2]))
     elif mode == "cost":
         cost(int(sys.argv[2]) if len(sys.argv) > 2 else 20000)
     else:
