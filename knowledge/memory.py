@@ -622,8 +622,8 @@ def answer_delivered(*, viewer: Viewer, session: AgentSession | None, hits: list
     OpenAI door's citations): they are recorded so that their changes are reported, never held back from a later
     read. Without a session, only the budget applies."""
     if session is None:
-        kept, left_out, tokens = fit(hits, max_tokens)
-        return Read(kept, left_out=left_out, tokens=tokens)
+        fitted, cut, counted = fit(hits, max_tokens)
+        return Read(fitted, left_out=cut, tokens=counted)
     call = begin_call(session)
     detect(session, viewer)
     held = held_of(session)
