@@ -82,8 +82,8 @@ def session_create(*, tenant: Tenant, api_key: Any = None, user: Any = None, pur
 
 
 def session_get(*, tenant: Tenant, public_id: Any, api_key: Any = None, user: Any = None) -> AgentSession:
-    """The caller's own session of this tenant, kept alive for its ttl from now; SessionNotFound for any other
-    (another tenant's, another key's or user's, one deleted), SessionGone for one ended or expired."""
+    """The caller's own session of this tenant; SessionNotFound for any other (another tenant's, another key's or
+    user's, one deleted), SessionGone for one ended or expired. Each read in it (end_call) keeps it alive."""
     if api_key is None and not getattr(user, "is_authenticated", False):
         raise SessionNotFound()
     found = AgentSession.objects.for_tenant(tenant).filter(public_id=public_id)
