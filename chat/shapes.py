@@ -11,7 +11,7 @@ from rest_framework import serializers
 from chat import citations, excerpts, services, verdicts
 from chat.models import Verdict
 from chat.recipe import MAX_QUESTION_CHARS
-from knowledge.shapes import MAX_TOKENS, HitSerializer, ScopeSerializer, WhenInput, held_payload
+from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput, held_payload, token_budget
 
 
 @extend_schema_serializer(component_name="AnswerInput")
@@ -22,11 +22,8 @@ class AnswerInput(WhenInput):
     assistant = serializers.CharField(max_length=60, required=False, allow_blank=True)
     stream = serializers.BooleanField(default=False)
     session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): only new hits come back.")
-    max_tokens = serializers.IntegerField(
-        min_value=1, max_value=MAX_TOKENS, required=False,
-        help_text="A budget for the hits given back (not the answer): those that fit, in rank order; the rest in "
-                  "left_out.",
-    )  # fmt: skip
+    max_tokens = token_budget("A budget for the hits given back (not the answer): those that fit, in rank "
+                              "order; the rest in left_out.")  # fmt: skip
 
 
 @extend_schema_serializer(component_name="VerdictInput")

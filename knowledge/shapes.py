@@ -19,6 +19,11 @@ MAX_QUERY_CHARS = 2000
 MAX_TOKENS = 1_000_000  # a budget (max_tokens) above any model's context
 
 
+def token_budget(help_text: str) -> serializers.IntegerField:
+    """A `max_tokens` input: a whole number of tokens (docs/sessions.md says how they are counted), 1 to MAX_TOKENS."""
+    return serializers.IntegerField(min_value=1, max_value=MAX_TOKENS, required=False, help_text=help_text)
+
+
 def run_retrieval(fn, *args, **kwargs):
     """A retrieval step of a REST request: its domain errors as knowledge/transport.py maps them."""
     return transport.guarded(fn, *args, **kwargs)
@@ -158,10 +163,7 @@ class RetrieveInput(WhenInput):
     include_delivered = serializers.BooleanField(
         default=False, help_text="In a session, return the chunks it already holds too."
     )
-    max_tokens = serializers.IntegerField(
-        min_value=1, max_value=MAX_TOKENS, required=False,
-        help_text="Return the hits, in rank order, that fit this many tokens; the rest are listed in left_out.",
-    )  # fmt: skip
+    max_tokens = token_budget("Return the hits, in rank order, that fit this many tokens; the rest in left_out.")
 
 
 @extend_schema_serializer(component_name="BootstrapInput")
@@ -169,11 +171,8 @@ class BootstrapInput(WhenInput):
     intent = serializers.CharField(max_length=MAX_QUERY_CHARS, required=False, allow_blank=True, default="")
     scope = ScopeSerializer(required=False)
     session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): the pack is its base.")
-    max_tokens = serializers.IntegerField(
-        min_value=1, max_value=MAX_TOKENS, required=False,
-        help_text="Fit the pack to this many tokens (docs/sessions.md says how they are counted), most important "
-                  "first, cut at item boundaries; what was left out is listed.",
-    )  # fmt: skip
+    max_tokens = token_budget("Fit the pack to this many tokens, most important first, cut at item boundaries; "
+                              "what was left out is listed.")  # fmt: skip
 
 
 class SessionInput(serializers.Serializer):
