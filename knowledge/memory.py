@@ -76,9 +76,18 @@ def session_create(*, tenant: Tenant, api_key: Any = None, user: Any = None, pur
     now = timezone.now()
     return AgentSession.objects.create(
         tenant=tenant, api_key=api_key, user=None if api_key is not None else user, purpose=purpose.strip()[:500],
-        scope={k: v for k, v in (scope or {}).items() if v}, ttl_seconds=ttl, created_at=now, last_used_at=now,
+        scope=_scope(scope), ttl_seconds=ttl, created_at=now, last_used_at=now,
         expires_at=now + dt.timedelta(seconds=ttl),
     )  # fmt: skip
+
+
+def _scope(scope: dict[str, Any] | None) -> dict[str, list[str]]:
+    """A session's scope as the reads compare it: source ids as given, tags trimmed and lower-cased (as
+    knowledge.shapes.scope_filters reads a call's)."""
+    scope = scope or {}
+    kept = {"source_ids": list(scope.get("source_ids") or []),
+            "tags": [t.strip().lower() for t in scope.get("tags") or [] if t.strip()]}  # fmt: skip
+    return {key: values for key, values in kept.items() if values}
 
 
 def session_get(*, tenant: Tenant, public_id: Any, api_key: Any = None, user: Any = None) -> AgentSession:
@@ -138,15 +147,19 @@ def end_call(session: AgentSession, tokens: int = 0) -> None:
     session.last_used_at, session.expires_at = now, now + dt.timedelta(seconds=session.ttl_seconds)
 
 
+NOTHING = "\x00nothing"  # a source id or tag no document has: a call that asked only outside its session's scope
+
+
 def session_filters(session: AgentSession, filters: RetrieveFilters) -> RetrieveFilters:
-    """A call's filters held to the session's scope: its sources and tags, narrowed further by the call's own."""
+    """A call's filters held to the session's scope: its sources and its tags (a document with any of them),
+    narrowed further by the call's own, never widened: a call naming only others gets nothing."""
     sources, tags = session.scope.get("source_ids"), session.scope.get("tags")
     if sources:
         filters.source_ids = [s for s in filters.source_ids if s in sources] if filters.source_ids else list(sources)
-        if not filters.source_ids:
-            filters.source_ids = ["-"]  # the call asked only for sources outside the session's: nothing
+        filters.source_ids = filters.source_ids or [NOTHING]
     if tags:
-        filters.tags = sorted(set(filters.tags or []) | set(tags)) if filters.tags else list(tags)
+        filters.tags = [t for t in filters.tags if t in tags] if filters.tags else list(tags)
+        filters.tags = filters.tags or [NOTHING]
     return filters
 
 

@@ -403,3 +403,17 @@ def test_a_deleted_source_is_no_longer_available_and_a_restored_access_is_not_a_
     indexer.drain()  # until the payloads follow, the stricter of the two lists holds (knowledge.models)
     changes = _changes(client, tenant_a, session)["changes"]
     assert [(c["kind"], c["chunk_ids"]) for c in changes] == [("no_longer_available", [gift["chunk_id"]])]
+
+
+def test_a_call_in_a_session_never_widens_its_tag_scope(kb, tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    text = "# Express manual\n\nExpress delivery is booked at the counter before noon."
+    manuals = make_folder_source(tenant=tenant_a, root=tmp_path / "manuals", files={"express.md": text}, name="manuals")
+    services.source_set_tags(tenant=tenant_a, source=manuals, tags=["manuals"])
+    services.source_set_tags(tenant=tenant_a, source=kb["source"], tags=["handbook"])
+    indexer.drain()
+    client = _client(tenant_a)
+    session = _start(client, tenant_a, scope={"tags": [" Manuals "]})  # kept as reads compare tags
+    inside = _retrieve(client, tenant_a, "express delivery", top_k=5, session=session)["hits"]
+    assert inside and {h["document_key"] for h in inside} == {"express.md"}
+    outside = _retrieve(client, tenant_a, "express delivery", top_k=5, session=session, scope={"tags": ["handbook"]})
+    assert outside["hits"] == []  # the call names a tag outside the session's: nothing, not the union
