@@ -24,7 +24,7 @@ from knowledge import changes, ids, memory, selectors, services, transport, vali
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest import sources as source_kinds
 from knowledge.ingest.uploads import request_too_large
-from knowledge.models import AgentSession, Document, IngestJob, Source, Status
+from knowledge.models import AgentSession, Document, IngestJob, Source
 from knowledge.options import IngestOptions
 from knowledge.schedules import MAX_MINUTES, ScheduleRefused, source_set_sync_every
 from knowledge.search.retrieval import MODES, RetrieveFilters, retrieve
@@ -42,6 +42,7 @@ from knowledge.shapes import (
     hit_location,
     plain_errors,
     read_payload,
+    retrieve_asked,
     run_retrieval,
     scope_filters,
 )
@@ -82,14 +83,7 @@ class RetrieveApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
-        if data["include_superseded"]:
-            filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-        read = run_retrieval(
-            memory.session_retrieve, viewer=self.viewer, session=_session(self, data.get("session")),
-            query=data["query"], top_k=data["top_k"], filters=filters, specific=data["specific"],
-            rerank=data["rerank"], include_delivered=data["include_delivered"], max_tokens=data.get("max_tokens"),
-        )  # fmt: skip
+        read = run_retrieval(retrieve_asked, self.viewer, _session(self, data.get("session")), data)
         return Response(read_payload(data["query"], read))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from knowledge import transport, validity
+from knowledge import memory, transport, validity
 from knowledge.index.vectorstore import StoreBusy as StoreBusy  # for doors that may not import the store
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
@@ -181,6 +181,19 @@ class SessionInput(serializers.Serializer):
     ttl = serializers.FloatField(
         min_value=0.01, max_value=720, required=False,
         help_text="Hours the session lives after its last call (default RAG_SESSION_TTL_HOURS).",
+    )  # fmt: skip
+
+
+def retrieve_asked(viewer: Any, session: Any, data: dict[str, Any]) -> Any:
+    """A validated RetrieveInput, read as every door reads it (REST, MCP): its filters, then the read, in the
+    caller's session when it names one (knowledge.memory.Read)."""
+    filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
+    if data["include_superseded"]:
+        filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
+    return memory.session_retrieve(
+        viewer=viewer, session=session, query=data["query"], top_k=data["top_k"], filters=filters,
+        specific=data["specific"], rerank=data["rerank"], include_delivered=data["include_delivered"],
+        max_tokens=data.get("max_tokens"),
     )  # fmt: skip
 
 

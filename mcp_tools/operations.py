@@ -20,7 +20,7 @@ from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_paylo
 from knowledge import memory, selectors, transport
 from knowledge.changes import BadCursor, changes_page
 from knowledge.links import document_links
-from knowledge.models import AgentSession, Document, Status
+from knowledge.models import AgentSession, Document
 from knowledge.shapes import (
     BootstrapInput,
     RetrieveInput,
@@ -29,6 +29,7 @@ from knowledge.shapes import (
     VersionOutput,
     plain_errors,
     read_payload,
+    retrieve_asked,
     scope_filters,
 )
 from tenants.models import ApiKey
@@ -78,13 +79,7 @@ def _session(key: ApiKey, session: Any) -> AgentSession | None:
 
 def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(RetrieveInput, arguments)
-    filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
-    if data["include_superseded"]:
-        filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-    read = _guarded(memory.session_retrieve, viewer=_viewer(key), session=_session(key, data.get("session")),
-                    query=data["query"], top_k=data["top_k"], filters=filters, specific=data["specific"],
-                    rerank=data["rerank"], include_delivered=data["include_delivered"],
-                    max_tokens=data.get("max_tokens"))  # fmt: skip
+    read = _guarded(retrieve_asked, _viewer(key), _session(key, data.get("session")), data)
     return read_payload(data["query"], read)
 
 
