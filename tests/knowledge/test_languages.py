@@ -105,6 +105,14 @@ def test_the_detector_tells_short_questions_apart_and_falls_back_to_english():
     assert languages.detect("Como faço para registrar um blueprint na aplicação?") == "pt"
     assert languages.detect("Wie registriere ich einen Blueprint in der Anwendung?") == "de"
     assert languages.detect("app.run()") == "en"  # too few letters to tell: the language of identifiers
+    # English function words settle a short plain-ASCII question before the models are asked (which took these
+    # English questions for German), and never settle another language's
+    assert languages.detect("What is the Werkzeug debugger's PIN for?") == "en"
+    assert languages.detect("What happens when WERKZEUG_DEBUG_PIN is set to off?") == "en"
+    assert languages.detect("Como configuro o tamanho maximo do upload no Flask?") == "pt"
+    assert languages.detect("Comment definir la taille maximale des fichiers dans Flask?") == "fr"
+    assert languages.detect("Come imposto la dimensione massima dei file in Flask?") == "it"
+    assert languages.detect("Como configuro el tamano maximo de subida en Flask?") == "es"
 
 
 def test_the_multilingual_leg_never_ranks_what_the_viewer_may_not_see(tenant_a, tmp_path):
