@@ -22,6 +22,7 @@ the language of a plain refusal.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from knowledge.index import languages
 from knowledge.index.lexical import document_vector, query_vector
 from knowledge.search.when import MONTHS, PRESENT_RE, TIME_WORDS_RE, TimeRead, read_time
 
@@ -102,7 +104,7 @@ def fold(text: str) -> str:
 NUMBER_WORDS = (
     "one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty sixty "
     "hundred thousand million once twice "
-    "uno una dos tres cuatro cinco seis siete ocho nueve diez once doce quince veinte treinta cuarenta "
+    "dos tres cuatro cinco seis siete ocho nueve diez once doce quince veinte treinta cuarenta "
     "cincuenta cien ciento mil millón"
 ).split()
 NUMBER_VALUES = {
@@ -120,10 +122,37 @@ ACRONYM_RE = re.compile(r"\b[A-Z]{2,}\b")  # GLS, DHL, VAT: a name as much as Po
 LIST_MARKER_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 LITERAL_RE = re.compile(r"\b(?:True|False|None|true|false|null)\b")  # a setting's value, as code writes it
 
+# A capital that opens a sentence (the claim's own first word, or one after a full stop or a code block within it)
+# is no sign of a name; in German every noun has one, so there only a capital inside the word is (PostgreSQL).
+SENTENCE_START_RE = re.compile(r"(?:^|[.!?]\s+|```\s*)\W*$")
+INNER_CAPITAL_RE = re.compile(r"\w[A-Z]|[\d_]")
+
+
+@functools.lru_cache(maxsize=1024)
+def name_words(sentence: str) -> tuple[str, ...]:
+    """The words of a sentence that read as names (NAME_RE), without those capitalised because a sentence starts
+    there, and in German, without the nouns (a claim is read for them several times: kept)."""
+    german = languages.detect(sentence) == "de"
+    return tuple(m.group(0) for m in NAME_RE.finditer(sentence)
+                 if not SENTENCE_START_RE.search(sentence[: m.start()])
+                 and (not german or INNER_CAPITAL_RE.search(m.group(0))))  # fmt: skip
+
+
+# A fenced code block inside a claim ("… la siguiente línea: ```bash gunicorn -w 4 'hello:app' ``` Esta …"), its
+# language tag, and its code (to the end when the draft stopped inside it).
+FENCE_RE = re.compile(r"```[A-Za-z0-9_+-]*\s*(?P<code>.*?)(?:```|$)", re.DOTALL)
+
+
+def unfenced(sentence: str) -> str:
+    """The sentence with each fenced code block replaced by its code: what the block states is found in it like any
+    other value, and its backticks never pair with an inline span's (which made one value of the prose between)."""
+    return FENCE_RE.sub(lambda m: f" {m.group('code').strip()} ", sentence) if "```" in sentence else sentence
+
 
 def specifics(sentence: str) -> list[str]:
     """Tokens a sentence states that must be found verbatim: numbers (digits or words), identifiers and
     literal values (`false`, `None`)."""
+    sentence = unfenced(sentence)
     found = [next(g for g in m.groups() if g) for m in SPECIFIC_RE.finditer(sentence)]
     found += LITERAL_RE.findall(sentence)
     found += [m.group(0).rstrip(".,:") for m in NUMBER_RE.finditer(sentence)]
@@ -456,10 +485,13 @@ class Verifier:
                  embed: Callable[[list[str]], np.ndarray] | None = None,
                  cross: Callable[[str, list[str]], np.ndarray] | None = None,
                  when: TimeRead | None = None, now: dt.datetime | None = None,
-                 dense_support: float = DENSE_SUPPORT) -> None:  # fmt: skip
+                 dense_support: float = DENSE_SUPPORT, anchored_support: float | None = None) -> None:  # fmt: skip
         self.evidence = [as_data(e) for e in evidence]  # instructions in a document are data, never support
         self.dense_support = dense_support  # the cosine `embed` must reach (its scale is the encoder's own)
         self.multilingual = dense_support != DENSE_SUPPORT  # `embed` is the multilingual encoder: claims may cross
+        # Across languages, a claim whose values (numbers, identifiers, names) one excerpt sentence states, all of
+        # them, stands on that sentence at this lower cosine (`_anchored`); None: no such rule.
+        self.anchored_support = anchored_support if self.multilingual else None
         self.question = question
         self.when = when  # the question asks about the past: each claim must rest on evidence of its time
         self.now = now or dt.datetime.now(dt.UTC)
@@ -500,8 +532,9 @@ class Verifier:
         self._dense(sentence_vector, n)
         vectors = self._unit_vectors[n]
         assert vectors is not None
+        floor = min(self.dense_support, self.anchored_support or self.dense_support)
         close = [fold(unit) for unit, v in zip(evidence.units, vectors, strict=True)
-                 if float(v @ sentence_vector) >= self.dense_support]  # fmt: skip
+                 if float(v @ sentence_vector) >= floor]  # fmt: skip
         for token in specifics(sentence):
             if fold(token) in self.given:
                 continue
@@ -535,8 +568,27 @@ class Verifier:
                 continue
             lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
-            scores.append(max(lexical / LEXICAL_SUPPORT, dense / self.dense_support))
+            anchored = self._anchored(sentence, sentence_vector, n) if values and self.anchored_support else 0.0
+            scores.append(max(lexical / LEXICAL_SUPPORT, dense / self.dense_support,
+                              anchored / (self.anchored_support or 1.0)))  # fmt: skip
         return scores  # >= 1.0 means supported
+
+    def _anchored(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> float:
+        """Across languages: the cosine of the claim with the closest sentence of excerpt n that states every value
+        the claim adds (numbers, identifiers, names: written the same in every language), 0 when the claim adds
+        none or no one sentence states them all. "Waitress-serve escucha por defecto en el puerto 8080" and
+        "waitress-serve … listens on port 8080 by default" share the values that carry the claim; their words
+        differ, so the encoder puts them lower than two translations of one sentence."""
+        evidence = self.evidence[n]
+        values = [t for t in specifics(sentence) if fold(t) not in self.given] + self._added_names(sentence)
+        if sentence_vector is None or not values or not evidence.units:
+            return 0.0
+        self._dense(sentence_vector, n)
+        vectors = self._unit_vectors[n]
+        assert vectors is not None
+        stating = [float(v @ sentence_vector) for unit, v in zip(evidence.units, vectors, strict=True)
+                   if all(_contains(fold(unit), value) for value in values)]  # fmt: skip
+        return max(stating, default=0.0)
 
     def time_of(self, sentence: str) -> TimeRead | str | None:
         """The time a claim is about, when the question asks about the past: the past period it names itself, else
@@ -672,17 +724,13 @@ class Verifier:
         PostNord) and acronyms (GLS). Like a number, each must be in the excerpt the claim stands on: "the
         courier is GLS [2]" is not supported by an excerpt that never names GLS, however many words it shares."""
         sentence = LIST_MARKER_RE.sub("", sentence)
-        words = [w for w in NAME_RE.findall(sentence) + ACRONYM_RE.findall(sentence) if w.lower() not in MONTHS]
-        first = re.match(r"\W*(\w+)", sentence)
-        if first and first.group(1) in words:
-            words.remove(first.group(1))  # the sentence's own first word is capitalised anyway
+        words = [w for w in [*name_words(sentence), *ACRONYM_RE.findall(sentence)] if w.lower() not in MONTHS]
         return [w for w in dict.fromkeys(words) if fold(w) not in self.question_folded and not CODE_SPAN_RE.search(w)]
 
     def _anchors(self, sentence: str) -> set[int]:
         """The names (capitalised words past the first) the claim repeats from the question: what the question
         is about ("… opens a connection to a PostgreSQL database") must be in the excerpt that supports it."""
-        words = NAME_RE.findall(sentence)[1:] if sentence[:1].isupper() else NAME_RE.findall(sentence)
-        words = [word for word in words if word.lower() not in MONTHS]  # a month is a time, checked as one
+        words = [word for word in name_words(sentence) if word.lower() not in MONTHS]  # a month is a time
         names = {term for word in words for term in query_vector(word)[0]}
         return names & self.question_terms
 

@@ -323,3 +323,42 @@ def test_a_spanish_answer_is_checked_against_english_excerpts_with_its_values_an
     english = answer_verifier(question, evidence)  # the English embedder alone would not see the Spanish claim
     claim = "Los reembolsos se pagan en la tarjeta original en un plazo de 5 días hábiles."
     assert english.check(claim)[0].supported is False
+
+
+def test_across_languages_a_claim_stands_on_the_one_sentence_that_states_all_its_values_a_little_further_off():
+    """Issue 52: a Spanish claim and the English sentence it rests on share their values (a command, a port), not
+    their words, so the encoder puts them lower (0.59 here) than a translation; a claim whose values one sentence
+    states stands on it at ANCHORED_SUPPORT. Another value, a sentence that shares the value but says something
+    else, and a name the excerpt never gives are still refused."""
+    from chat import verdicts
+
+    doc = ("Waitress is a production WSGI server. Run waitress-serve --call 'hello:create_app' to serve the "
+           "application; it listens on port 8080 by default. Set the number of threads with --threads.")  # fmt: skip
+    evidence = [EvidenceText(doc, [u.text for u in split_units(doc, code=False)])]
+    question = "¿En qué puerto escucha waitress-serve?"
+    right, wrong, firewall, gunicorn = verdicts.answer_verifier(question, evidence, multilingual=True).check(
+        "Waitress-serve escucha por defecto en el puerto 8080. Waitress-serve escucha por defecto en el puerto 8081. "
+        "El cortafuegos de la empresa bloquea el puerto 8080. Con `--threads` se elige cuántos procesos usa Gunicorn."
+    )
+    assert right.supported and right.quotes[0]["text"].endswith("it listens on port 8080 by default.")
+    assert not wrong.supported and not firewall.supported and not gunicorn.supported
+    without = Verifier(evidence, question=question, embed=verdicts.embed_multilingual, cross=None,
+                       dense_support=verdicts.MULTILINGUAL_SUPPORT)  # fmt: skip
+    assert without.check(right.text)[0].supported is False  # on its cosine alone it is refused
+
+
+def test_a_code_block_in_a_claim_is_checked_by_its_code_and_sentence_starts_and_german_nouns_are_no_names():
+    doc = "Run gunicorn -w 4 'hello:app' to start four worker processes. Gunicorn should not be run as root."
+    evidence = [EvidenceText(doc, [u.text for u in split_units(doc, code=False)])]
+    verifier = Verifier(evidence, question="How do I start Gunicorn with four workers?", embed=get_embedder().embed)
+    assert specifics("Use: ```bash gunicorn -w 4 'hello:app' ``` This starts `hello`.") == ["-w", "hello", "4"]
+    # as the model writes a block inside a sentence (a block on lines of its own is split into claims by line)
+    fenced = verifier.check("Start it with ```bash gunicorn -w 4 'hello:app' ``` This starts four worker processes.")
+    assert len(fenced) == 1 and fenced[0].supported
+    eight = verifier.check("Start it with ```bash gunicorn -w 8 'hello:app' ``` This starts eight worker processes.")
+    assert eight[0].supported is False
+    from knowledge.claims import name_words
+
+    assert name_words("The courier is GLS. Then Eimskip takes over, says Jonathan.") == ("Eimskip", "Jonathan")
+    assert name_words("Sie können die folgenden Befehle mit PostgreSQL verwenden.") == ("PostgreSQL",)
+    assert specifics("El PIN se genera en una forma estable.") == []  # "una" is an article, not a number
