@@ -83,6 +83,25 @@ def main() -> None:
     if "--current" in sys.argv:  # the weights as they are in the code
         print(f"as in the code: {run(every)}")
         return
+    if "--prefetch" in sys.argv:  # how deep the multilingual leg (or every leg) reads before fusing
+        from knowledge.index import vectorstore
+
+        one_leg = vectorstore._Planned._one_leg
+        for which, depth in (("multilingual", 100), ("multilingual", 50), ("every leg", 50)):
+
+            def capped(self, m, leg, flt, idf, *, limit, payload, which=which, depth=depth):  # type: ignore[no-untyped-def]
+                if which == "every leg" or leg.using == vectorstore.MULTILINGUAL:
+                    limit = min(limit, depth)
+                return one_leg(self, m, leg, flt, idf, limit=limit, payload=payload)
+
+            vectorstore._Planned._one_leg = capped  # type: ignore[method-assign]
+            print(f"{which} reads {depth}: {run(every)}", flush=True)
+        return
+    if "--english-dense" in sys.argv:  # how much English questions need the English embedder at all
+        for dense in (0.0, 0.5, 1.0):
+            retrieval.SAME_ENGLISH = retrieval.Weights(dense=dense, multilingual=1.0, lexical=1.0)
+            print(f"SAME_ENGLISH {dense}/1/1: {run(english)}", flush=True)
+        return
     if "--joint" in sys.argv:  # every combination of a smaller grid around the sets in the code
         for cross_ml in (1.5, 2.0, 2.5):
             for other_lexical in (0.5, 1.0):
