@@ -2,7 +2,6 @@
 
     RAG_MODELS_DIR=… BENCH_DATA_DIR=D python bench/crosslingual_claims.py record OUT.jsonl CORPORA_DIR [--tenant SLUG]
     RAG_MODELS_DIR=… BENCH_DATA_DIR=D python bench/crosslingual_claims.py score OUT.jsonl [--split tune|held_out]
-        [--anchored none|0.4,0.5]
 
 `record` ingests the three corpora into tenant "claims" of the data directory D (once; `--tenant`: a tenant of D
 that already holds them, as bench/crosslingual_tune.py leaves "tune"), asks every question of
@@ -71,17 +70,7 @@ def record(out: Path, corpora: Path, slug: str) -> None:
             print(q["id"], result.status, flush=True)
 
 
-def score(path: Path, split: str | None, anchored: str | None) -> None:
-    from chat import verdicts
-
-    for value in (anchored or "").split(",") if anchored else [None]:
-        if value is not None:
-            verdicts.ANCHORED_SUPPORT = None if value == "none" else float(value)  # type: ignore[assignment]
-        print(f"anchored {getattr(verdicts, 'ANCHORED_SUPPORT', None)}: ", end="")
-        score_once(path, split)
-
-
-def score_once(path: Path, split: str | None) -> None:
+def score(path: Path, split: str | None) -> None:
     from answer_eval import contains_phrase
 
     from chat.verdicts import answer_verifier
@@ -125,9 +114,7 @@ def main() -> None:
         )
     else:
         split = sys.argv[sys.argv.index("--split") + 1] if "--split" in sys.argv else None
-        score(
-            Path(sys.argv[2]), split, sys.argv[sys.argv.index("--anchored") + 1] if "--anchored" in sys.argv else None
-        )
+        score(Path(sys.argv[2]), split)
 
 
 if __name__ == "__main__":

@@ -64,9 +64,6 @@ class Verdict:
 # close (its cosine runs higher than the English embedder's: the same question in Spanish and English is at 0.80 at
 # the median, at 0.66 for the lowest 5 %; two unrelated questions on one corpus at 0.26, 0.59 for the highest 1 %).
 MULTILINGUAL_SUPPORT = 0.6
-# Or this close, when one excerpt sentence states every value the claim adds (knowledge/claims.py `_anchored`).
-# Chosen on the tune half of bench/data/crosslingual (bench/crosslingual_claims.py).
-ANCHORED_SUPPORT = 0.4
 
 
 def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead | None = None,
@@ -78,8 +75,7 @@ def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead 
     always: they are the same in every language."""
     if multilingual:
         return Verifier(evidence, question=question, embed=embed_multilingual, cross=None, when=when,
-                        now=timezone.now(), dense_support=MULTILINGUAL_SUPPORT,
-                        anchored_support=ANCHORED_SUPPORT)  # fmt: skip
+                        now=timezone.now(), dense_support=MULTILINGUAL_SUPPORT)  # fmt: skip
     cross = cross_encoder() if settings.RAG_ANSWER_CROSS_CHECK else None
     return Verifier(evidence, question=question, embed=embed, cross=cross, when=when, now=timezone.now())
 

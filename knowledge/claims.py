@@ -485,13 +485,10 @@ class Verifier:
                  embed: Callable[[list[str]], np.ndarray] | None = None,
                  cross: Callable[[str, list[str]], np.ndarray] | None = None,
                  when: TimeRead | None = None, now: dt.datetime | None = None,
-                 dense_support: float = DENSE_SUPPORT, anchored_support: float | None = None) -> None:  # fmt: skip
+                 dense_support: float = DENSE_SUPPORT) -> None:  # fmt: skip
         self.evidence = [as_data(e) for e in evidence]  # instructions in a document are data, never support
         self.dense_support = dense_support  # the cosine `embed` must reach (its scale is the encoder's own)
         self.multilingual = dense_support != DENSE_SUPPORT  # `embed` is the multilingual encoder: claims may cross
-        # Across languages, a claim whose values (numbers, identifiers, names) one excerpt sentence states, all of
-        # them, stands on that sentence at this lower cosine (`_anchored`); None: no such rule.
-        self.anchored_support = anchored_support if self.multilingual else None
         self.question = question
         self.when = when  # the question asks about the past: each claim must rest on evidence of its time
         self.now = now or dt.datetime.now(dt.UTC)
@@ -532,9 +529,8 @@ class Verifier:
         self._dense(sentence_vector, n)
         vectors = self._unit_vectors[n]
         assert vectors is not None
-        floor = min(self.dense_support, self.anchored_support or self.dense_support)
         close = [fold(unit) for unit, v in zip(evidence.units, vectors, strict=True)
-                 if float(v @ sentence_vector) >= floor]  # fmt: skip
+                 if float(v @ sentence_vector) >= self.dense_support]  # fmt: skip
         for token in specifics(sentence):
             if fold(token) in self.given:
                 continue
@@ -568,27 +564,8 @@ class Verifier:
                 continue
             lexical = len(terms & self._terms[n]) / len(terms) if terms else 0.0
             dense = self._dense(sentence_vector, n) if sentence_vector is not None else 0.0
-            anchored = self._anchored(sentence, sentence_vector, n) if values and self.anchored_support else 0.0
-            scores.append(max(lexical / LEXICAL_SUPPORT, dense / self.dense_support,
-                              anchored / (self.anchored_support or 1.0)))  # fmt: skip
+            scores.append(max(lexical / LEXICAL_SUPPORT, dense / self.dense_support))
         return scores  # >= 1.0 means supported
-
-    def _anchored(self, sentence: str, sentence_vector: np.ndarray | None, n: int) -> float:
-        """Across languages: the cosine of the claim with the closest sentence of excerpt n that states every value
-        the claim adds (numbers, identifiers, names: written the same in every language), 0 when the claim adds
-        none or no one sentence states them all. "Waitress-serve escucha por defecto en el puerto 8080" and
-        "waitress-serve … listens on port 8080 by default" share the values that carry the claim; their words
-        differ, so the encoder puts them lower than two translations of one sentence."""
-        evidence = self.evidence[n]
-        values = [t for t in specifics(sentence) if fold(t) not in self.given] + self._added_names(sentence)
-        if sentence_vector is None or not values or not evidence.units:
-            return 0.0
-        self._dense(sentence_vector, n)
-        vectors = self._unit_vectors[n]
-        assert vectors is not None
-        stating = [float(v @ sentence_vector) for unit, v in zip(evidence.units, vectors, strict=True)
-                   if all(_contains(fold(unit), value) for value in values)]  # fmt: skip
-        return max(stating, default=0.0)
 
     def time_of(self, sentence: str) -> TimeRead | str | None:
         """The time a claim is about, when the question asks about the past: the past period it names itself, else

@@ -325,28 +325,6 @@ def test_a_spanish_answer_is_checked_against_english_excerpts_with_its_values_an
     assert english.check(claim)[0].supported is False
 
 
-def test_across_languages_a_claim_stands_on_the_one_sentence_that_states_all_its_values_a_little_further_off():
-    """Issue 52: a Spanish claim and the English sentence it rests on share their values (a command, a port), not
-    their words, so the encoder puts them lower (0.59 here) than a translation; a claim whose values one sentence
-    states stands on it at ANCHORED_SUPPORT. Another value, a sentence that shares the value but says something
-    else, and a name the excerpt never gives are still refused."""
-    from chat import verdicts
-
-    doc = ("Waitress is a production WSGI server. Run waitress-serve --call 'hello:create_app' to serve the "
-           "application; it listens on port 8080 by default. Set the number of threads with --threads.")  # fmt: skip
-    evidence = [EvidenceText(doc, [u.text for u in split_units(doc, code=False)])]
-    question = "¿En qué puerto escucha waitress-serve?"
-    right, wrong, firewall, gunicorn = verdicts.answer_verifier(question, evidence, multilingual=True).check(
-        "Waitress-serve escucha por defecto en el puerto 8080. Waitress-serve escucha por defecto en el puerto 8081. "
-        "El cortafuegos de la empresa bloquea el puerto 8080. Con `--threads` se elige cuántos procesos usa Gunicorn."
-    )
-    assert right.supported and right.quotes[0]["text"].endswith("it listens on port 8080 by default.")
-    assert not wrong.supported and not firewall.supported and not gunicorn.supported
-    without = Verifier(evidence, question=question, embed=verdicts.embed_multilingual, cross=None,
-                       dense_support=verdicts.MULTILINGUAL_SUPPORT)  # fmt: skip
-    assert without.check(right.text)[0].supported is False  # on its cosine alone it is refused
-
-
 def test_a_code_block_in_a_claim_is_checked_by_its_code_and_sentence_starts_and_german_nouns_are_no_names():
     doc = "Run gunicorn -w 4 'hello:app' to start four worker processes. Gunicorn should not be run as root."
     evidence = [EvidenceText(doc, [u.text for u in split_units(doc, code=False)])]
