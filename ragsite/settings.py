@@ -329,6 +329,9 @@ RAG_EMBED_WINDOWS = env_bool("RAG_EMBED_WINDOWS", default=False)
 # Portuguese, French, German or Italian finds English documents and back (docs/languages.md). Turning it on or off
 # changes the index: an existing one is re-embedded in the background (`manage.py reindex --all --background`).
 RAG_MULTILINGUAL = env_bool("RAG_MULTILINGUAL", default=True)
+# A question in Spanish over English documents is also glossed into English with Apertium (Debian's apertium and
+# apertium-eng-spa, installed by the scripts), and the gloss searches the English legs (inference/translation.py).
+RAG_GLOSS = env_bool("RAG_GLOSS", default=True)
 RAG_LLM_CONTEXT = env_int("RAG_LLM_CONTEXT", default=4096, minimum=512)
 RAG_LLM_MAX_TOKENS = env_int("RAG_LLM_MAX_TOKENS", default=384, minimum=16)
 # Answers: how many of the best hits the model reads, and how many characters of them in all (each
