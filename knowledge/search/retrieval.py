@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from inference import translation
 from inference.embedders import EmbedderIdentity, get_embedder
 from knowledge.index import languages
 from knowledge.index.lexical import query_vector, search_vector
@@ -187,50 +188,77 @@ def check_index(tenant: Tenant) -> EmbedderIdentity:
 SAME_ENGLISH = Weights(dense=1.0, multilingual=1.0, lexical=1.0)
 SAME_OTHER = Weights(dense=0.0, multilingual=1.0, lexical=1.0)
 CROSS = Weights(dense=0.0, multilingual=2.0, lexical=0.5)
+# A question glossed into English (inference/translation.py): for an English chunk, the English embedder reads the
+# gloss, and the lexical leg holds the gloss's English words beside the question's own.
+GLOSSED_CROSS = Weights(dense=1.0, multilingual=1.0, lexical=0.5)
 PREVIOUS_INDEX = Weights(dense=1.0, multilingual=0.0, lexical=1.0)  # no multilingual leg: as before issue 52
 TENANT_LANGUAGES_TTL_S = 60.0
 _tenant_languages: dict[Any, tuple[float, list[str]]] = {}
 
 
-def tenant_languages(tenant: Tenant) -> list[str]:
-    """The languages of the tenant's chunks (knowledge/index/languages.py), English first; kept a minute."""
+def found_languages(tenant: Tenant) -> list[str]:
+    """The languages of the tenant's chunks (knowledge/index/languages.py); kept a minute."""
     cached = _tenant_languages.get(tenant.public_id)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
     found = set(Chunk.objects.filter(tenant=tenant).exclude(language="").values_list("language", flat=True)
                 .distinct().order_by())  # fmt: skip
-    codes = [code for code in languages.LANGUAGES if code in found or code == languages.DEFAULT]
+    codes = [code for code in languages.LANGUAGES if code in found]
     _tenant_languages[tenant.public_id] = (time.monotonic() + TENANT_LANGUAGES_TTL_S, codes)
     return codes
 
 
+def tenant_languages(tenant: Tenant) -> list[str]:
+    """The languages a question's words are looked up in besides its own: English, and the tenant's."""
+    return list(dict.fromkeys([languages.DEFAULT, *found_languages(tenant)]))
+
+
 @dataclass(frozen=True)
 class Question:
-    """A question as the legs read it: its text, its language, the languages its words are looked up in, and the
-    index searched."""
+    """A question as the legs read it: its text, its language, the languages its words are looked up in, the index
+    searched, and for a question not in English over a tenant with English text, its English gloss when there is
+    one (inference/translation.py)."""
 
     text: str
     language: str
     lookup: tuple[str, ...]
     index: EmbedderIdentity
+    gloss: str | None = None
 
     @classmethod
     def of(cls, tenant: Tenant, text: str, index: EmbedderIdentity) -> Question:
         language = languages.detect(text)
-        return cls(text, language, tuple(dict.fromkeys([language, *tenant_languages(tenant)])), index)
+        lookup = tuple(dict.fromkeys([language, *tenant_languages(tenant)]))
+        gloss = None
+        if index.multilingual_dims and language != languages.DEFAULT and languages.DEFAULT in found_languages(tenant):
+            gloss = translation.gloss(text, language)
+        return cls(text, language, lookup, index, gloss)
 
     def sub(self, text: str) -> Question:
-        return replace(self, text=text)
+        return replace(self, text=text, gloss=self.gloss if text == self.text else None)
 
     @property
     def fusion(self) -> Fusion:
         if not self.index.multilingual_dims:
             return Fusion(same=PREVIOUS_INDEX)
         same = SAME_ENGLISH if self.language == languages.DEFAULT else SAME_OTHER
-        return Fusion(language=self.language, same=same, cross=CROSS)
+        return Fusion(language=self.language, same=same, cross=GLOSSED_CROSS if self.gloss else CROSS)
 
     def sparse(self) -> tuple[list[int], list[float]]:
-        return search_vector(self.text, list(self.lookup))
+        """The question's terms in each language it is looked up in, and its gloss's as English stems them (a term
+        in both weighs once)."""
+        indices, values = search_vector(self.text, list(self.lookup))
+        if not self.gloss:
+            return indices, values
+        terms = dict(zip(indices, values, strict=True))
+        for index, value in zip(*query_vector(self.gloss, languages.DEFAULT), strict=True):
+            terms[index] = max(terms.get(index, 0.0), value)
+        return list(terms), list(terms.values())
+
+    @property
+    def english(self) -> str:
+        """What the English embedder reads: the gloss when there is one."""
+        return self.gloss or self.text
 
 
 def _hydrate(viewer: Viewer, ranked: list[Hit]) -> dict[str, Chunk]:
@@ -298,7 +326,8 @@ def _one_round(question: Question, scope: Scope, limit: int) -> Round:
     # A leg that weighs nothing for this question's language is not run (the English embedder, for a question in
     # another language): the dense vector is then the multilingual one's place-holder, never searched.
     english = fusion.same.dense > 0 or fusion.cross.dense > 0 or multilingual is None
-    legs = get_store().hybrid(index, scope, dense=query_embedding(query) if english else None, sparse=question.sparse(),
+    legs = get_store().hybrid(index, scope, dense=query_embedding(question.english) if english else None,
+                              sparse=question.sparse(),
                               limit=limit, multilingual=multilingual, fusion=fusion,
                               payload_keys=HIT_PAYLOAD)  # fmt: skip
     return Round(

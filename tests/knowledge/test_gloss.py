@@ -1,0 +1,81 @@
+"""A Spanish question glossed into English (inference/translation.py, Apertium in its own process) for the English
+legs of a retrieve: the gloss's words meet English documents that share none with the question, and a missing,
+failing or slow translator costs the retrieve nothing but the gloss. Real Apertium (installed by scripts/_venv.sh),
+real embedders, a real Qdrant store."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from inference import translation
+from knowledge.ingest import pipeline
+from knowledge.search import retrieval
+from tenants.principals import Viewer
+from tests.knowledge.test_languages import ENGLISH_DOCS, SPANISH_DOCS, _folder
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("apertium") is None or not (translation.MODES_DIR / "spa-eng.mode").exists(),
+    reason="Apertium's Spanish–English pair is not installed (scripts/_apertium.sh installs it as root)",
+)
+HOLIDAYS = "¿Cuántos días de vacaciones pagadas tengo al año?"
+
+
+@pytest.fixture
+def bilingual(tenant_a, tmp_path):
+    root = _folder(tmp_path, {**ENGLISH_DOCS, **SPANISH_DOCS})
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    return tenant_a
+
+
+def _lexical_first(tenant, query: str) -> str:
+    hits = retrieval.retrieve_single_leg(viewer=Viewer.everything(tenant), query=query, top_k=3, leg="lexical")
+    return hits[0].chunk.document.document_key if hits else ""
+
+
+def test_a_spanish_question_is_glossed_into_the_english_documents_words():
+    gloss = translation.gloss("¿Cómo redirijo al usuario a otra vista?", "es")
+    assert gloss is not None and {"redirect", "user", "view"} <= set(gloss.lower().replace("?", "").split())
+    assert translation.gloss("What is this?", "en") is None  # only a language with a pair is glossed
+    assert translation.gloss(HOLIDAYS, "es") == translation.gloss(HOLIDAYS, "es")  # the second from the cache
+
+
+def test_the_gloss_lets_the_lexical_leg_find_an_english_document_that_shares_no_word_with_the_question(
+    bilingual, settings
+):
+    # "días", "vacaciones", "pagadas", "año" are in no English document; "days", "paid", "holidays", "year" are
+    assert _lexical_first(bilingual, HOLIDAYS) == "holidays.md"
+    question = retrieval.Question.of(bilingual, HOLIDAYS, retrieval.check_index(bilingual))
+    assert question.gloss and question.fusion.cross == retrieval.GLOSSED_CROSS
+    assert retrieval.Question.of(bilingual, "How many paid holidays do I get?", question.index).gloss is None
+    settings.RAG_GLOSS = False
+    assert _lexical_first(bilingual, HOLIDAYS) != "holidays.md"
+    assert retrieval.Question.of(bilingual, HOLIDAYS, question.index).fusion.cross == retrieval.CROSS
+
+
+def test_a_tenant_without_english_text_is_not_glossed_for(tenant_a, tmp_path):
+    root = _folder(tmp_path, SPANISH_DOCS)
+    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    question = retrieval.Question.of(tenant_a, "¿Cómo reservo una plaza de aparcamiento?",
+                                     retrieval.check_index(tenant_a))  # fmt: skip
+    assert question.gloss is None
+    hits = retrieval.retrieve(viewer=Viewer.everything(tenant_a), query=question.text, top_k=3)
+    assert hits[0].chunk.document.document_key == "parking.md"
+
+
+def test_a_failing_or_slow_translator_gives_no_gloss_and_leaves_no_process(monkeypatch):
+    broken = translation.Glosser("spa-nowhere")  # Apertium exits with an error for a mode it does not have
+    assert broken.gloss("hola") is None
+    slow = translation.Glosser("spa-eng")
+    monkeypatch.setattr(translation, "TIMEOUT_S", 0.001)
+    taken = []
+    real_take = slow._take
+    monkeypatch.setattr(slow, "_take", lambda: taken.append(real_take()) or taken[-1])
+    assert slow.gloss("¿Cuántos días de vacaciones pagadas tengo al año?") is None
+    assert taken[0].poll() is not None  # killed, not left running
+    slow.close()
+    broken.close()
+    assert slow._spare is None
