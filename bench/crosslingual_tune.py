@@ -6,7 +6,8 @@ Ingests the three corpora once (as bench/crosslingual.py does), then for each ca
 tune-half question of bench/data/crosslingual/questions.jsonl (and its English twin) and every question of the public
 set (../shared/eval/questions.jsonl), and prints recall@5 and MRR@10 per group. A question's weights are chosen by its
 language and each chunk's (knowledge/search/retrieval.py SAME_ENGLISH, SAME_OTHER, CROSS); each set is varied in
-turn, the others as in the code, and every group is printed for each.
+turn, the others as in the code, and every group is printed for each. `--gloss`: a Spanish question's English gloss
+off, then each GLOSSED_CROSS weighting (the groups of questions not in English).
 The held-out half is never read here.
 """
 
@@ -23,6 +24,7 @@ PUBLIC = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "qu
 SAME_ENGLISH_GRID = [(1.0, ml, 1.0) for ml in (0.5, 1.0)]
 CROSS_GRID = [(0.0, ml, lexical) for ml in (1.0, 2.0, 3.0) for lexical in (0.5, 1.0)]
 SAME_OTHER_GRID = [(dense, 1.0, 1.0) for dense in (0.0, 0.25, 1.0)]
+GLOSSED_GRID = [(dense, ml, lexical) for dense in (0.5, 1.0, 2.0) for ml in (1.0, 2.0) for lexical in (0.5, 1.0)]
 
 
 def main() -> None:
@@ -101,6 +103,17 @@ def main() -> None:
         for dense in (0.0, 0.5, 1.0):
             retrieval.SAME_ENGLISH = retrieval.Weights(dense=dense, multilingual=1.0, lexical=1.0)
             print(f"SAME_ENGLISH {dense}/1/1: {run(english)}", flush=True)
+        return
+    if "--gloss" in sys.argv:  # a Spanish question's English gloss (inference/translation.py): off, then each weighting
+        from inference import translation
+
+        glossing = translation.gloss
+        translation.gloss = lambda text, language: None  # type: ignore[assignment]
+        print(f"no gloss: {run(other)}", flush=True)
+        translation.gloss = glossing  # type: ignore[assignment]
+        for dense, multilingual, lexical in GLOSSED_GRID:
+            retrieval.GLOSSED_CROSS = retrieval.Weights(dense=dense, multilingual=multilingual, lexical=lexical)
+            print(f"GLOSSED_CROSS {dense}/{multilingual}/{lexical}: {run(other)}", flush=True)
         return
     if "--joint" in sys.argv:  # every combination of a smaller grid around the sets in the code
         for cross_ml in (1.5, 2.0, 2.5):
