@@ -231,7 +231,7 @@ class Question:
         lookup = tuple(dict.fromkeys([language, *tenant_languages(tenant)]))
         gloss = None
         if index.multilingual_dims and language != languages.DEFAULT and languages.DEFAULT in found_languages(tenant):
-            gloss = translation.gloss(text, language)
+            gloss = translation.gloss(text, language, scope=str(tenant.public_id))
         return cls(text, language, lookup, index, gloss)
 
     def sub(self, text: str) -> Question:

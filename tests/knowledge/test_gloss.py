@@ -1,7 +1,7 @@
 """A Spanish question glossed into English (inference/translation.py, Apertium in its own process) for the English
 legs of a retrieve: the gloss's words meet English documents that share none with the question, and a missing,
-failing or slow translator costs the retrieve nothing but the gloss. Real Apertium (installed by scripts/_venv.sh),
-real embedders, a real Qdrant store."""
+failing, slow or crashed translator costs the retrieve nothing but the gloss. Real Apertium (installed by
+scripts/_venv.sh), real embedders, a real Qdrant store."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def test_a_spanish_question_is_glossed_into_the_english_documents_words():
     gloss = translation.gloss("¿Cómo redirijo al usuario a otra vista?", "es")
     assert gloss is not None and {"redirect", "user", "view"} <= set(gloss.lower().replace("?", "").split())
     assert translation.gloss("What is this?", "en") is None  # only a language with a pair is glossed
-    assert translation.gloss(HOLIDAYS, "es") == translation.gloss(HOLIDAYS, "es")  # the second from the cache
+    made = translation.gloss(HOLIDAYS, "es", scope="tenant-a")
+    assert made is not None and translation._cache[("tenant-a", "spa-eng", HOLIDAYS)] == made  # kept for tenant-a
+    assert ("tenant-b", "spa-eng", HOLIDAYS) not in translation._cache  # another tenant's asking makes its own
 
 
 def test_the_gloss_lets_the_lexical_leg_find_an_english_document_that_shares_no_word_with_the_question(
@@ -66,16 +68,21 @@ def test_a_tenant_without_english_text_is_not_glossed_for(tenant_a, tmp_path):
     assert hits[0].chunk.document.document_key == "parking.md"
 
 
-def test_a_failing_or_slow_translator_gives_no_gloss_and_leaves_no_process(monkeypatch):
-    broken = translation.Glosser("spa-nowhere")  # Apertium exits with an error for a mode it does not have
+def test_a_failing_slow_or_killed_translator_gives_no_gloss_and_the_next_question_starts_it_again(monkeypatch):
+    broken = translation.Glosser("spa-nowhere")  # Apertium has no such mode
     assert broken.gloss("hola") is None
-    slow = translation.Glosser("spa-eng")
-    monkeypatch.setattr(translation, "TIMEOUT_S", 0.001)
-    taken = []
-    real_take = slow._take
-    monkeypatch.setattr(slow, "_take", lambda: taken.append(real_take()) or taken[-1])
-    assert slow.gloss("¿Cuántos días de vacaciones pagadas tengo al año?") is None
-    assert taken[0].poll() is not None  # killed, not left running
-    slow.close()
-    broken.close()
-    assert slow._spare is None
+    glosser = translation.Glosser("spa-eng")
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    first = glosser._process
+    assert first is not None
+    monkeypatch.setattr(translation, "TIMEOUT_S", 0.0)
+    assert glosser.gloss("¿Cuántos días de vacaciones pagadas tengo al año?") is None
+    assert first.poll() is not None and glosser._process is None  # a timed-out process is killed, not reused
+    monkeypatch.undo()
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    assert glosser._process is not None
+    glosser._process.kill()  # a crash in Apertium
+    glosser._process.wait()
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    glosser.close()
+    assert glosser._process is None
