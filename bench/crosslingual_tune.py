@@ -108,7 +108,7 @@ def main() -> None:
         from inference import translation
 
         glossing = translation.gloss
-        translation.gloss = lambda text, language: None  # type: ignore[assignment]
+        translation.gloss = lambda text, language, **kwargs: None  # type: ignore[assignment]
         print(f"no gloss: {run(other)}", flush=True)
         translation.gloss = glossing  # type: ignore[assignment]
         for dense, multilingual, lexical in GLOSSED_GRID:
