@@ -13,21 +13,13 @@ from inference import translation
 from knowledge.ingest import pipeline
 from knowledge.search import retrieval
 from tenants.principals import Viewer
-from tests.knowledge.test_languages import ENGLISH_DOCS, SPANISH_DOCS, _folder
+from tests.knowledge.test_languages import SPANISH_DOCS, _folder
 
 pytestmark = pytest.mark.skipif(
     shutil.which("apertium") is None or not (translation.MODES_DIR / "spa-eng.mode").exists(),
     reason="Apertium's Spanish–English pair is not installed (scripts/_apertium.sh installs it as root)",
 )
 HOLIDAYS = "¿Cuántos días de vacaciones pagadas tengo al año?"
-
-
-@pytest.fixture
-def bilingual(tenant_a, tmp_path):
-    root = _folder(tmp_path, {**ENGLISH_DOCS, **SPANISH_DOCS})
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
-    pipeline.sync_folder(source=source, root=root)
-    return tenant_a
 
 
 def _lexical_first(tenant, query: str) -> str:

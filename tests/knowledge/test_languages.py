@@ -5,7 +5,6 @@ background while it goes on serving. Real embedders (MiniLM and the multilingual
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from django.core.management import call_command
 
 from knowledge.index import indexer, languages
@@ -47,14 +46,6 @@ def _folder(tmp_path, files: dict[str, str], name: str = "docs"):
 def _first(tenant, query: str, **kwargs) -> str:
     hits = retrieve(viewer=Viewer.everything(tenant), query=query, top_k=3, **kwargs)
     return hits[0].chunk.document.document_key if hits else ""
-
-
-@pytest.fixture
-def bilingual(tenant_a, tmp_path):
-    root = _folder(tmp_path, {**ENGLISH_DOCS, **SPANISH_DOCS})
-    source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
-    pipeline.sync_folder(source=source, root=root)
-    return tenant_a
 
 
 def _top(tenant, query: str, n: int = 2) -> list[str]:
