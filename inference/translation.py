@@ -13,11 +13,13 @@ millisecond. Each is bounded by TIMEOUT_S. No Apertium, no pair for the language
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import select
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -45,20 +47,23 @@ class Glosser:
         self._process: subprocess.Popen[bytes] | None = None
         self._owner = os.getpid()
         self._pending = b""
+        self._owed = 0  # empty blocks still to come: the second null of each text (`gloss`)
 
     def _start(self) -> subprocess.Popen[bytes]:
         # The mode's pipeline with `-z` on every stage, as Apertium's own wrapper builds it for null flushing;
         # `-n`: unknown words come through unmarked. No deformatter: the text is escaped here (`_escape`).
         script = subprocess.run(["apertium-wblank-mode", "-z", str(MODES_DIR / f"{self.mode}.mode")],
                                 capture_output=True, text=True, check=True, timeout=TIMEOUT_S).stdout  # fmt: skip
+        # A session of its own: stopping it stops every stage of the pipeline, not only the shell that started them.
         return subprocess.Popen(["bash", "-c", script, "apertium", "-n", ""], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
 
     def _running(self) -> subprocess.Popen[bytes]:
         if self._owner != os.getpid():  # a forked worker: the parent's process is not this one's to use
-            self._process, self._owner, self._pending = None, os.getpid(), b""
+            self._process, self._owner, self._pending, self._owed = None, os.getpid(), b"", 0
         if self._process is None or self._process.poll() is not None:
-            self._process, self._pending = self._start(), b""
+            self._stop()  # what is left of a pipeline whose shell ended
+            self._process = self._start()
         return self._process
 
     def _block(self, process: subprocess.Popen[bytes], deadline: float) -> bytes:
@@ -83,14 +88,17 @@ class Glosser:
             try:
                 process = self._running()
                 assert process.stdin is not None
-                # A second null pushes the first through a stage that holds one character back; its own output is
-                # an empty block, skipped like any other (a gloss of a text that has words is never empty).
+                # A second null pushes the first through (without it the dictionary stage held each text back until
+                # the next one came); its own output is an empty block, read before the next text's.
                 process.stdin.write(escaped.encode() + b"\0\0")
                 process.stdin.flush()
                 deadline = time.monotonic() + TIMEOUT_S
-                out = b""
-                while not out.strip():
-                    out = self._block(process, deadline)
+                while self._owed:
+                    self._block(process, deadline)
+                    self._owed -= 1
+                out, self._owed = self._block(process, deadline), 1
+                if not out.strip():  # everything the text had, Apertium dropped: the empty block is the gloss
+                    out, self._owed = self._block(process, deadline), 0
             except (OSError, subprocess.SubprocessError) as exc:  # TimeoutError is an OSError
                 log.warning("apertium %s: %s", self.mode, exc)
                 self._stop()
@@ -98,10 +106,15 @@ class Glosser:
         return " ".join(_unescape(out.decode("utf-8", "replace")).split()) or None
 
     def _stop(self) -> None:
-        process, self._process, self._pending = self._process, None, b""
-        if process is not None and self._owner == os.getpid() and process.poll() is None:
-            process.kill()
-            process.wait()
+        process, self._process, self._pending, self._owed = self._process, None, b"", 0
+        if process is None or self._owner != os.getpid():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # the shell and every stage it started
+        process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
 
     def close(self) -> None:
         with self._lock:

@@ -5,7 +5,11 @@ scripts/_venv.sh), real embedders, a real Qdrant store."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,13 +17,36 @@ from inference import translation
 from knowledge.ingest import pipeline
 from knowledge.search import retrieval
 from tenants.principals import Viewer
-from tests.knowledge.test_languages import SPANISH_DOCS, _folder
+from tests.knowledge.test_languages import ENGLISH_DOCS, SPANISH_DOCS, _folder
 
 pytestmark = pytest.mark.skipif(
     shutil.which("apertium") is None or not (translation.MODES_DIR / "spa-eng.mode").exists(),
     reason="Apertium's Spanish–English pair is not installed (scripts/_apertium.sh installs it as root)",
 )
 HOLIDAYS = "¿Cuántos días de vacaciones pagadas tengo al año?"
+
+
+def _live_in_group(group: int) -> list[int]:
+    """The processes of a process group that still run (a zombie waiting for init to reap it does not), once the
+    kernel has had up to 5 s to deliver a kill to them (not a timing check: a killed process ends at once)."""
+    for _ in range(50):
+        live = _running_in(group)
+        if not live:
+            return live
+        time.sleep(0.1)
+    return live
+
+
+def _running_in(group: int) -> list[int]:
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            live.append(int(stat.parent.name))
+    return live
 
 
 def _lexical_first(tenant, query: str) -> str:
@@ -67,14 +94,38 @@ def test_a_failing_slow_or_killed_translator_gives_no_gloss_and_the_next_questio
     assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
     first = glosser._process
     assert first is not None
-    monkeypatch.setattr(translation, "TIMEOUT_S", 0.0)
+    os.killpg(first.pid, signal.SIGSTOP)  # a pipeline that hangs: every stage stopped, none reads its input
+    monkeypatch.setattr(translation, "TIMEOUT_S", 0.2)
     assert glosser.gloss("¿Cuántos días de vacaciones pagadas tengo al año?") is None
     assert first.poll() is not None and glosser._process is None  # a timed-out process is killed, not reused
+    assert _live_in_group(first.pid) == []  # every stage of its pipeline with it, not only the shell
     monkeypatch.undo()
     assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
     assert glosser._process is not None
     glosser._process.kill()  # a crash in Apertium
     glosser._process.wait()
     assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    running = glosser._process
     glosser.close()
-    assert glosser._process is None
+    assert glosser._process is None and _live_in_group(running.pid) == []
+
+
+def test_apertium_dropping_every_word_gives_no_gloss_at_once_and_the_next_text_is_its_own():
+    glosser = translation.Glosser("spa-eng")
+    assert glosser.gloss("~") is None  # Apertium drops a lone "~": no wait for a gloss that never comes
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    assert "holiday" in (glosser.gloss(HOLIDAYS) or "")  # each text gets its own gloss, never the one before
+    glosser.close()
+
+
+def test_a_glossed_question_of_another_tenant_finds_only_that_tenants_documents(bilingual, tenant_b, tmp_path):
+    root = _folder(tmp_path, {k: v for k, v in ENGLISH_DOCS.items() if k != "holidays.md"}, name="other")
+    source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="docs", path=root)
+    pipeline.sync_folder(source=source, root=root)
+    other = Viewer.everything(tenant_b)
+    assert retrieval.Question.of(tenant_b, HOLIDAYS, retrieval.check_index(tenant_b)).gloss  # glossed there too
+    hits = retrieval.retrieve(viewer=other, query=HOLIDAYS, top_k=8)
+    assert hits and {h.chunk.tenant_id for h in hits} == {tenant_b.pk}
+    assert "holidays.md" not in [h.chunk.document.document_key for h in hits]
+    lexical = retrieval.retrieve_single_leg(viewer=other, query=HOLIDAYS, top_k=8, leg="lexical")
+    assert {h.chunk.tenant_id for h in lexical} <= {tenant_b.pk}
