@@ -80,6 +80,7 @@ class Sources:
     timings: dict[str, float] = field(default_factory=dict)
     when: TimeRead | None = None  # the question asks about a past time or about history (knowledge/search/when.py)
     multilingual: bool = False  # read across languages (across_languages): the multilingual encoder judges closeness
+    viewer: Viewer | None = None  # who asked: an excerpt's earlier version is read through their access
 
     @property
     def strength(self) -> float | None:
@@ -197,7 +198,7 @@ def prepare(
     shown = {hit.chunk.chunk_id for hit in hits}
     hits = hits + [hit for hit in candidates if hit.chunk.chunk_id not in shown]  # what the repair search added
     return Sources(hits=hits, excerpts=[candidates[f.position] for f in focused], focused=focused, missing=missing,
-                   timings=timings, when=asked, multilingual=multilingual)  # fmt: skip
+                   timings=timings, when=asked, multilingual=multilingual, viewer=viewer)  # fmt: skip
 
 
 def _read(viewer: Viewer, question: str, options: AnswerSettings, rerank: bool,
@@ -277,7 +278,7 @@ def focused_prompt(
     else:  # a question about the past: each excerpt says when it was in force, and a commit says why it was made
         excerpts, evidence = [], []
         for f, hit in pairs:
-            changed = history.changed_lines(hit)
+            changed = history.changed_lines(hit, sources.viewer)
             note, when = history.change_note(hit, question, changed), history.when_label(hit)
             label = f"{hit.label}; {when}" if when else hit.label
             excerpts.append(PromptExcerpt(text=f"{note}\n{f.text}" if note else f.text, label=label))

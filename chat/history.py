@@ -15,6 +15,7 @@ from knowledge.claims import SENTENCE_RE, SPECIFIC_OR_NUMBER_RE, fold, specifics
 from knowledge.index.lexical import query_vector
 from knowledge.models import Document, Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.selectors import version_get
 from tenants.principals import Viewer
 
 
@@ -98,10 +99,13 @@ WORD_RE = re.compile(r"[^\W_]{3,}")
 MAX_CHANGED_LINES = 4  # lines removed and added, each, in a change note
 
 
-def changed_lines(hit: RetrievedChunk) -> tuple[list[str], list[str]]:
-    """The lines the excerpt's version removed and added since the version before it (a few of each)."""
+def changed_lines(hit: RetrievedChunk, viewer: Viewer | None) -> tuple[list[str], list[str]]:
+    """The lines the excerpt's version removed and added since the version before it (a few of each), when the viewer
+    may read that version (an earlier version may carry text its reader may not see: models.VersionCarry)."""
     version, document = hit.chunk.document_version, hit.chunk.document
-    previous = document.versions.filter(version=version.version - 1).first() if version.version > 1 else None
+    previous = None
+    if version.version > 1 and viewer is not None:
+        previous = version_get(viewer=viewer, document=document, version=version.version - 1)
     if previous is None:
         return [], []
     old = "\n".join(previous.chunks.order_by("index").values_list("text", flat=True)).splitlines()
@@ -118,7 +122,7 @@ def change_note(hit: RetrievedChunk, question: str, changed: tuple[list[str], li
     for another). "" for a first version that is no commit."""
     version = hit.chunk.document_version
     commit = version.commit or {}
-    removed, added = changed if changed is not None else changed_lines(hit)
+    removed, added = changed if changed is not None else ([], [])
     text = ""
     if removed or added:
         before, after = (" / ".join(lines).rstrip(".") or "nothing" for lines in (removed, added))
@@ -172,7 +176,7 @@ def earlier_state(viewer: Viewer, hit: RetrievedChunk, claim: str) -> EarlierSta
     if not values:
         return None
     if version.version > 1:
-        removed, added = changed_lines(hit)
+        removed, added = changed_lines(hit, viewer)
         if not removed or not all(value in fold(" ".join(added)) for value in values):
             return None  # the claim's value did not come with the latest change
         changed_at = version.served_from or timezone.now()

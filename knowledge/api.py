@@ -117,8 +117,8 @@ class SessionListApi(TenantApiView):
         incoming = self.InputSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        session = memory.session_create(tenant=self.tenant, purpose=data["purpose"], scope=data.get("scope"),
-                                        ttl_hours=data.get("ttl"), **_owner(self))  # fmt: skip
+        session = run_retrieval(memory.session_create, tenant=self.tenant, purpose=data["purpose"],
+                                scope=data.get("scope"), ttl_hours=data.get("ttl"), **_owner(self))  # fmt: skip
         return Response(memory.session_shape(session), status=status.HTTP_201_CREATED)
 
     @extend_schema(operation_id="sessions_list", responses={200: dict})

@@ -10,8 +10,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
+from knowledge.access import carries_record
 from knowledge.ingest.obsidian import Link, Vault
-from knowledge.models import Document, DocumentLink, Source, Status
+from knowledge.models import Document, DocumentLink, DocumentVersion, Source, Status
 from knowledge.selectors import readers_match
 from tenants.principals import Viewer
 
@@ -55,6 +56,23 @@ def links_resolve(source: Source) -> list[dict[str, str]]:
             problems.append({"key": note, "problem": problem})
     DocumentLink.objects.bulk_update(changed, ["resolved", "problem"], batch_size=500)
     return sorted({p["problem"]: p for p in problems}.values(), key=lambda p: p["problem"])
+
+
+def carries_store(source: Source) -> None:
+    """Each note's newest version keeps the notes whose text its rendering carries (models.VersionCarry), for as long
+    as the version lives: a later narrowing of one of them narrows that version too, served or not."""
+    rows = DocumentLink.objects.filter(source=source, carried=True, resolved__isnull=False)
+    carried: dict[int, set[int]] = {}
+    for document_pk, note_pk in rows.values_list("document_id", "resolved_id"):
+        if note_pk is not None:
+            carried.setdefault(document_pk, set()).add(note_pk)
+    newest = (DocumentVersion.objects.filter(document_id__in=list(carried)).exclude(status=Status.FAILED)
+              .order_by("document_id", "-version"))  # fmt: skip
+    recorded: set[int] = set()
+    for version in newest:
+        if version.document_id not in recorded:
+            recorded.add(version.document_id)
+            carries_record(version, carried[version.document_id])
 
 
 def document_links(*, viewer: Viewer, document: Document) -> dict[str, list[dict[str, Any]]]:

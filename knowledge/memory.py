@@ -40,7 +40,7 @@ from knowledge.models import (
 )
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import Held, HeldMatch, RetrievedChunk, RetrieveFilters, retrieve
-from knowledge.selectors import visible_documents
+from knowledge.selectors import visible_chunks, visible_documents
 from tenants.models import Tenant
 from tenants.principals import Viewer
 
@@ -64,6 +64,10 @@ class SessionGone(LookupError):
     """The session ended or expired: start a new one."""
 
 
+class SessionQuota(Exception):
+    """The caller holds RAG_SESSION_MAX_PER_OWNER live sessions: end one (or let one expire) first."""
+
+
 def count_tokens(text: str) -> int:
     return max(len(TOKEN_RE.findall(text)), math.ceil(len(text) / 4))
 
@@ -74,6 +78,11 @@ def session_create(*, tenant: Tenant, api_key: Any = None, user: Any = None, pur
     hours = settings.RAG_SESSION_TTL_HOURS if ttl_hours is None else ttl_hours
     ttl = int(min(max(hours, MIN_TTL_HOURS), MAX_TTL_HOURS) * 3600)
     now = timezone.now()
+    owned = AgentSession.objects.for_tenant(tenant).filter(ended_at__isnull=True, expires_at__gt=now)
+    owned = owned.filter(api_key=api_key) if api_key is not None else owned.filter(api_key__isnull=True, user=user)
+    if owned.count() >= settings.RAG_SESSION_MAX_PER_OWNER:
+        raise SessionQuota(f"This caller already has {settings.RAG_SESSION_MAX_PER_OWNER} live sessions "
+                           "(RAG_SESSION_MAX_PER_OWNER): end one, or let one expire, before starting another.")
     return AgentSession.objects.create(
         tenant=tenant, api_key=api_key, user=None if api_key is not None else user, purpose=purpose.strip()[:500],
         scope=_scope(scope), ttl_seconds=ttl, created_at=now, last_used_at=now,
@@ -621,8 +630,7 @@ def _whole(chunk: Chunk, excerpt: str) -> bool:
 
 def _chunks_by_id(viewer: Viewer, chunk_ids: list[str]) -> dict[str, Chunk]:
     """The live chunks of these ids the viewer sees (the pack's pieces), by chunk id."""
-    found = (Chunk.objects.for_tenant(viewer.tenant).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE,
-                                                            document__in=visible_documents(viewer))
+    found = (visible_chunks(viewer).filter(chunk_id__in=chunk_ids, status=Status.ACTIVE)
              .select_related("document", "document_version").defer("dense", "sparse"))  # fmt: skip
     return {c.chunk_id: c for c in found}
 
@@ -662,6 +670,7 @@ def ledger(session: AgentSession, viewer: Viewer, *, offset: int = 0, limit: int
     deliveries = SessionDelivery.objects.filter(session=session).order_by("pk")
     total = deliveries.count()
     limit = max(1, min(limit, MAX_LEDGER_PAGE))
+    offset = max(0, min(offset, total))  # past the end is an empty page, however far past (SQL's OFFSET is 64-bit)
     page = list(deliveries.values("chunk_id", "document_id_text", "version", "call", "via", "whole", "tokens",
                                   "at")[offset : offset + limit])  # fmt: skip
     return {

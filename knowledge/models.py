@@ -182,6 +182,22 @@ def enforced_access(document: Document, carried: dict[int, list[list[str]]] | No
     return strictest([document.effective_access, *lists])
 
 
+def version_carried_lists(version_pks: Iterable[int]) -> dict[int, list[list[str]]]:
+    """For each of these versions, the effective lists of the notes whose text it carries (VersionCarry): what an
+    earlier version of a note still holds after its embed was rendered as a placeholder."""
+    found: dict[int, list[list[str]]] = {}
+    rows = VersionCarry.objects.filter(version_id__in=list(version_pks)).select_related("note__source")
+    for row in rows:
+        found.setdefault(row.version_id, []).append(row.note.effective_access if row.note is not None else [])
+    return found
+
+
+def version_access(version_readers: list[str], document_readers: list[str]) -> list[str]:
+    """Who may read one version's text, as its vector points carry it: the document's enforced list made stricter by
+    the version's own (what the text of that version carries). SQL asks both lists (readers_match on each)."""
+    return strictest([document_readers, version_readers])
+
+
 class Status(models.TextChoices):
     PENDING = "pending", _("Pending (being indexed)")
     ACTIVE = "active", _("Active")
@@ -316,6 +332,10 @@ class DocumentVersion(TenantOwned):
     # When it was the version readers were served: from its activation until the next one's (or retirement).
     served_from = models.DateTimeField(null=True, blank=True)
     served_until = models.DateTimeField(null=True, blank=True)
+    # Who may read this version beyond the document's list: the strictest list of the notes whose text this version
+    # carries (VersionCarry), " tenant " when it carries none. A reader of a version passes both lists; while a
+    # change reaches the vector payloads it is the stricter of the old and the new list (like Document.readers).
+    readers = models.TextField(default=" tenant ", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     status_changed_at = models.DateTimeField(default=timezone.now)
 
@@ -325,6 +345,27 @@ class DocumentVersion(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.document.document_id} v{self.version} ({self.status})"
+
+    @property
+    def reader_list(self) -> list[str]:
+        """The version's own list, enforced beside its document's (readers)."""
+        return self.readers.split()
+
+
+class VersionCarry(TenantOwned):
+    """A note whose text a version carries (a vault embed rendered into it): recorded when the version is rendered and
+    kept for the version's life, so a later narrowing of the note narrows every version that holds its text, not only
+    the one served now (knowledge/access.py)."""
+
+    version = models.ForeignKey(DocumentVersion, on_delete=models.CASCADE, related_name="carries")
+    # null: the note was deleted; its text stays in this version, which then only those who see everything read
+    note = models.ForeignKey("Document", null=True, on_delete=models.SET_NULL, related_name="carried_in")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "note"], name="carry_once")]
+
+    def __str__(self) -> str:
+        return f"{self.version_id} carries {self.note_id}"
 
 
 class DocumentTable(TenantOwned):

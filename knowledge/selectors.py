@@ -54,8 +54,17 @@ def visible_documents(viewer: Viewer) -> TenantQuerySet[Document]:
     return Document.objects.for_tenant(viewer.tenant).filter(readers_match(viewer))
 
 
+def visible_versions(viewer: Viewer, document: Document) -> TenantQuerySet[DocumentVersion]:
+    """The versions of a document the viewer sees (itself visible): each passes its own list too, the notes whose
+    text that version carries (models.VersionCarry), so history is decided like the version served now."""
+    rows = DocumentVersion.objects.for_tenant(viewer.tenant).filter(document=document)
+    return rows.filter(readers_match(viewer, path="document__"), readers_match(viewer))
+
+
 def visible_chunks(viewer: Viewer) -> TenantQuerySet[Chunk]:
-    return Chunk.objects.for_tenant(viewer.tenant).filter(readers_match(viewer, path="document__"))
+    """Every chunk of the viewer's tenant it may read: its document's list and its version's both admit the viewer."""
+    rule = readers_match(viewer, path="document__") & readers_match(viewer, path="document_version__")
+    return Chunk.objects.for_tenant(viewer.tenant).filter(rule)
 
 
 def query_principals(viewer: Viewer) -> list[str] | None:
@@ -71,6 +80,8 @@ def query_principals(viewer: Viewer) -> list[str] | None:
     lists = {tuple(access) for access in Source.objects.for_tenant(tenant).values_list("access", flat=True)}
     own = Document.objects.for_tenant(tenant).filter(Q(access__isnull=False) | Q(access_pending=True))
     lists |= {tuple(readers.split()) for readers in own.order_by().values_list("readers", flat=True).distinct()}
+    carrying = DocumentVersion.objects.for_tenant(tenant).exclude(readers=" tenant ")  # versions' own lists
+    lists |= {tuple(readers.split()) for readers in carrying.order_by().values_list("readers", flat=True).distinct()}
     if all(viewer.sees(access) for access in lists):
         return None
     return viewer.principal_list
@@ -239,7 +250,7 @@ def version_chunks(*, viewer: Viewer, version: DocumentVersion) -> TenantQuerySe
 
 def document_history(*, viewer: Viewer, document: Document) -> list[tuple[DocumentVersion, dict[str, int] | None]]:
     """Every version, oldest first, with what changed from the one before it (chunks added, removed, kept)."""
-    versions = list(document.versions.order_by("version"))
+    versions = list(visible_versions(viewer, document).order_by("version"))
     hashes: dict[int, set[str]] = {v.pk: set() for v in versions}
     rows = visible_chunks(viewer).filter(document=document).values_list("document_version_id", "content_hash")
     for version_pk, content_hash in rows:
@@ -352,8 +363,9 @@ def document_rows(*, viewer: Viewer, document: Document) -> TenantQuerySet[Docum
     return visible_documents(viewer).filter(pk=document.pk)
 
 
-def version_get(*, document: Document, version: int) -> DocumentVersion | None:
-    return document.versions.filter(version=version).first()
+def version_get(*, viewer: Viewer, document: Document, version: int) -> DocumentVersion | None:
+    """One version of a document the viewer sees; None when it has no such version or the viewer may not read it."""
+    return visible_versions(viewer, document).filter(version=version).first()
 
 
 # --- chunks and tags -----------------------------------------------------------------------------------------
@@ -376,8 +388,8 @@ def live_tables(*, viewer: Viewer) -> TenantQuerySet[DocumentTable]:
     """The tables of the live documents the viewer may see, as their current versions hold them (what an answer may
     compute over: access and the current version decided here, as for chunks)."""
     return (DocumentTable.objects.for_tenant(viewer.tenant)
-            .filter(readers_match(viewer, path="document__"), document__status=Status.ACTIVE,
-                    version__status=Status.ACTIVE)
+            .filter(readers_match(viewer, path="document__"), readers_match(viewer, path="version__"),
+                    document__status=Status.ACTIVE, version__status=Status.ACTIVE)
             .select_related("document", "version"))  # fmt: skip
 
 
@@ -385,7 +397,8 @@ def tables_of_versions(*, viewer: Viewer, version_ids: list[int]) -> TenantQuery
     """The tables of these document versions (those retrieval found: current ones, or those in force as of a past
     day) that the viewer may see: an answer computes over the very version its excerpts come from."""
     return (DocumentTable.objects.for_tenant(viewer.tenant)
-            .filter(readers_match(viewer, path="document__"), version_id__in=version_ids)
+            .filter(readers_match(viewer, path="document__"), readers_match(viewer, path="version__"),
+                    version_id__in=version_ids)
             .select_related("document", "version"))  # fmt: skip
 
 

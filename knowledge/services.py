@@ -33,6 +33,7 @@ from knowledge.models import (
     Source,
     Status,
     Tag,
+    VersionCarry,
 )
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
 from knowledge.schedules import source_schedule_remove
@@ -54,6 +55,9 @@ def access_changed(*, tenant: Tenant, document_pks: Iterable[int]) -> int:
         Document.objects.for_tenant(tenant).filter(links_out__embed=True, links_out__resolved_id__in=list(pks))
         .values_list("pk", flat=True)
     )  # fmt: skip
+    # and every note a version of which carries their text, served now or not (its history stays as strict)
+    embedders |= set(VersionCarry.objects.for_tenant(tenant).filter(note_id__in=list(pks))
+                     .values_list("version__document_id", flat=True))  # fmt: skip
     affected = Document.objects.for_tenant(tenant).filter(pk__in=list(pks | embedders)).select_related("source")
     changed = access_enforce(affected)
     embedding = Document.objects.for_tenant(tenant).filter(

@@ -19,7 +19,7 @@ from rest_framework import exceptions, status
 
 from core.errors import error_reference
 from knowledge.index.vectorstore import StoreBusy
-from knowledge.memory import BadSessionCursor, SessionGone, SessionNotFound
+from knowledge.memory import BadSessionCursor, SessionGone, SessionNotFound, SessionQuota
 from knowledge.search.retrieval import IndexMismatch
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ def problem_of(exc: BaseException) -> Problem | None:
         return Problem(status.HTTP_404_NOT_FOUND, str(exc))
     if isinstance(exc, SessionGone):
         return Problem(status.HTTP_410_GONE, str(exc))
+    if isinstance(exc, SessionQuota):
+        return Problem(status.HTTP_429_TOO_MANY_REQUESTS, str(exc))
     if isinstance(exc, BadSessionCursor):
         return Problem(status.HTTP_400_BAD_REQUEST, str(exc))
     if isinstance(exc, StoreBusy):

@@ -380,8 +380,8 @@ def _document(request: TenantRequest, document_id: str) -> Document:
 @require_GET
 def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
     document = _document(request, document_id)
-    versions = document.versions.all()
-    current = selectors.version_get(document=document, version=document.version)
+    versions = selectors.visible_versions(request.viewer, document)
+    current = selectors.version_get(viewer=request.viewer, document=document, version=document.version)
     chunks = (
         selectors.version_chunks(viewer=request.viewer, version=current).prefetch_related("tags") if current else []
     )
@@ -556,14 +556,15 @@ def document_read(request: TenantRequest, document_id: str) -> HttpResponse:
     the curation view stays the admins'."""
     document = _document(request, document_id)
     wanted = request.GET.get("version", "")
-    version = selectors.version_get(document=document, version=int(wanted)) if wanted.isdigit() else None
-    version = version or selectors.version_get(document=document, version=document.version)
+    number = int(wanted) if wanted.isdigit() else document.version  # a version hidden from the reader: the current
+    version = selectors.version_get(viewer=request.viewer, document=document, version=number)
+    version = version or selectors.version_get(viewer=request.viewer, document=document, version=document.version)
     if version is None:
         raise Http404("This document has no readable version.")
     context = {
         **_validity_context(request, document),
         "version": version,
-        "versions": document.versions.count(),
+        "versions": selectors.visible_versions(request.viewer, document).count(),
         "blocks": reading_blocks(selectors.version_chunks(viewer=request.viewer, version=version)),
         "cited": request.GET.get("chunk", ""),
         "chat_url": reverse("chat:chat-page", args=[request.tenant.slug]),

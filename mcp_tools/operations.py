@@ -106,8 +106,8 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
 
 def session_start(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(SessionInput, arguments)
-    session = memory.session_create(tenant=key.tenant, api_key=key, purpose=data["purpose"], scope=data.get("scope"),
-                                    ttl_hours=data.get("ttl"))  # fmt: skip
+    session = _guarded(memory.session_create, tenant=key.tenant, api_key=key, purpose=data["purpose"],
+                       scope=data.get("scope"), ttl_hours=data.get("ttl"))  # fmt: skip
     return memory.session_shape(session)
 
 
@@ -219,9 +219,9 @@ def get_document(key: ApiKey, document_id: str, version: int | None = None, star
     """A version's chunks in order (text, chunk id, lines or pages): enough to read around a hit."""
     document = _document(key, document_id)
     wanted = version or document.version
-    stored = selectors.version_get(document=document, version=wanted)
+    stored = selectors.version_get(viewer=_viewer(key), document=document, version=wanted)
     if stored is None:
-        known = sorted(document.versions.values_list("version", flat=True))
+        known = sorted(selectors.visible_versions(_viewer(key), document).values_list("version", flat=True))
         raise OperationError(f"Document {document.document_id!r} has no version {wanted}; it has {known}.")
     start_chunk = max(0, int(start_chunk or 0))
     chunks = selectors.version_chunks(viewer=_viewer(key), version=stored)

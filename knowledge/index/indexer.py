@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
+from knowledge.access import version_list, versions_carrying
 from knowledge.index import storage
 from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
 from knowledge.index.shared import OwnerStore, StoreServer
@@ -41,7 +42,16 @@ from knowledge.index.vectorstore import (
     is_shared_server,
     use_owner_store,
 )
-from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status, enforced_access, readers_text
+from knowledge.models import (
+    Chunk,
+    Document,
+    DocumentVersion,
+    IngestJob,
+    Status,
+    enforced_access,
+    readers_text,
+    version_access,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -84,7 +94,7 @@ def chunk_payload(*, chunk: Chunk, document: Document, status: str, doc_tags: li
         "mode": chunk.mode,
         "tags": _effective_tags(document, chunk, chunk_tags, doc_tags),
         "critical": int(document.critical or chunk.critical),
-        "access": document.reader_list,
+        "access": version_access(chunk.document_version.reader_list, document.reader_list),
         "defines": list(chunk.defines or []),
         "language": chunk.language or DEFAULT_LANGUAGE,  # the fusion weighs a leg by the question's language and this
         **chunk.location(document=document),
@@ -276,7 +286,8 @@ def sync_document(document: Document) -> None:
             groups[(tags, int(document.critical or chunk.critical), chunk.status)].append(chunk.point_id)
         for (tags, critical, status), point_ids in groups.items():
             payload = {"tags": list(tags), "critical": critical, "status": status, "title": document.title,
-                       "access": document.reader_list, "document_id": document.document_id,
+                       "access": version_access(version.reader_list, document.reader_list),
+                       "document_id": document.document_id,
                        "document_key": document.display_key, **window}  # fmt: skip
             store.set_payload(identity, Scope(tenant=tenant, statuses=None, point_ids=point_ids), payload)
 
@@ -291,15 +302,27 @@ def sync_access(document: Document) -> bool:
         return False  # its list may rest on a text not served yet (a vault note rendered again): after activation
     target = sorted(set(enforced_access(document)))
     tenant = str(document.tenant.public_id)
-    identities = {version_identity(v) for v in document.versions.exclude(status__in=[Status.PENDING, Status.FAILED])}
+    served = list(document.versions.exclude(status__in=[Status.PENDING, Status.FAILED]))
+    carrying = {v.pk for v in versions_carrying([document.pk]).get(document.pk, [])}
+    own = {v.pk: version_list(v) if v.pk in carrying else ["tenant"] for v in served}
+    # one payload update per embedder and per list: a version that carries another note's text gets the stricter one
+    groups: dict[tuple[EmbedderIdentity, tuple[str, ...]], list[str]] = defaultdict(list)
+    for version in served:
+        access = tuple(sorted(set(version_access(own[version.pk], target))))
+        groups[(version_identity(version), access)].append(version_key(document.document_id, version.version))
     store = get_store()
-    for identity in identities:
-        scope = Scope(tenant=tenant, statuses=None, document_ids=[document.document_id])
-        store.set_payload(identity, scope, {"access": target})
+    for (identity, access), keys in groups.items():
+        scope = Scope(tenant=tenant, statuses=None, document_ids=[document.document_id], version_keys=keys)
+        store.set_payload(identity, scope, {"access": list(access)})
     with transaction.atomic():
         fresh = Document.objects.select_for_update().select_related("source").get(pk=document.pk)
         if sorted(set(enforced_access(fresh))) != target:
             return False
+        fresh_carrying = {v.pk: version_list(v) for v in versions_carrying([document.pk]).get(document.pk, [])}
+        if any(fresh_carrying.get(pk, ["tenant"]) != listed for pk, listed in own.items()):
+            return False  # a carried note changed meanwhile: the next drain applies its list
+        for pk, listed in own.items():
+            DocumentVersion.objects.filter(pk=pk).update(readers=readers_text(listed))
         Document.objects.filter(pk=document.pk).update(readers=readers_text(target), access_pending=False)
     return True
 

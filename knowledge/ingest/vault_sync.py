@@ -56,6 +56,7 @@ class VaultNotes(Notes):
         link_graph.links_store(source, self.links)
         job.params = {**(job.params or {}), "link_problems": link_graph.links_resolve(source)}
         job.save(update_fields=["params"])
+        link_graph.carries_store(source)
         access_enforce(Document.objects.filter(source=source, links_out__embed=True).distinct()
                        .select_related("source"))  # fmt: skip
 

@@ -277,7 +277,13 @@ def _hydrate(viewer: Viewer, ranked: list[Hit]) -> dict[str, Chunk]:
         .defer("dense", "sparse", "document_version__warnings", "document_version__enrichment",
                "document_version__stated", "document__validity_problems")
     )  # fmt: skip
-    return {c.point_id: c for c in unscoped_rows if c.tenant_id == tenant.pk and viewer.sees(c.document.reader_list)}
+    return {
+        c.point_id: c
+        for c in unscoped_rows
+        if c.tenant_id == tenant.pk
+        and viewer.sees(c.document.reader_list)
+        and viewer.sees(c.document_version.reader_list)
+    }
 
 
 @dataclass(kw_only=True)
