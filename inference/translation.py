@@ -33,8 +33,13 @@ log = logging.getLogger(__name__)
 PAIRS = {"es": "spa-eng"}  # a question's language → the Apertium mode that glosses it into English
 MODES_DIR = Path("/usr/share/apertium/modes")
 TIMEOUT_S = 2.0
+WAIT_S = 0.25  # how long a question waits for another's gloss before going on without one
 MAX_CHARS = 2000  # a question longer than this is glossed on its first MAX_CHARS characters
 CACHE_SIZE = 1024  # glosses kept (an agent, a chat client and a bench repeat their questions)
+
+
+class GlosserBusy(Exception):
+    """Another question's gloss held the process past WAIT_S."""
 
 
 class Glosser:
@@ -81,10 +86,15 @@ class Glosser:
         return block
 
     def gloss(self, text: str) -> str | None:
-        escaped = _escape(" ".join(text[:MAX_CHARS].replace("\0", " ").split()))
+        escaped = _escape(" ".join(_MARKUP_RE.sub(" ", text[:MAX_CHARS].replace("\0", " ")).split()))
         if not escaped:
             return None
-        with self._lock:
+        # Another question's gloss is under way: wait for it a little (a gloss takes a few milliseconds), never for
+        # the whole of its deadline, so a question that slows Apertium down never holds up the others.
+        if not self._lock.acquire(timeout=WAIT_S):
+            raise GlosserBusy(f"apertium {self.mode} busy: a question went without its gloss")
+        with contextlib.ExitStack() as held:
+            held.callback(self._lock.release)
             try:
                 process = self._running()
                 assert process.stdin is not None
@@ -114,14 +124,18 @@ class Glosser:
         process.wait()
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError):  # stdin's unflushed bytes to a dead pipeline: BrokenPipeError
+                    pipe.close()
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
 
-_SPECIAL_RE = re.compile(r"([\\\[\]^$/@<>{}*#+|])")  # what Apertium's stream format reads as markup
+# What Apertium's stream format reads as markup: glossed as a space (it carries no word; a `^` left unpaired had the
+# pipeline hold its output back until the deadline), except what a name holds ("C#", "C++", "*.py"), escaped.
+_MARKUP_RE = re.compile(r"[\\\[\]^$/@<>{}|]")
+_SPECIAL_RE = re.compile(r"([*#+])")
 _ESCAPED_RE = re.compile(r"\\(.)")
 
 
@@ -157,7 +171,7 @@ _cache: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 def gloss(text: str, language: str, *, scope: str = "") -> str | None:
     """An English gloss of `text` (in `language`), or None. A gloss made lately for the same `scope` (the asking
     tenant: how fast a question comes back never tells one tenant what another asked) is read again from a small
-    cache; a failure is not kept, the next call tries again."""
+    cache; so is a failure (no gloss), so a question that breaks Apertium costs its deadline once, not at every call."""
     found = glosser(language)
     if found is None:
         return None
@@ -165,11 +179,14 @@ def gloss(text: str, language: str, *, scope: str = "") -> str | None:
     with _glossers_lock:
         if key in _cache:
             _cache.move_to_end(key)
-            return _cache[key]
-    made = found.gloss(text)
-    if made is not None:
-        with _glossers_lock:
-            _cache[key] = made
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+            return _cache[key] or None
+    try:
+        made = found.gloss(text)
+    except GlosserBusy as exc:  # not this question's fault: not kept, the next call tries again
+        log.warning("%s", exc)
+        return None
+    with _glossers_lock:  # a question that failed is kept as "no gloss": asked again, it never reaches Apertium
+        _cache[key] = made or ""
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
     return made

@@ -136,3 +136,48 @@ def test_a_glossed_question_of_another_tenant_finds_only_that_tenants_documents(
     assert "holidays.md" not in [h.chunk.document.document_key for h in hits]
     lexical = retrieval.retrieve_single_leg(viewer=other, query=HOLIDAYS, top_k=8, leg="lexical")
     assert {h.chunk.tenant_id for h in lexical} <= {tenant_b.pk}
+
+
+@pytest.mark.parametrize("question", ["¿Cuál es la dieta diaria?^", "^dieta $ [viaje] {hotel} <b> a/b @x \\ |y|"])
+def test_markup_in_a_question_is_glossed_without_stalling_the_translator(question):
+    """A `^` left unpaired had Apertium hold its output until the deadline, killed and restarted at every call (issue
+    61): markup is glossed as a space, and the same process answers the next question."""
+    glosser = translation.Glosser("spa-eng")
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    running = glosser._process
+    made = glosser.gloss(question)
+    assert made is not None and "^" not in made
+    assert glosser._process is running  # no timeout: the process was not killed and started again
+    assert "holiday" in (glosser.gloss(HOLIDAYS) or "")  # and the next text gets its own gloss
+    glosser.close()
+
+
+def test_a_question_that_breaks_the_translator_is_glossed_as_nothing_once_and_kept(monkeypatch):
+    """A question Apertium never answers costs its deadline once: asked again it is no gloss at once, from the
+    cache, and the translator is not started again for it."""
+    glosser = translation.glosser("es")
+    assert glosser is not None and glosser.gloss("¿Dónde está la impresora?")
+    running = glosser._process
+    os.killpg(running.pid, signal.SIGSTOP)  # Apertium hangs on this question
+    monkeypatch.setattr(translation, "TIMEOUT_S", 0.2)
+    question = "¿Cuántas noches de hotel paga la empresa?"
+    assert translation.gloss(question, "es", scope="t") is None
+    assert glosser._process is None  # the hung pipeline was killed
+    assert translation.gloss(question, "es", scope="t") is None
+    assert glosser._process is None  # asked again, it never reached Apertium
+    monkeypatch.setattr(translation, "TIMEOUT_S", 60.0)
+    assert "printer" in (translation.gloss("¿Dónde está la impresora?", "es", scope="u") or "")  # others go on
+
+
+def test_a_busy_translator_makes_other_questions_go_on_without_a_gloss_not_wait_out_its_deadline():
+    """One question holding the process (a pipeline stopped mid-gloss) never holds up another tenant's question
+    beyond a short wait: that one goes on without a gloss, and is not remembered as having none."""
+    glosser = translation.Glosser("spa-eng")
+    assert glosser._lock.acquire()  # another question's gloss under way, for as long as it likes
+    try:
+        with pytest.raises(translation.GlosserBusy):
+            glosser.gloss("¿Dónde está la impresora?")
+    finally:
+        glosser._lock.release()
+    assert "printer" in (glosser.gloss("¿Dónde está la impresora?") or "")
+    glosser.close()
