@@ -15,13 +15,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from knowledge.ids import normalise_source_name
 from knowledge.ingest.git import BRANCH_RE, GitProblem, git_dir, git_dir_links, is_url, public_url
 from knowledge.models import AllowedLocation
+from knowledge.weburl import BadURL, web_url
 
 __all__ = ["BRANCH_RE", "FolderNotAllowed", "folder_path_check", "git_location_check", "web_location_check",
            "web_address_check", "inside_roots", "drop_folder", "folder_roots", "git_prefixes",
@@ -146,39 +146,45 @@ def web_location_check(url: str, tenant_slug: str | None = None) -> str:
     """A website's start URL named by a web or API user: http(s), no credential, under one of
     RAG_ALLOWED_WEB_PREFIXES, on an address that is public (or named by that prefix itself: a loopback or private
     host is read only when the operator's prefix says so). Every page and redirect of a sync is checked the same
-    way (`web_address_check`)."""
+    way (`web_address_check`). Returns the URL normalised (knowledge/weburl.py): what is read is what was checked."""
     url = url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FolderNotAllowed(f"{url[:200]} is not an http(s) URL.")
-    if parts.username or parts.password:
-        raise FolderNotAllowed("Name the website without a user name or password in its URL.")
+    try:
+        parsed = web_url(url)
+    except BadURL as exc:
+        raise FolderNotAllowed(str(exc)) from exc
     if not web_prefixes():
         raise FolderNotAllowed("Website sources are disabled for web and API users (set RAG_ALLOWED_WEB_PREFIXES).")
-    web_address_check(url)
-    return url
+    web_address_check(parsed.text)
+    return parsed.text
 
 
 def web_address_check(url: str, *, site_root: bool = False) -> str:
-    """One URL a sync is about to read (a page, a redirect's target, a sitemap): under an allowed prefix, its host
-    resolving only to public addresses unless the prefix that admits it names that very host. `site_root`: a file of
-    the site's root (robots.txt), admitted by any allowed prefix of the same scheme and host. Returns the address
-    checked, which the caller connects to (a name is never resolved twice: no DNS rebinding between check and
-    read)."""
-    if "/../" in url or url.endswith("/.."):
-        raise FolderNotAllowed(f"{url[:200]} is not under a website this server allows.")
-    origin = "{0.scheme}://{0.netloc}/".format(urlsplit(url))
-    prefixes = [p for p in web_prefixes()
-                if url.startswith(p) or (site_root and p.startswith(origin))]  # fmt: skip
+    """One URL a sync is about to read (a page, a redirect's target, a sitemap): normalised (knowledge/weburl.py: no
+    user name, dot segments resolved after decoding), of an allowed prefix's exact origin and under its path at a
+    segment boundary, its host resolving only to public addresses unless the prefix that admits it names that very
+    host. `site_root`: a file of the site's root (robots.txt), admitted by any allowed prefix of the same origin.
+    Returns the address checked, which the caller connects to (a name is never resolved twice: no DNS rebinding
+    between check and read)."""
+    try:
+        parsed = web_url(url)
+    except BadURL as exc:
+        raise FolderNotAllowed(str(exc)) from exc
+    prefixes = []
+    for allowed in web_prefixes():
+        try:
+            prefix = web_url(allowed)
+        except BadURL:
+            continue  # a prefix that is no URL admits nothing
+        if parsed.under(prefix) or (site_root and parsed.origin == prefix.origin):
+            prefixes.append(prefix)
     if not prefixes:
-        raise FolderNotAllowed(f"{url[:200]} is not under a website this server allows.")
-    host = urlsplit(url).hostname or ""
+        raise FolderNotAllowed(f"{parsed.text[:200]} is not under a website this server allows.")
+    host = parsed.host
     try:
         addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
     except OSError as exc:
         raise FolderNotAllowed(f"{host} cannot be resolved.") from exc
-    named = any(urlsplit(p).hostname == host and _is_address(host) for p in prefixes) or any(
-        urlsplit(p).hostname == host == "localhost" for p in prefixes)  # fmt: skip
+    named = any(p.host == host and (_is_address(host) or host == "localhost") for p in prefixes)
     for address in addresses:
         ip = ipaddress.ip_address(str(address).split("%", 1)[0])
         if not ip.is_global and not named:

@@ -245,6 +245,10 @@ Q_CLUSTER: dict[str, object] = {
     # retry must exceed timeout, or a slow task is handed to a second worker while still running.
     "retry": env_int("RAG_TASK_TIMEOUT", default=1800, minimum=10) + 300,
     "max_attempts": 2,
+    # A task that raised is acknowledged like one that returned: a job that stopped on an error is failed with its
+    # reason and runs again only when someone asks (a retry is a new attempt); a worker that died is found and its
+    # job queued again by knowledge/jobs.py, not by the broker's redelivery.
+    "ack_failures": True,
     "recycle": 50,
     "max_rss": 2_000_000,  # KiB: recycle a worker that holds a model and keeps growing
     "catch_up": False,
@@ -362,6 +366,7 @@ RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, mi
 # A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker
 # deletes sessions a day after they expired (until then they answer 410 Gone, then 404).
 RAG_SESSION_TTL_HOURS = env_float("RAG_SESSION_TTL_HOURS", default=24.0, minimum=0.01)
+RAG_SESSION_MAX_PER_OWNER = env_int("RAG_SESSION_MAX_PER_OWNER", default=50, minimum=1)  # live sessions a key or user
 
 # --- Ingestion limits -----------------------------------------------------------------------
 # Added to the fused RRF score of admin-marked critical chunks. A rank-1 hit in one leg earns 1/61 ≈ 0.016
@@ -396,7 +401,9 @@ RAG_ALLOWED_WEB_PREFIXES = env_list("RAG_ALLOWED_WEB_PREFIXES", default=[])
 RAG_WEB_MAX_PAGES = env_int("RAG_WEB_MAX_PAGES", default=200, minimum=1)
 RAG_WEB_MAX_DEPTH = env_int("RAG_WEB_MAX_DEPTH", default=3, minimum=0)
 RAG_WEB_MAX_BYTES = env_int("RAG_WEB_MAX_BYTES", default=50 * 1024 * 1024, minimum=1)
-RAG_WEB_TIMEOUT_S = env_int("RAG_WEB_TIMEOUT_S", default=15, minimum=1)
+RAG_WEB_TIMEOUT_S = env_int("RAG_WEB_TIMEOUT_S", default=15, minimum=1)  # one page in all, redirects included
+RAG_WEB_MAX_PAGE_BYTES = env_int("RAG_WEB_MAX_PAGE_BYTES", default=5 * 1024 * 1024, minimum=1024)  # decompressed
+RAG_WEB_SYNC_DEADLINE_S = env_int("RAG_WEB_SYNC_DEADLINE_S", default=1800, minimum=10)  # one sync's reading in all
 
 LOGGING = {
     "version": 1,

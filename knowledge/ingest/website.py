@@ -16,18 +16,20 @@
 from __future__ import annotations
 
 import logging
-import urllib.robotparser
+import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 import httpx
 import trafilatura
 from django.conf import settings
 from django.utils import timezone
+from protego import Protego
 
 from inference.embedders import get_embedder
 from knowledge import ids, jobs, timeline
@@ -44,12 +46,16 @@ from knowledge.jobs import source_locked
 from knowledge.locations import FolderNotAllowed, web_address_check
 from knowledge.models import IngestJob, JobFile, Source
 from knowledge.options import DEFAULT_OPTIONS, IngestOptions
+from knowledge.weburl import BadURL, WebURL, joined, web_url
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "ragsite"
 MAX_REDIRECTS = 5
 GONE = (404, 410)
+MAX_LINKS_PER_PAGE = 500  # links followed from one page; the others are counted on the job, not listed
+MAX_SKIPS_LISTED = 200  # skipped pages listed one by one on a job; the others are counted
+DECODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}  # Content-Encoding → zlib's window bits (deflate: zlib stream)
 
 
 class WebProblem(Exception):
@@ -78,37 +84,96 @@ class _Links(HTMLParser):
             self.hrefs += [value for name, value in attrs if name == "href" and value]
 
 
+class PageTimedOut(WebProblem):
+    """One page took longer than RAG_WEB_TIMEOUT_S in all (a server that drips its bytes)."""
+
+
+class SyncTimedOut(BudgetSpent):
+    """The sync ran past RAG_WEB_SYNC_DEADLINE_S: it stops reading, like a spent byte budget."""
+
+
 class Reader:
-    """One sync's HTTP reads: each URL checked before it is read, redirects followed by hand (each target checked),
-    a byte budget for the whole sync and a timeout per request."""
+    """One sync's HTTP reads: each URL normalised and checked before it is read (knowledge/weburl.py), redirects
+    followed by hand (each target checked), a byte budget for the whole sync counted on the bytes as decompressed,
+    a cap on each page, and a deadline for each page (however slowly its bytes come) and for the whole sync."""
 
     def __init__(self) -> None:
         self.client = httpx.Client(follow_redirects=False, timeout=settings.RAG_WEB_TIMEOUT_S,
                                    headers={"User-Agent": USER_AGENT})  # fmt: skip
         self.bytes_left = settings.RAG_WEB_MAX_BYTES
+        self.sync_deadline = time.monotonic() + settings.RAG_WEB_SYNC_DEADLINE_S
 
-    def get(self, url: str, headers: dict[str, str] | None = None, *, site_root: bool = False) -> Fetched:
+    def get(self, url: str | WebURL, headers: dict[str, str] | None = None, *, site_root: bool = False) -> Fetched:
+        try:
+            target = url if isinstance(url, WebURL) else web_url(url)
+        except BadURL as exc:
+            raise FolderNotAllowed(str(exc)) from exc
+        if time.monotonic() > self.sync_deadline:
+            raise SyncTimedOut(f"over the sync's time limit (RAG_WEB_SYNC_DEADLINE_S = "
+                               f"{settings.RAG_WEB_SYNC_DEADLINE_S})")  # fmt: skip
+        deadline = time.monotonic() + settings.RAG_WEB_TIMEOUT_S
         for _ in range(MAX_REDIRECTS + 1):
-            address = web_address_check(url, site_root=site_root)  # FolderNotAllowed: a redirect to a host not allowed
-            pinned, extensions = _pinned(url, address)
-            with self.client.stream("GET", pinned, headers={**(headers or {}), "Host": urlsplit(url).netloc},
-                                    extensions=extensions) as response:  # fmt: skip
+            address = web_address_check(target.text, site_root=site_root)  # FolderNotAllowed: a host not allowed
+            pinned, extensions = _pinned(target.text, address)
+            asked = {**(headers or {}), "Host": urlsplit(target.text).netloc, "Accept-Encoding": "gzip, deflate"}
+            with self.client.stream("GET", pinned, headers=asked, extensions=extensions) as response:
                 if response.is_redirect and response.headers.get("location"):
-                    url = urljoin(url, response.headers["location"])
+                    try:
+                        target = joined(target, response.headers["location"])
+                    except BadURL as exc:
+                        raise FolderNotAllowed(f"{target.text[:200]} redirects to {exc}") from exc
                     continue
-                body = b""
-                if response.status_code == 200:
-                    for piece in response.iter_bytes():
-                        body += piece
-                        if len(body) > self.bytes_left:
-                            raise BudgetSpent(f"over the byte budget (RAG_WEB_MAX_BYTES = "
-                                              f"{settings.RAG_WEB_MAX_BYTES:,})")  # fmt: skip
-                    self.bytes_left -= len(body)
-                return Fetched(response.status_code, url, body, dict(response.headers))
-        raise FolderNotAllowed(f"{url[:200]}: more than {MAX_REDIRECTS} redirects")
+                body = self._body(response, target, deadline) if response.status_code == 200 else b""
+                return Fetched(response.status_code, target.text, body, dict(response.headers))
+        raise FolderNotAllowed(f"{target.text[:200]}: more than {MAX_REDIRECTS} redirects")
+
+    def _body(self, response: httpx.Response, target: WebURL, deadline: float) -> bytes:
+        """The page's bytes as decompressed, counted while they come: never more than the page cap or what is left
+        of the sync's budget, never longer than the page's deadline."""
+        cap = min(settings.RAG_WEB_MAX_PAGE_BYTES, self.bytes_left)
+        encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
+        encodings = [e for e in encodings if e != "identity"]
+        if any(e not in DECODINGS for e in encodings):
+            raise WebProblem(f"{target.text[:200]}: content encoding {', '.join(encodings)[:60]} is not read")
+        decoders = [zlib.decompressobj(DECODINGS[e]) for e in reversed(encodings)]  # the last applied comes off first
+        body = bytearray()
+        for piece in response.iter_raw():
+            if time.monotonic() > deadline:
+                raise PageTimedOut(f"{target.text[:200]}: took over {settings.RAG_WEB_TIMEOUT_S} s")
+            for decoder in decoders:
+                piece = _inflate(decoder, piece, cap - len(body) + 1, target)
+            body += piece
+            if len(body) > cap:
+                raise self._over(cap, target)
+        for index, decoder in enumerate(decoders):  # what each stage still holds, through the stages after it
+            tail = decoder.flush()
+            for later in decoders[index + 1 :]:
+                tail = _inflate(later, tail, cap - len(body) + 1, target)
+            body += tail
+            if len(body) > cap:
+                raise self._over(cap, target)
+        self.bytes_left -= len(body)
+        return bytes(body)
+
+    def _over(self, cap: int, target: WebURL) -> WebProblem:
+        if cap < settings.RAG_WEB_MAX_PAGE_BYTES:
+            return BudgetSpent(f"over the byte budget (RAG_WEB_MAX_BYTES = {settings.RAG_WEB_MAX_BYTES:,})")
+        return WebProblem(f"{target.text[:200]}: over {settings.RAG_WEB_MAX_PAGE_BYTES:,} bytes "
+                          "(RAG_WEB_MAX_PAGE_BYTES), decompressed")  # fmt: skip
 
     def close(self) -> None:
         self.client.close()
+
+
+def _inflate(decoder, data: bytes, limit: int, target: WebURL) -> bytes:  # type: ignore[no-untyped-def]
+    """At most `limit` bytes out of one decompression stage (a page of a few bytes may inflate to gigabytes)."""
+    try:
+        out = decoder.decompress(data, max(limit, 1))
+    except zlib.error as exc:
+        raise WebProblem(f"{target.text[:200]}: its compressed body is broken ({exc})") from exc
+    if decoder.unconsumed_tail:
+        return out + b"\0" * max(limit - len(out), 1)  # more is held back: over the cap, whatever the rest is
+    return out
 
 
 def _pinned(url: str, address: str) -> tuple[str, dict[str, str]]:
@@ -121,56 +186,81 @@ def _pinned(url: str, address: str) -> tuple[str, dict[str, str]]:
     return parts._replace(netloc=netloc).geturl(), extensions
 
 
-def prefix_of(url: str) -> str:
-    """The pages a website source reads: those under its start URL's folder."""
-    return url if url.endswith("/") else url.rsplit("/", 1)[0] + "/"
+def prefix_of(url: str) -> WebURL:
+    """The pages a website source reads: those under its start URL's folder (WebURL.under: same origin, and a path
+    boundary)."""
+    start = web_url(url)
+    path = start.path if start.path.endswith("/") else start.path.rsplit("/", 1)[0] + "/"
+    return WebURL(start.scheme, start.host, start.port, path, "")
 
 
 def page_key(url: str) -> str:
-    """A page's document key: its path on the site (a folder's page is its index), as a Markdown document. The
-    source reads one site, so the host adds nothing; the URL itself is the document's location."""
-    path = urlsplit(url).path or "/"
+    """A page's document key, as characters (escaped once, by the ingest): its path on the site (a folder's page is
+    its index), as a Markdown document. The source reads one site, so the host adds nothing; the URL itself is the
+    document's location."""
+    path = web_url(url).decoded_path
     if path.endswith("/"):
         path += "index"
-    return ids.normalise_document_key(f"{path.lstrip('/')}.md")
+    return f"{path.lstrip('/')}.md"
 
 
-def _robots(reader: Reader, start: str) -> urllib.robotparser.RobotFileParser:
-    robots = urllib.robotparser.RobotFileParser()
+def _robots(reader: Reader, start: str) -> Protego:
+    """The site's robots.txt as RFC 9309 reads it (Protego: the longest matching rule wins, Allow on a tie). Not
+    there (4xx): no rules. Unreachable (5xx, a network failure): everything disallowed, as the RFC asks."""
     parts = urlsplit(start)
     try:
         fetched = reader.get(f"{parts.scheme}://{parts.netloc}/robots.txt", site_root=True)
-    except (FolderNotAllowed, httpx.HTTPError, WebProblem):
-        fetched = Fetched(404, start)  # not under an allowed prefix, or unreadable: no rules (RFC 9309: allow)
+    except FolderNotAllowed:
+        fetched = Fetched(404, start)  # not under an allowed prefix: not read, no rules
+    except (httpx.HTTPError, WebProblem):
+        fetched = Fetched(503, start)
     if fetched.status == 200:
-        robots.parse(fetched.body.decode("utf-8", "replace").splitlines())
-    else:
-        robots.parse([])
-    return robots
+        return Protego.parse(fetched.body.decode("utf-8", "replace"))
+    if fetched.status >= 500:
+        return Protego.parse("User-agent: *\nDisallow: /\n")
+    return Protego.parse("")
 
 
-def _in_scope(url: str, prefix: str) -> bool:
-    parts = urlsplit(url)
-    return url.startswith(prefix) and not parts.query and parts.scheme in ("http", "https")
+def _in_scope(url: WebURL, prefix: WebURL) -> bool:
+    return not url.query and url.under(prefix)
 
 
-def _links(html: bytes, base: str, prefix: str) -> list[str]:
+def _links(html: bytes, base: str, prefix: WebURL) -> tuple[list[str], int]:
+    """The page's links within the prefix, normalised, at most MAX_LINKS_PER_PAGE; and how many more were left out.
+    A link that is no URL the server would open (a user name, an encoded slash, a backslash) is left out too."""
     parser = _Links()
     try:
         parser.feed(html.decode("utf-8", "replace"))
     except Exception:  # a page that breaks the parser still gives the links read before it
         logger.debug("links of %s cut short", base)
-    found = [urldefrag(urljoin(base, href))[0] for href in parser.hrefs]
-    return [url for url in dict.fromkeys(found) if _in_scope(url, prefix)]
+    page = web_url(base)
+    found: dict[str, None] = {}
+    for href in parser.hrefs:
+        try:
+            url = joined(page, href)
+        except BadURL:
+            continue
+        if _in_scope(url, prefix):
+            found[url.text] = None
+    links = list(found)
+    return links[:MAX_LINKS_PER_PAGE], max(len(links) - MAX_LINKS_PER_PAGE, 0)
 
 
-def _sitemap(body: bytes, prefix: str) -> list[str]:
+def _sitemap(body: bytes, prefix: WebURL) -> list[str]:
     try:  # expat (2.4 and later, in every supported Python) refuses entity amplification: no billion laughs
         root = ElementTree.fromstring(body)
     except ElementTree.ParseError as exc:
         raise WebProblem(f"the sitemap is not XML: {exc}") from exc
-    locs = [el.text.strip() for el in root.iter() if el.tag.endswith("loc") and el.text]
-    return [url for url in dict.fromkeys(locs) if _in_scope(url, prefix)]
+    found: dict[str, None] = {}
+    for element in root.iter():
+        if element.tag.endswith("loc") and element.text:
+            try:
+                url = web_url(element.text.strip())
+            except BadURL:
+                continue
+            if _in_scope(url, prefix):
+                found[url.text] = None
+    return list(found)
 
 
 def page_text(html: bytes, url: str) -> str:
@@ -193,7 +283,11 @@ def sync_website(
     job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.WEB,
                                           params={"location": start, "operator": True})  # fmt: skip
     jobs.start(job)
-    prefix = prefix_of(start)
+    try:
+        prefix = prefix_of(start)
+        start = web_url(start).text
+    except BadURL as exc:
+        raise WebProblem(str(exc)) from exc
     state: dict[str, dict] = dict((source.sync_state or {}).get("pages") or {})
     reader = Reader()
     try:
@@ -213,35 +307,35 @@ def sync_website(
             seen = {url for url, _ in queue}
             keep: set[str] = set()
             pages: dict[str, dict] = {}
-            skipped: list[tuple[str, str, str]] = []
+            skips = Skips()
             embedder = get_embedder()
             number = 0
             while queue:
                 url, depth = queue.popleft()
                 if number >= settings.RAG_WEB_MAX_PAGES:
-                    skipped.append(
-                        (
-                            url[:1000],
-                            JobFile.Status.SKIPPED,
-                            f"over the page cap (RAG_WEB_MAX_PAGES = {settings.RAG_WEB_MAX_PAGES})",
-                        )
-                    )
+                    skips.add(url, f"over the page cap (RAG_WEB_MAX_PAGES = {settings.RAG_WEB_MAX_PAGES})")
                     continue
-                if not robots.can_fetch(USER_AGENT, url):
-                    skipped.append((url[:1000], JobFile.Status.SKIPPED, "disallowed by robots.txt"))
+                if not robots.can_fetch(url, USER_AGENT):
+                    skips.add(url, "disallowed by robots.txt")
                     continue
-                key = page_key(url)
+                try:
+                    key = page_key(url)
+                    ids.normalise_document_key(key)
+                except (BadURL, ids.InvalidIdentifier) as exc:
+                    skips.add(url, f"not a page this source can keep: {exc}")
+                    continue
                 known = state.get(url) or {}
                 try:
                     links = _read_page(reader, job, source, url, key, known, pages, keep, options, embedder, number,
-                                       progress)  # fmt: skip
+                                       progress, prefix)  # fmt: skip
                 except BudgetSpent as spent:  # nothing more is read; nothing unread is lost
-                    skipped += [(left[:1000], JobFile.Status.SKIPPED, str(spent)) for left, _ in queue]
+                    for left, _ in queue:
+                        skips.add(left, str(spent))
                     queue.clear()
                     for other, kept in state.items():
                         if other not in pages:
                             pages[other] = kept
-                            keep.add(str(kept.get("key") or page_key(other)))
+                            keep.add(_kept_key(str(kept.get("key") or "")))
                     continue
                 number += 1
                 job.documents_done = number
@@ -250,12 +344,11 @@ def sync_website(
                         seen.add(link)
                         queue.append((link, depth + 1))
                 job.documents_total = number + len(queue)
-            job.skipped += len(skipped)
-            job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in skipped)]
-            job.files_total = number + len(skipped)
-            files_listed(job, skipped)
+            skips.record(job)
+            job.files_total = number + skips.count
+            keep.discard("")
             job.retired = retire_documents(source=source, keep_keys=keep)
-            source.sync_state = {"pages": pages, "prefix": prefix}
+            source.sync_state = {"pages": pages, "prefix": prefix.text}
             source.last_synced_at = timezone.now()
             source.save(update_fields=["sync_state", "last_synced_at"])
             timeline.resolve_pending_links(source_pk=source.pk)
@@ -264,29 +357,61 @@ def sync_website(
         reader.close()
 
 
+class Skips:
+    """The pages a sync did not read, with why: listed one by one up to MAX_SKIPS_LISTED, then counted by reason (a
+    page of 30,000 links writes a few hundred rows, not 30,000)."""
+
+    def __init__(self) -> None:
+        self.listed: list[tuple[str, str, str]] = []
+        self.more: dict[str, int] = {}
+        self.count = 0
+
+    def add(self, url: str, reason: str) -> None:
+        self.count += 1
+        if len(self.listed) < MAX_SKIPS_LISTED:
+            self.listed.append((url[:1000], JobFile.Status.SKIPPED, reason[:500]))
+        else:
+            self.more[reason[:200]] = self.more.get(reason[:200], 0) + 1
+
+    def record(self, job: IngestJob) -> None:
+        summary = [(f"… and {n:,} more pages", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()]
+        job.skipped += self.count
+        job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in self.listed + summary)]
+        files_listed(job, self.listed + summary)
+
+
+def _kept_key(key: str) -> str:
+    """A page's key as its document holds it (escaped once); "" for a state entry without a usable key."""
+    try:
+        return ids.normalise_document_key(key) if key else ""
+    except ids.InvalidIdentifier:
+        return ""
+
+
 def _read_page(reader: Reader, job: IngestJob, source: Source, url: str, key: str, known: dict,
                pages: dict[str, dict], keep: set[str], options: IngestOptions, embedder,
-               number: int, progress) -> list[str]:  # fmt: skip
+               number: int, progress, prefix: WebURL) -> list[str]:  # fmt: skip
     """Read one page into the job; returns the links to follow from it (those kept from its last read on a 304)."""
     conditional = {
         name: known[field]
         for name, field in (("If-None-Match", "etag"), ("If-Modified-Since", "last_modified"))
         if known.get(field)
     }
+    stored = ids.normalise_document_key(key)
     try:
         fetched = reader.get(url, conditional)
     except (FolderNotAllowed, WebProblem, httpx.HTTPError) as exc:
         reason = str(exc) if not isinstance(exc, httpx.HTTPError) else f"cannot be read: {type(exc).__name__}"
         record_failure(job, key, f"{url[:300]}: {reason}", position=number)
         if known:  # a page that cannot be read now keeps the version it had
-            keep.add(key)
+            keep.add(stored)
             pages[url] = known
         if isinstance(exc, BudgetSpent):
             raise
         return []
     if fetched.status == 304 and known:
         job.unchanged += 1
-        keep.add(key)
+        keep.add(stored)
         pages[url] = known
         files_listed(job, [(key, JobFile.Status.UNCHANGED, "not modified (304)")])
         return list(known.get("links") or [])
@@ -295,10 +420,13 @@ def _read_page(reader: Reader, job: IngestJob, source: Source, url: str, key: st
     if fetched.status != 200:
         record_failure(job, key, f"{url[:300]} answered {fetched.status}", position=number)
         if known:
-            keep.add(key)
+            keep.add(stored)
             pages[url] = known
         return []
-    links = _links(fetched.body, fetched.url, prefix_of(source.path))
+    links, left_out = _links(fetched.body, fetched.url, prefix)
+    if left_out:
+        job.skips = [*job.skips, {"key": key, "reason": f"{left_out:,} more links not followed "
+                                                        f"(at most {MAX_LINKS_PER_PAGE} a page)"}]  # fmt: skip
     text = page_text(fetched.body, fetched.url) if "html" in fetched.headers.get("content-type", "html") else ""
     if not text:
         files_listed(job, [(key, JobFile.Status.SKIPPED, "no main text")])
@@ -306,7 +434,7 @@ def _read_page(reader: Reader, job: IngestJob, source: Source, url: str, key: st
         return links
     if ingest_one(job=job, source=source, key=key, data=text.encode("utf-8"), options=options, embedder=embedder,
                   position=number, location=fetched.url):  # fmt: skip
-        keep.add(key)
+        keep.add(stored)
     pages[url] = {"key": key, "etag": fetched.headers.get("etag", ""), "links": links,
                   "last_modified": fetched.headers.get("last-modified", "")}  # fmt: skip
     if number % 20 == 0:

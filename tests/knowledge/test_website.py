@@ -268,7 +268,8 @@ def test_a_sync_connects_to_the_address_it_checked_not_to_what_the_name_resolves
     source = services.folder_source_create(tenant=tenant_a, name="rebound", path=start, kind="website")
     job = _sync(source)
     assert site.log == []  # nothing reached the loopback server
-    assert any("cannot be read" in error["error"] for error in job.errors)
+    # robots.txt at the checked address cannot be reached: RFC 9309 reads that as "everything disallowed"
+    assert [skip["reason"] for skip in job.skips] == ["disallowed by robots.txt"]
     assert not Document.objects.filter(source=source).exists()
 
 
