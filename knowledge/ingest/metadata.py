@@ -18,6 +18,7 @@ ODF_TYPES = ("odt", "ods", "odp")
 MAX_PART_BYTES = 1 << 20  # a properties part larger than this is not read
 MAX_HEADER_CHARS = 64 * 1024  # a frontmatter header longer than this is not read
 MAX_HEADER_NODES = 5_000  # scalars, lists and maps in one header
+MAX_HEADER_DEPTH = 32  # lists and maps inside each other in one header (a real one nests two or three)
 MAX_PROBLEM_CHARS = 500  # one recorded problem, as stored and shown
 
 
@@ -33,7 +34,7 @@ def load_yaml(text: str) -> Any:
 
     if len(text) > MAX_HEADER_CHARS:
         raise UnsafeYAML(f"the header is longer than {MAX_HEADER_CHARS // 1024} KiB")
-    nodes = 0
+    nodes = depth = 0
     for event in yaml.parse(text, Loader=yaml.BaseLoader):  # events only: nothing is built or expanded
         if isinstance(event, yaml.AliasEvent):
             raise UnsafeYAML("the header uses a YAML alias (*name), which is not accepted")
@@ -41,6 +42,12 @@ def load_yaml(text: str) -> Any:
             nodes += 1
             if nodes > MAX_HEADER_NODES:
                 raise UnsafeYAML(f"the header has more than {MAX_HEADER_NODES} values")
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1  # building a deeply nested value recurses once a level: bounded before it is built
+            if depth > MAX_HEADER_DEPTH:
+                raise UnsafeYAML(f"the header nests values more than {MAX_HEADER_DEPTH} levels deep")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
     return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506  # BaseLoader builds only str, list, dict
 
 

@@ -133,7 +133,7 @@ def header_lists(header: str) -> tuple[list[str], list[str]]:
         return [], []
     try:
         data = load_yaml(header.strip().strip("-").strip(".") or "{}")
-    except (yaml.YAMLError, UnsafeYAML):
+    except (yaml.YAMLError, UnsafeYAML, RecursionError):
         return [], []
     if not isinstance(data, dict):
         return [], []
