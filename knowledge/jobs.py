@@ -62,9 +62,12 @@ COUNTS = ("added", "updated", "unchanged", "retired", "skipped", "failed", "docu
 
 # --- transitions ---------------------------------------------------------------------------------------------
 def queue(job: IngestJob) -> None:
-    """Queued again (a retry): the worker runs it from the start; incremental sync redoes only what is missing."""
+    """Queued again on request (a retry): the worker runs it from the start as a new attempt, which its message says;
+    incremental sync redoes only what is missing."""
+    retry = int((job.params or {}).get("retries", 0)) + 1
     job.cancel_requested, job.state = False, IngestJob.State.QUEUED
-    job.save(update_fields=["cancel_requested", "state"])
+    job.params, job.message = {**(job.params or {}), "retries": retry}, f"Retry {retry}, on request: queued."
+    job.save(update_fields=["cancel_requested", "state", "params", "message"])
 
 
 def start(job: IngestJob) -> None:
@@ -74,6 +77,9 @@ def start(job: IngestJob) -> None:
     for name in COUNTS:
         setattr(job, name, 0)
     job.errors, job.skips, job.finished_at = [], [], None
+    # what an earlier attempt ended with is not this one's: a retry says it is one, never the old failure
+    retry = int((job.params or {}).get("retries", 0))
+    job.message = f"Retry {retry}, on request." if retry else ""
     job.save()
 
 

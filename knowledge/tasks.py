@@ -11,7 +11,7 @@ from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline, sources
 from knowledge.ingest.git import GitProblem
 from knowledge.ingest.website import WebProblem
-from knowledge.jobs import SourceBusy, holder_alive, recover_orphaned_jobs
+from knowledge.jobs import SourceBusy, recover_orphaned_jobs
 from knowledge.locations import FolderNotAllowed
 from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
@@ -23,11 +23,10 @@ logger = logging.getLogger(__name__)
 def ingest_job_task(job_id: int) -> None:
     recover_orphaned_jobs()  # jobs whose worker died (kill -9) are queued again before this one starts
     job = IngestJob.objects.select_related("tenant", "source").filter(pk=job_id).first()  # unscoped: id is ours
-    if job is None or job.source is None or job.is_finished and job.state != IngestJob.State.FAILED:
+    if job is None or job.source is None or job.state != IngestJob.State.QUEUED:
+        # Finished (a failed job runs again only when someone queues it: jobs.queue), or delivered twice (the
+        # broker's retry) while the first delivery runs it; a running job whose worker died was queued again above.
         return
-    worker = (job.params or {}).get("worker") or {}
-    if job.state == IngestJob.State.RUNNING and worker and holder_alive(worker["host"], worker["pid"], job.started_at):
-        return  # delivered twice (the broker's retry): the first delivery is still running it
     params = job.params or {}
     options = IngestOptions.from_params(params)
     try:
