@@ -299,7 +299,9 @@ def _key_label(api_key: ApiKey) -> str:
 def _key_detail(api_key: ApiKey, by_key: ApiKey | None) -> str:
     expiry = f", expires {api_key.expires_at:%Y-%m-%d}" if api_key.expires_at else ""
     by = f"; by API key {by_key.prefix}…" if by_key is not None else ""
-    return f"scope {api_key.scope}, acts for {', '.join(api_key.acts_for or [TENANT])}{expiry}{by}"
+    return (
+        f"scope {api_key.scope}, acts for {', '.join(api_key.acts_for) if api_key.acts_for else 'no one'}{expiry}{by}"
+    )
 
 
 def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, actor: User | None, by_key: ApiKey | None = None) -> bool:
@@ -352,24 +354,52 @@ def group_delete(*, tenant: Tenant, actor: User | None, group: Group) -> int:
     """Delete a group (audited). Its principal leaves every key's acts-for list and, through principal_removed,
     every access list of the tenant's sources and documents: a group created later under the same name opens
     nothing the old one did (a list left empty admits admins only). Returns how many lists and keys changed."""
-    from tenants.signals import principal_removed
-
     if group.tenant_id != tenant.pk:
         raise MembershipRefused("Not a group of this tenant.")
     principal = f"group:{group.name}"
     with transaction.atomic():
-        changed = 0
-        for key in ApiKey.objects.for_tenant(tenant).select_for_update():
-            if principal in (key.acts_for or []):
-                key.acts_for = [p for p in key.acts_for if p != principal]
-                key.save(update_fields=["acts_for"])
-                changed += 1
-        for _receiver, count in principal_removed.send(sender=Group, tenant=tenant, principal=principal):
-            changed += int(count or 0)
+        changed = principal_gone(tenant=tenant, principal=principal, sender=Group)
         MembershipEvent.objects.create(tenant=tenant, actor=actor, username="", group=group.name,
                                        action=MembershipEvent.Action.GROUP_DELETED,
                                        detail=f"removed from {changed} access lists and keys")  # fmt: skip
         group.delete()
+    return changed
+
+
+def principal_gone(*, tenant: Tenant, principal: str, sender: type) -> int:
+    """A group or a person is gone: its principal leaves every key's acts-for list (a key that acted for it alone then
+    acts for no one, never for the whole tenant) and, through principal_removed, every access list of the tenant's
+    sources and documents. Returns how many lists and keys changed."""
+    from tenants.signals import principal_removed
+
+    changed = 0
+    for key in ApiKey.objects.for_tenant(tenant).select_for_update():
+        if principal in (key.acts_for or []):
+            key.acts_for = [p for p in key.acts_for if p != principal]
+            key.save(update_fields=["acts_for"])  # left empty, the key acts for no one (tenants/principals.py)
+            changed += 1
+    for _receiver, count in principal_removed.send(sender=sender, tenant=tenant, principal=principal):
+        changed += int(count or 0)
+    return changed
+
+
+def user_forget(user: User) -> int:
+    """A person's account is being deleted: `user:<name>` leaves every list and key of every tenant, so a person
+    created later under the same username inherits nothing (and no key acting for the old one works again)."""
+    principal = f"user:{user.get_username()}"
+    changed = 0
+    with transaction.atomic():
+        for tenant in Tenant.objects.all():
+            count = principal_gone(tenant=tenant, principal=principal, sender=type(user))
+            if count:
+                MembershipEvent.objects.create(
+                    tenant=tenant,
+                    actor=None,
+                    username=user.get_username(),
+                    action=MembershipEvent.Action.REMOVED,
+                    detail=f"account deleted: removed from {count} access lists and keys",
+                )
+            changed += count
     return changed
 
 
