@@ -13,6 +13,7 @@ REAL, dates ISO text, the rest text as found; `_row` is each row's number in its
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
@@ -28,6 +29,8 @@ TABLE = "data"
 ROW_COLUMN = "_row"
 MAX_ROWS = 200
 TIME_LIMIT_S = 2.0
+MAX_VALUE_BYTES = 1_000_000  # the longest string or blob a query may make (memory: SQLITE_LIMIT_LENGTH)
+MAX_FORMAT_WIDTH = 1000  # printf's widest width or precision
 FUNCTIONS = frozenset({
     "count", "sum", "total", "avg", "min", "max", "group_concat", "abs", "round", "lower", "upper", "length", "trim",
     "ltrim", "rtrim", "substr", "substring", "replace", "instr", "coalesce", "ifnull", "nullif", "iif", "cast",
@@ -109,7 +112,35 @@ def load(
         converted.append(values + [None] * (len(columns) + 1 - len(values)))
     marks = ", ".join("?" * (len(columns) + 1))
     connection.executemany(f"INSERT INTO {TABLE} VALUES ({marks})", converted)
+    # Limits the progress handler cannot give: one function call runs to its end between its checks. No value a
+    # query makes may exceed MAX_VALUE_BYTES (memory), and printf's width and precision are bounded (its
+    # `%.*c` with a precision of a billion loops a billion times, whatever the length limit, before it gives up).
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    formatter = sqlite3.connect(":memory:", check_same_thread=False)
+    formatter.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    for name in ("printf", "format"):
+        connection.create_function(name, -1, functools.partial(_bounded_printf, formatter), deterministic=True)
     return connection
+
+
+_FORMAT_RE = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _bounded_printf(formatter: sqlite3.Connection, text: Any, *values: Any) -> Any:
+    """SQLite's printf, refused when a width or precision (written, or given by `*`) is over MAX_FORMAT_WIDTH."""
+    if text is None:
+        return None
+    starred = False
+    for match in _FORMAT_RE.finditer(str(text)):
+        for part in match.groups():
+            if part == "*":
+                starred = True
+            elif part and int(part) > MAX_FORMAT_WIDTH:
+                raise ValueError(f"printf: a width or precision over {MAX_FORMAT_WIDTH}")
+    if starred and any(isinstance(v, int | float) and abs(v) > MAX_FORMAT_WIDTH for v in values):
+        raise ValueError(f"printf: a width or precision over {MAX_FORMAT_WIDTH}")
+    marks = ", ".join("?" * (len(values) + 1))
+    return formatter.execute(f"SELECT printf({marks})", (text, *values)).fetchone()[0]
 
 
 def _authorizer(action: int, first: str | None, second: str | None, database: str | None, source: str | None) -> int:
