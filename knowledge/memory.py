@@ -81,8 +81,10 @@ def session_create(*, tenant: Tenant, api_key: Any = None, user: Any = None, pur
     owned = AgentSession.objects.for_tenant(tenant).filter(ended_at__isnull=True, expires_at__gt=now)
     owned = owned.filter(api_key=api_key) if api_key is not None else owned.filter(api_key__isnull=True, user=user)
     if owned.count() >= settings.RAG_SESSION_MAX_PER_OWNER:
-        raise SessionQuota(f"This caller already has {settings.RAG_SESSION_MAX_PER_OWNER} live sessions "
-                           "(RAG_SESSION_MAX_PER_OWNER): end one, or let one expire, before starting another.")
+        raise SessionQuota(
+            f"This caller already has {settings.RAG_SESSION_MAX_PER_OWNER} live sessions "
+            "(RAG_SESSION_MAX_PER_OWNER): end one, or let one expire, before starting another."
+        )
     return AgentSession.objects.create(
         tenant=tenant, api_key=api_key, user=None if api_key is not None else user, purpose=purpose.strip()[:500],
         scope=_scope(scope), ttl_seconds=ttl, created_at=now, last_used_at=now,

@@ -405,6 +405,7 @@ class ChunkLocation(TypedDict):
     page_start: int | None  # the chunk's first page
     page_end: int | None  # the chunk's last page
     page_label: str  # the document's own label of `page` ("iv", "A-3", or its number); "" when not known
+    url: str  # a web page's address (a website source: the page as read, after redirects); "" for a file
 
 
 # Chunks that rank their document but are never returned as an excerpt: a model-written summary (enrichment) and
@@ -483,6 +484,7 @@ class Chunk(TenantOwned):
             "page_start": self.page,
             "page_end": self.page_end or self.page,
             "page_label": label,
+            "url": document.source_path if document.source_path.startswith(("http://", "https://")) else "",
         }
 
 

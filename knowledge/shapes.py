@@ -117,6 +117,7 @@ class HitOutput(serializers.Serializer):
     page_start = serializers.IntegerField(allow_null=True)
     page_end = serializers.IntegerField(allow_null=True)
     page_label = serializers.CharField()
+    url = serializers.CharField(help_text="A web page's address (a website source); empty for a file.")
     tags = serializers.ListField(child=serializers.CharField())
     critical = serializers.BooleanField()
     version = serializers.IntegerField(allow_null=True)

@@ -302,6 +302,27 @@ def test_pages_with_spaces_and_accents_stay_live_across_three_syncs_and_the_inde
     finally:
         served.close()
     call_command("index_check", tenant_a.slug)  # CommandError on any drift between SQL and the store
+    # a page's hit and citation carry its address, not only its key
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="canteen soup salad dish of the day", top_k=3)
+    located = {h.chunk.document.display_key: h.chunk.location()["url"] for h in hits}
+    assert located["docs/café menu.html.md"] == f"{served.base}/docs/caf%C3%A9%20menu.html"
+
+
+def test_a_short_pages_navigation_and_footer_are_not_indexed(tenant_a, settings):
+    nav = '<nav><a href="index.html">Home</a> · <a href="hours.html">Hours</a> · Zebracrossing menu</nav>'
+    chrome = '<div class="site-footer">© 2026 Example Corp · Privacy · Wombatfooter imprint</div>'
+    page = (f"<html><head><title>Hours</title></head><body>{nav}<main><h1>Hours</h1><p>The canteen opens at noon."
+            f"</p></main>{chrome}</body></html>").encode()  # fmt: skip
+    served = _site(settings, {"/docs/index.html": (200, {}, page)})
+    try:
+        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
+                                               kind="website")  # fmt: skip
+        _sync(source)
+    finally:
+        served.close()
+    text = "\n".join(Document.objects.get(source=source).chunks.values_list("text", flat=True))
+    assert "canteen opens at noon" in text
+    assert "Zebracrossing" not in text and "Wombatfooter" not in text
 
 
 # --- 6. one bad note never stops a vault ---------------------------------------------------------------------------

@@ -16,12 +16,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
@@ -29,6 +31,8 @@ import httpx
 import trafilatura
 from django.conf import settings
 from django.utils import timezone
+from lxml import etree
+from lxml import html as lxml_html
 from protego import Protego
 
 from inference.embedders import get_embedder
@@ -165,7 +169,7 @@ class Reader:
         self.client.close()
 
 
-def _inflate(decoder, data: bytes, limit: int, target: WebURL) -> bytes:  # type: ignore[no-untyped-def]
+def _inflate(decoder: Any, data: bytes, limit: int, target: WebURL) -> bytes:
     """At most `limit` bytes out of one decompression stage (a page of a few bytes may inflate to gigabytes)."""
     try:
         out = decoder.decompress(data, max(limit, 1))
@@ -263,11 +267,42 @@ def _sitemap(body: bytes, prefix: WebURL) -> list[str]:
     return list(found)
 
 
+# What a page holds around its text: menus, banners, footers, cookie notes. trafilatura leaves them out of a long
+# page by itself; a short page it reads whole, so they go before it reads (a class or id naming one counts too).
+_CHROME_TAGS = ("nav", "header", "footer", "aside", "script", "style", "noscript", "form", "template")
+_CHROME_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary"}
+_CHROME_NAME_RE = re.compile(r"(?:^|[\s_-])(?:nav|navbar|navigation|menu|footer|breadcrumbs?|sidebar|cookies?|"
+                             r"skip-link|site-header|topbar)(?:$|[\s_-])")  # fmt: skip
+
+
+def _without_chrome(html: str) -> str:
+    """The page without its navigation, banners and footers; its <main> (or only <article>) when it marks one."""
+    try:
+        tree = lxml_html.document_fromstring(html)
+    except (etree.ParserError, ValueError):
+        return html
+    doomed = [el for el in tree.iter() if isinstance(el.tag, str) and (
+        el.tag.lower() in _CHROME_TAGS or (el.get("role") or "").lower() in _CHROME_ROLES
+        or _CHROME_NAME_RE.search(f" {el.get('class') or ''} {el.get('id') or ''} ".lower()))]  # fmt: skip
+    for element in doomed:
+        if element.getparent() is not None and element.tag.lower() not in ("html", "body"):
+            element.drop_tree()
+    main = tree.xpath("//main | //*[@role='main']") or tree.xpath("//article")
+    if len(main) == 1:
+        body = tree.find("body")
+        if body is not None:
+            for child in list(body):
+                body.remove(child)
+            body.append(main[0])
+    return lxml_html.tostring(tree, encoding="unicode")
+
+
 def page_text(html: bytes, url: str) -> str:
     """The page's main text as Markdown under its title; "" when it has none."""
-    text = trafilatura.extract(html.decode("utf-8", "replace"), url=url, output_format="markdown",
-                               include_comments=False, include_tables=True, favor_recall=True) or ""  # fmt: skip
-    meta = trafilatura.extract_metadata(html.decode("utf-8", "replace"), default_url=url)
+    decoded = html.decode("utf-8", "replace")
+    text = trafilatura.extract(_without_chrome(decoded), url=url, output_format="markdown", include_comments=False,
+                               include_tables=True, favor_recall=True) or ""  # fmt: skip
+    meta = trafilatura.extract_metadata(decoded, default_url=url)
     title = (meta.title if meta is not None and meta.title else "").strip()
     if not text.strip():
         return ""
@@ -374,7 +409,9 @@ class Skips:
             self.more[reason[:200]] = self.more.get(reason[:200], 0) + 1
 
     def record(self, job: IngestJob) -> None:
-        summary = [(f"… and {n:,} more pages", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()]
+        summary: list[tuple[str, str, str]] = [
+            (f"… and {n:,} more pages", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()
+        ]
         job.skipped += self.count
         job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in self.listed + summary)]
         files_listed(job, self.listed + summary)
