@@ -10,9 +10,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
-from knowledge.access import carries_record
 from knowledge.ingest.obsidian import Link, Vault
-from knowledge.models import Document, DocumentLink, DocumentVersion, Source, Status
+from knowledge.models import Document, DocumentLink, DocumentVersion, Source, Status, carries_record
 from knowledge.selectors import readers_match
 from tenants.principals import Viewer
 

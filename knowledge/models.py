@@ -198,6 +198,30 @@ def version_access(version_readers: list[str], document_readers: list[str]) -> l
     return strictest([document_readers, version_readers])
 
 
+def versions_carrying(document_pks: Iterable[int]) -> dict[int, list[DocumentVersion]]:
+    """The versions of these documents that carry another note's text, or did until a change (a list of their own)."""
+    found: dict[int, list[DocumentVersion]] = {}
+    rows = DocumentVersion.objects.filter(document_id__in=list(document_pks)).exclude(status=Status.FAILED)
+    rows = rows.filter(Q(carries__isnull=False) | ~Q(readers=" tenant ")).distinct().order_by("pk")
+    for version in rows:
+        found.setdefault(version.document_id, []).append(version)
+    return found
+
+
+def version_list(version: DocumentVersion, lists: dict[int, list[list[str]]] | None = None) -> list[str]:
+    """The list a version's own text calls for: the strictest of the notes it carries (["tenant"]: none)."""
+    carried = (lists if lists is not None else version_carried_lists([version.pk])).get(version.pk, [])
+    return sorted(set(strictest(carried))) if carried else ["tenant"]
+
+
+def carries_record(version: DocumentVersion, note_pks: Iterable[int]) -> None:
+    """This version carries these notes' text (a vault note rendered with their embeds): kept for the version's life."""
+    VersionCarry.objects.bulk_create(
+        [VersionCarry(tenant_id=version.tenant_id, version=version, note_id=pk) for pk in set(note_pks)],
+        ignore_conflicts=True,
+    )
+
+
 class Status(models.TextChoices):
     PENDING = "pending", _("Pending (being indexed)")
     ACTIVE = "active", _("Active")

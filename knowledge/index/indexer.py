@@ -29,7 +29,6 @@ from django.utils import timezone
 
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
-from knowledge.access import version_list, versions_carrying
 from knowledge.index import storage
 from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
 from knowledge.index.shared import OwnerStore, StoreServer
@@ -51,6 +50,8 @@ from knowledge.models import (
     enforced_access,
     readers_text,
     version_access,
+    version_list,
+    versions_carrying,
 )
 from tenants.models import Tenant
 
