@@ -115,10 +115,24 @@ def _indexed_text(source: Source) -> str:
     return "\n".join([*texts, *(t or "" for t in chunks)])
 
 
-def _site(settings: Any, routes: dict[str, Any], prefix: str = "/docs/") -> Server:
-    served = Server({"/robots.txt": (200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n"), **routes})
-    settings.RAG_ALLOWED_WEB_PREFIXES = [served.base + prefix]
-    return served
+@pytest.fixture
+def site(settings):  # type: ignore[no-untyped-def]
+    """Makes the allowed site of a test (robots.txt allows all unless the routes say otherwise), closed after it."""
+    made: list[Server] = []
+
+    def make(routes: dict[str, Any], prefix: str = "/docs/") -> Server:
+        robots = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n")
+        made.append(Server({"/robots.txt": robots, **routes}))
+        settings.RAG_ALLOWED_WEB_PREFIXES = [made[-1].base + prefix]
+        return made[-1]
+
+    yield make
+    for served in made:
+        served.close()
+
+
+def _website(tenant: Any, served: Server, start: str = "/docs/index.html", name: str = "site") -> Source:
+    return services.folder_source_create(tenant=tenant, name=name, path=served.base + start, kind="website")
 
 
 # --- 2. a URL is what was checked ---------------------------------------------------------------------------------
@@ -134,12 +148,8 @@ def test_a_prefix_saved_without_its_slash_and_a_redirect_with_a_user_name_never_
         "/docs/moved.html": (302, {"Location": target.format(port=served.port)}, b""),
     })  # fmt: skip
     settings.RAG_ALLOWED_WEB_PREFIXES = [f"{served.base}"]  # saved without its trailing slash
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        job = _sync(source)
-    finally:
-        served.close()
+    source = _website(tenant_a, served)
+    job = _sync(source)
     assert forbidden.log == []  # the worker never connected to the other port
     assert CANARY not in _indexed_text(source)
     assert any("user name" in error["error"] for error in job.errors)
@@ -147,9 +157,9 @@ def test_a_prefix_saved_without_its_slash_and_a_redirect_with_a_user_name_never_
 
 @pytest.mark.parametrize("link", ["%2e%2e/secret.html", ".%2e/secret.html", "..%2fsecret.html", "%2E%2E/secret.html"])
 def test_percent_encoded_dot_segments_in_a_link_a_redirect_or_a_sitemap_never_leave_the_prefix(
-    tenant_a, settings, link
+    tenant_a, settings, site, link
 ):
-    served = _site(settings, {
+    served = site({
         "/docs/index.html": _page("Handbook", "Welcome to the handbook of the company, read by all staff.",
                                   f'<a href="{link}">Up</a> <a href="away.html">Away</a>'),
         "/docs/away.html": (302, {"Location": link}, b""),
@@ -160,43 +170,35 @@ def test_percent_encoded_dot_segments_in_a_link_a_redirect_or_a_sitemap_never_le
     })  # fmt: skip
     body = served.routes["/docs/sitemap.xml"][2].replace(b"{base}", served.base.encode())  # type: ignore[index]
     served.routes["/docs/sitemap.xml"] = (200, {"Content-Type": "application/xml"}, body)
-    try:
-        for name, start in (("links", "/docs/index.html"), ("sitemap", "/docs/sitemap.xml")):
-            source = services.folder_source_create(tenant=tenant_a, name=name, path=served.base + start,
-                                                   kind="website")  # fmt: skip
-            job = _sync(source)
-            assert job.state in (IngestJob.State.SUCCEEDED, IngestJob.State.PARTIAL), (name, job.message)
-            assert CANARY not in _indexed_text(source), name
-    finally:
-        served.close()
+    for name, start in (("links", "/docs/index.html"), ("sitemap", "/docs/sitemap.xml")):
+        source = _website(tenant_a, served, start, name)
+        job = _sync(source)
+        assert job.state in (IngestJob.State.SUCCEEDED, IngestJob.State.PARTIAL), (name, job.message)
+        assert CANARY not in _indexed_text(source), name
     assert "/secret.html" not in served.log
 
 
 # --- 3. website faults ------------------------------------------------------------------------------------------
-def test_a_compressed_bomb_is_refused_while_it_inflates(tenant_a, settings):
+def test_a_compressed_bomb_is_refused_while_it_inflates(tenant_a, settings, site):
     """Two layers of gzip: 1,8 KB on the wire, 100 MB once inflated. The page fails with its reason, counted as it
     inflates (never held whole), and the rest of the site is read."""
     bomb = gzip.compress(gzip.compress(b"<html><body>" + b"A" * 100_000_000 + b"</body></html>", 9), 9)
     assert len(bomb) < 200_000
-    served = _site(settings, {
+    served = site({
         "/docs/index.html": _page("Handbook", "Welcome to the handbook of the company, read by all staff.",
                                   '<a href="bomb.html">Bomb</a> <a href="ok.html">Fine</a>'),
         "/docs/bomb.html": (200, {"Content-Encoding": "gzip, gzip"}, bomb),
         "/docs/ok.html": _page("Shipping", "Standard shipping within Portugal costs 5.50 EUR and takes two days."),
     })  # fmt: skip
     settings.RAG_WEB_MAX_PAGE_BYTES = 5 * 1024 * 1024
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        job = _sync(source)
-    finally:
-        served.close()
+    source = _website(tenant_a, served)
+    job = _sync(source)
     assert any("bomb.html" in e["error"] and "decompressed" in e["error"] for e in job.errors), job.errors
     keys = set(Document.objects.filter(source=source).values_list("document_key", flat=True))
     assert keys == {"docs/index.html.md", "docs/ok.html.md"}
 
 
-def test_a_page_that_drips_its_bytes_is_cut_at_the_pages_deadline_not_each_reads(tenant_a, settings):
+def test_a_page_that_drips_its_bytes_is_cut_at_the_pages_deadline_not_each_reads(tenant_a, settings, site):
     """A byte every 0.3 s keeps each read under its timeout for ever; the page's own deadline ends it."""
 
     def drip(handler: BaseHTTPRequestHandler) -> None:
@@ -212,37 +214,29 @@ def test_a_page_that_drips_its_bytes_is_cut_at_the_pages_deadline_not_each_reads
         except OSError:
             pass  # the reader hung up: what the test wants
 
-    served = _site(settings, {
+    served = site({
         "/docs/index.html": _page("Handbook", "Welcome to the handbook of the company, read by all staff.",
                                   '<a href="slow.html">Slow</a>'),
         "/docs/slow.html": drip,
     })  # fmt: skip
     settings.RAG_WEB_TIMEOUT_S = 2
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        job = _sync(source)
-    finally:
-        served.close()
+    source = _website(tenant_a, served)
+    job = _sync(source)
     assert any("slow.html" in e["error"] and "took over 2 s" in e["error"] for e in job.errors), job.errors
     assert Document.objects.filter(source=source, document_key="docs/index.html.md").exists()
 
 
-def test_hostile_links_are_left_out_and_a_page_of_thousands_of_links_writes_a_short_record(tenant_a, settings):
+def test_hostile_links_are_left_out_and_a_page_of_thousands_of_links_writes_a_short_record(tenant_a, settings, site):
     links = "".join(f'<a href="p{n}.html">{n}</a> ' for n in range(30_000))
-    served = _site(settings, {
+    served = site({
         "/docs/index.html": _page("Handbook", "Welcome to the handbook of the company, read by all staff.",
                                   '<a href="\\..\\secret.html">Back</a> <a href="a\\b.html">Slash</a> '
                                   '<a href="http://x:1@127.0.0.1/">User</a> <a href="many.html">Many</a>'),
         "/docs/many.html": _page("Many", "A page with a great many links to pages of the site.", links),
     })  # fmt: skip
     settings.RAG_WEB_MAX_PAGES = 5
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        job = _sync(source)
-    finally:
-        served.close()
+    source = _website(tenant_a, served)
+    job = _sync(source)
     assert job.state in (IngestJob.State.SUCCEEDED, IngestJob.State.PARTIAL), job.message
     assert Document.objects.filter(source=source, document_key="docs/many.html.md").exists()
     assert JobFile.objects.filter(job=job).count() < 300
@@ -251,36 +245,28 @@ def test_hostile_links_are_left_out_and_a_page_of_thousands_of_links_writes_a_sh
     assert any(skip["key"].startswith("… and") for skip in job.skips)  # the rest counted, not listed
 
 
-def test_robots_txt_is_read_by_the_longest_match_and_an_unreachable_one_disallows_everything(tenant_a, settings):
+def test_robots_txt_is_read_by_the_longest_match_and_an_unreachable_one_disallows_everything(tenant_a, settings, site):
     robots = b"User-agent: *\nDisallow: /docs/\nAllow: /docs/public/\n"  # first-match would disallow public/
-    served = _site(settings, {
+    served = site({
         "/robots.txt": (200, {"Content-Type": "text/plain"}, robots),
         "/docs/public/index.html": _page("Public", "The public handbook page that robots.txt allows to read.",
                                          '<a href="/docs/private.html">Private</a>'),
         "/docs/private.html": _page("Private", "A page robots.txt keeps out of every crawler."),
     })  # fmt: skip
-    settings.RAG_ALLOWED_WEB_PREFIXES = [served.base + "/docs/"]
-    try:
-        source = services.folder_source_create(
-            tenant=tenant_a, name="site", path=f"{served.base}/docs/public/index.html", kind="website"
-        )
-        _sync(source)
-        keys = set(Document.objects.filter(source=source).values_list("document_key", flat=True))
-        assert keys == {"docs/public/index.html.md"}
-        served.routes["/robots.txt"] = (503, {}, b"down")
-        other = services.folder_source_create(
-            tenant=tenant_a, name="other", path=f"{served.base}/docs/public/index.html", kind="website"
-        )
-        job = _sync(other)
-    finally:
-        served.close()
+    source = _website(tenant_a, served, "/docs/public/index.html")
+    _sync(source)
+    keys = set(Document.objects.filter(source=source).values_list("document_key", flat=True))
+    assert keys == {"docs/public/index.html.md"}
+    served.routes["/robots.txt"] = (503, {}, b"down")
+    other = _website(tenant_a, served, "/docs/public/index.html", "other")
+    job = _sync(other)
     assert not Document.objects.filter(source=other).exists()
     assert [skip["reason"] for skip in job.skips] == ["disallowed by robots.txt"]
 
 
 # --- 4. page keys escaped once --------------------------------------------------------------------------------------
-def test_pages_with_spaces_and_accents_stay_live_across_three_syncs_and_the_index_is_clean(tenant_a, settings):
-    served = _site(settings, {
+def test_pages_with_spaces_and_accents_stay_live_across_three_syncs_and_the_index_is_clean(tenant_a, settings, site):
+    served = site({
         "/docs/index.html": _page("Handbook", "Welcome to the handbook of the company, read by all staff.",
                                   '<a href="caf%C3%A9%20menu.html">Menu</a> <a href="caf\u00e9 hours.html">Hours</a>'
                                   ' <a href="100%25.html">Full</a>'),
@@ -288,19 +274,15 @@ def test_pages_with_spaces_and_accents_stay_live_across_three_syncs_and_the_inde
         "/docs/caf%C3%A9%20hours.html": _page("Hours", "The canteen opens at noon and closes at three."),
         "/docs/100%25.html": _page("Full", "Attendance at the yearly meeting was one hundred percent."),
     })  # fmt: skip
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        for n in range(3):
-            job = _sync(source)
-            assert job.retired == 0, (n, job.errors)
-            live = Document.objects.filter(source=source, status=Status.ACTIVE)
-            shown = sorted(d.display_key for d in live)
-            assert shown == ["docs/100%.html.md", "docs/café hours.html.md", "docs/café menu.html.md",
-                             "docs/index.html.md"], (n, shown)  # fmt: skip
-            assert all(d.version == 1 for d in live), n  # unchanged pages: no new version, nothing flips
-    finally:
-        served.close()
+    source = _website(tenant_a, served)
+    for n in range(3):
+        job = _sync(source)
+        assert job.retired == 0, (n, job.errors)
+        live = Document.objects.filter(source=source, status=Status.ACTIVE)
+        shown = sorted(d.display_key for d in live)
+        assert shown == ["docs/100%.html.md", "docs/café hours.html.md", "docs/café menu.html.md",
+                         "docs/index.html.md"], (n, shown)  # fmt: skip
+        assert all(d.version == 1 for d in live), n  # unchanged pages: no new version, nothing flips
     call_command("index_check", tenant_a.slug)  # CommandError on any drift between SQL and the store
     # a page's hit and citation carry its address, not only its key
     hits = retrieve(viewer=Viewer.everything(tenant_a), query="canteen soup salad dish of the day", top_k=3)
@@ -308,18 +290,14 @@ def test_pages_with_spaces_and_accents_stay_live_across_three_syncs_and_the_inde
     assert located["docs/café menu.html.md"] == f"{served.base}/docs/caf%C3%A9%20menu.html"
 
 
-def test_a_short_pages_navigation_and_footer_are_not_indexed(tenant_a, settings):
+def test_a_short_pages_navigation_and_footer_are_not_indexed(tenant_a, settings, site):
     nav = '<nav><a href="index.html">Home</a> · <a href="hours.html">Hours</a> · Zebracrossing menu</nav>'
     chrome = '<div class="site-footer">© 2026 Example Corp · Privacy · Wombatfooter imprint</div>'
     page = (f"<html><head><title>Hours</title></head><body>{nav}<main><h1>Hours</h1><p>The canteen opens at noon."
             f"</p></main>{chrome}</body></html>").encode()  # fmt: skip
-    served = _site(settings, {"/docs/index.html": (200, {}, page)})
-    try:
-        source = services.folder_source_create(tenant=tenant_a, name="site", path=f"{served.base}/docs/index.html",
-                                               kind="website")  # fmt: skip
-        _sync(source)
-    finally:
-        served.close()
+    served = site({"/docs/index.html": (200, {}, page)})
+    source = _website(tenant_a, served)
+    _sync(source)
     text = "\n".join(Document.objects.get(source=source).chunks.values_list("text", flat=True))
     assert "canteen opens at noon" in text
     assert "Zebracrossing" not in text and "Wombatfooter" not in text

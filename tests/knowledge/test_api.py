@@ -67,7 +67,7 @@ def test_retrieve_returns_located_hits_with_signals(corpus_a, key_a):
     assert hit["document_key"] == "install.md" and hit["source_id"] == "src:acme:folder:handbook"
     assert set(hit) == {
         "chunk_id", "document_id", "source_id", "document_key", "title", "heading", "text", "score", "mode",
-        "line_start", "line_end", "page", "page_start", "page_end", "page_label", "tags", "critical", "version",
+        "line_start", "line_end", "page", "page_start", "page_end", "page_label", "url", "tags", "critical", "version",
         "freshness", "signals", "table",
     }  # fmt: skip
     assert hit["freshness"]["status"] == "current" and hit["freshness"]["changed_at"]
