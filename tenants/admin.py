@@ -210,13 +210,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
 
     @admin.display(description="Acts for")
     def acts_for_label(self, obj: ApiKey) -> str:
-        return (
-            "ALL documents"
-            if obj.acts_for_all
-            else ", ".join(obj.acts_for)
-            if obj.acts_for
-            else "no one (its principals were deleted)"
-        )
+        return "ALL documents" if obj.acts_for_all else ", ".join(obj.acts_for or ["tenant"])
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

@@ -32,10 +32,9 @@ class TenantDetailApi(TenantApiView):
     @extend_schema(responses={200: OutputSerializer})
     def get(self, request: Request, tenant_slug: str) -> Response:
         key = request.auth if isinstance(request.auth, ApiKey) else None
-        acts_for = None if key is None else list(key.acts_for) if key.acts_for is not None else ["tenant"]
         return Response(self.OutputSerializer({
             "public_id": self.tenant.public_id, "slug": self.tenant.slug, "name": self.tenant.name,
-            "acts_for": acts_for, "sees_everything": self.viewer.sees_all,
+            "acts_for": list(key.acts_for or ["tenant"]) if key else None, "sees_everything": self.viewer.sees_all,
         }).data)  # fmt: skip
 
 

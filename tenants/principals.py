@@ -122,11 +122,7 @@ def viewer_for(*, tenant: Tenant, membership: Membership | None = None, api_key:
         )
     if api_key is None or api_key.tenant_id != tenant.pk:
         raise ValueError("A request reads as a member or as a key of its tenant.")
-    # An empty list is a key whose every principal is gone (a deleted group or person): it acts for no one, never for
-    # the whole tenant. A key is issued with a list (["tenant"] by default); only a missing one means the default.
-    acts_for = list(api_key.acts_for) if api_key.acts_for is not None else [TENANT]
-    if not acts_for:
-        return Viewer(tenant, frozenset())
+    acts_for = list(api_key.acts_for or [TENANT])
     if acts_for == [TENANT]:  # most keys: nothing to look up
         return Viewer(tenant, frozenset({TENANT}))
     needs_groups = any(p.startswith(("group:", "user:")) for p in acts_for)
@@ -142,7 +138,7 @@ def everyone(tenant: Tenant) -> tuple[list[tuple[Membership, Viewer]], list[tupl
         for m in Membership.objects.for_tenant(tenant).select_related("user").order_by("user__username")
     ]
     keys = [
-        (k, Viewer(tenant, directory.key(list(k.acts_for) if k.acts_for is not None else [TENANT])))
+        (k, Viewer(tenant, directory.key(list(k.acts_for or [TENANT]))))
         for k in ApiKey.objects.for_tenant(tenant).filter(revoked_at__isnull=True)
     ]
     return members, keys

@@ -367,16 +367,15 @@ def group_delete(*, tenant: Tenant, actor: User | None, group: Group) -> int:
 
 
 def principal_gone(*, tenant: Tenant, principal: str, sender: type) -> int:
-    """A group or a person is gone: its principal leaves every key's acts-for list (a key that acted for it alone then
-    acts for no one, never for the whole tenant) and, through principal_removed, every access list of the tenant's
-    sources and documents. Returns how many lists and keys changed."""
+    """A group or a person is gone: its principal leaves every key's acts-for list and, through principal_removed,
+    every access list of the tenant's sources and documents. Returns how many lists and keys changed."""
     from tenants.signals import principal_removed
 
     changed = 0
     for key in ApiKey.objects.for_tenant(tenant).select_for_update():
         if principal in (key.acts_for or []):
             key.acts_for = [p for p in key.acts_for if p != principal]
-            key.save(update_fields=["acts_for"])  # left empty, the key acts for no one (tenants/principals.py)
+            key.save(update_fields=["acts_for"])  # left empty, it holds `tenant` alone, as every key does
             changed += 1
     for _receiver, count in principal_removed.send(sender=sender, tenant=tenant, principal=principal):
         changed += int(count or 0)

@@ -361,14 +361,14 @@ def test_a_person_created_under_a_deleted_accounts_name_inherits_nothing(company
     secret.refresh_from_db()
     assert "user:hanna" not in (secret.access or []) and "user:hanna" not in secret.reader_list
     key.refresh_from_db()
-    assert key.acts_for == []  # acts for no one: never for the whole tenant
+    assert key.acts_for == []  # holds `tenant` alone, as every key does: no longer anyone's
     newcomer = make_member(tenant, username="hanna")
     for viewer in (viewer_for(tenant=tenant, membership=Membership.objects.get(tenant=tenant, user=newcomer)),
                    viewer_for(tenant=tenant, api_key=key)):  # fmt: skip
         assert not viewer.sees(secret.reader_list)
         hits = retrieve(viewer=viewer, query="handbook", top_k=20)
         assert secret.document_id not in {h.chunk.document.document_id for h in hits}
-    assert viewer_for(tenant=tenant, api_key=key).principals == frozenset()
+    assert viewer_for(tenant=tenant, api_key=key).principals == frozenset({"tenant"})
 
 
 def test_a_key_starts_at_most_its_quota_of_live_sessions_and_an_ended_one_frees_a_place(tenant_a, settings):
