@@ -141,21 +141,24 @@ class Reader:
             raise WebProblem(f"{target.text[:200]}: content encoding {', '.join(encodings)[:60]} is not read")
         decoders = [zlib.decompressobj(DECODINGS[e]) for e in reversed(encodings)]  # the last applied comes off first
         body = bytearray()
-        for piece in response.iter_raw():
-            if time.monotonic() > deadline:
-                raise PageTimedOut(f"{target.text[:200]}: took over {settings.RAG_WEB_TIMEOUT_S} s")
-            for decoder in decoders:
-                piece = _inflate(decoder, piece, cap - len(body) + 1, target)
-            body += piece
-            if len(body) > cap:
-                raise self._over(cap, target)
-        for index, decoder in enumerate(decoders):  # what each stage still holds, through the stages after it
-            tail = decoder.flush()
-            for later in decoders[index + 1 :]:
-                tail = _inflate(later, tail, cap - len(body) + 1, target)
-            body += tail
-            if len(body) > cap:
-                raise self._over(cap, target)
+        try:
+            for piece in response.iter_raw():
+                if time.monotonic() > deadline:
+                    raise PageTimedOut(f"{target.text[:200]}: took over {settings.RAG_WEB_TIMEOUT_S} s")
+                for decoder in decoders:
+                    piece = _inflate(decoder, piece, cap - len(body), target)
+                body += piece
+                if len(body) > cap:
+                    raise _Overflow()
+            for index, decoder in enumerate(decoders):  # what each stage still holds, through the stages after it
+                tail = decoder.flush()
+                for later in decoders[index + 1 :]:
+                    tail = _inflate(later, tail, cap - len(body), target)
+                body += tail
+                if len(body) > cap:
+                    raise _Overflow()
+        except _Overflow:
+            raise self._over(cap, target) from None
         self.bytes_left -= len(body)
         return bytes(body)
 
@@ -169,14 +172,19 @@ class Reader:
         self.client.close()
 
 
-def _inflate(decoder: Any, data: bytes, limit: int, target: WebURL) -> bytes:
-    """At most `limit` bytes out of one decompression stage (a page of a few bytes may inflate to gigabytes)."""
+class _Overflow(Exception):
+    """A page's bytes went past what it may have (its cap, or what is left of the sync's budget)."""
+
+
+def _inflate(decoder: Any, data: bytes, room: int, target: WebURL) -> bytes:
+    """One decompression stage's output, never more than `room` bytes of it held (a page of a few bytes may inflate
+    to gigabytes): past that, _Overflow, whatever the rest would be."""
     try:
-        out = decoder.decompress(data, max(limit, 1))
+        out = decoder.decompress(data, max(room, 0) + 1)
     except zlib.error as exc:
         raise WebProblem(f"{target.text[:200]}: its compressed body is broken ({exc})") from exc
-    if decoder.unconsumed_tail:
-        return out + b"\0" * max(limit - len(out), 1)  # more is held back: over the cap, whatever the rest is
+    if decoder.unconsumed_tail or len(out) > room:
+        raise _Overflow()
     return out
 
 
