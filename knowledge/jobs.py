@@ -79,7 +79,11 @@ def start(job: IngestJob) -> None:
     job.errors, job.skips, job.finished_at = [], [], None
     # what an earlier attempt ended with is not this one's: a retry says it is one, never the old failure
     retry = int((job.params or {}).get("retries", 0))
-    job.message = f"Retry {retry}, on request." if retry else ""
+    if retry:
+        job.message = f"Retry {retry}, on request."
+    elif job.attempts <= 1:
+        job.message = ""
+    # else: a job queued again by recover_orphaned_jobs keeps the message that says so
     job.save()
 
 
