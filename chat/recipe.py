@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chat import excerpts, records, services
-from chat.models import AnswerRecord, Assistant
+from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession
 from knowledge import memory
 from knowledge.models import AgentSession
 from knowledge.search.retrieval import RetrieveFilters
@@ -23,6 +23,18 @@ MAX_QUESTION_CHARS = 2000  # every door's limit on a question (its own input che
 
 class UnknownAssistant(ValueError):
     """The caller named an assistant this tenant does not have."""
+
+
+def conversation(session: ChatSession | None, *, turns: int = 6) -> tuple[list[str], list[str]]:
+    """A staff chat's earlier questions (its last `turns`) and its last answer, read as the OpenAI door reads a
+    request's earlier messages: a follow-up ("what is it now?") is read in their context, and its answer does not
+    repeat what was said (excerpts.in_context, services.answer_stream)."""
+    if session is None:
+        return [], []
+    messages = list(session.messages.order_by("-created_at", "-pk")[: 2 * turns])[::-1]
+    earlier = [m.text[:MAX_QUESTION_CHARS] for m in messages if m.role == ChatMessage.Role.USER and m.text.strip()]
+    said = [m.text[: 10 * MAX_QUESTION_CHARS] for m in messages if m.role == ChatMessage.Role.ASSISTANT][-1:]
+    return earlier, said
 
 
 @dataclass

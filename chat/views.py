@@ -79,7 +79,8 @@ def chat_sessions(request: TenantRequest) -> HttpResponse:
 @tenant_member_required
 @require_POST
 def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
-    """Answer one question as Server-Sent Events; a fresh retrieval round every time (no history replay)."""
+    """Answer one question as Server-Sent Events; in a conversation (`session`), a message that refers back to it is
+    read with the question before it, as the OpenAI door reads one (recipe.conversation)."""
     question = (request.POST.get("question") or "").strip()
     if not question:
         return HttpResponseBadRequest("Type a question first.")
@@ -88,7 +89,9 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     assistant = services.assistant_get(tenant=request.tenant, name=request.POST.get("assistant") or None)
     session_id = request.POST.get("session") or ""
     session = _own_sessions(request).public_or_404(session_id) if session_id else None
-    asked = recipe.Asked(question=question, assistant=assistant or (session.assistant if session else None))
+    earlier, said = recipe.conversation(session)  # a follow-up is read in the conversation's context
+    asked = recipe.Asked(question=question, assistant=assistant or (session.assistant if session else None),
+                         earlier=earlier, said=said)  # fmt: skip
     answering = recipe.Answering(viewer=request.viewer, asked=asked, channel="chat", user=request.user)
     try:
         stream = _started(answering.stream)

@@ -166,3 +166,31 @@ def test_staff_read_a_cited_document_with_the_passage_highlighted_and_never_one_
     outsider = make_member(tenant_b)
     client.force_login(outsider)
     assert client.get(f"/t/acme/read/{warranty.document_id}/").status_code == 404
+
+
+def test_a_follow_up_in_the_staff_chat_is_read_in_the_conversations_context(handbook, tenant_a):
+    """ "Where is that written?" after a question is read with it, as the OpenAI door reads the same messages; a
+    question of its own in the same conversation stands alone, and another user's conversation is never read."""
+    from chat.models import AnswerRecord
+
+    client = Client()
+    client.force_login(make_member(tenant_a))
+
+    def ask(question: str, session: str = "") -> dict:
+        response = client.post("/t/acme/chat/ask/", {"question": question, "session": session})
+        body = b"".join(response.streaming_content).decode()
+        return json.loads(body.strip().split("\n\n")[-1].split("\n", 1)[1].removeprefix("data: "))
+
+    first = ask("How long is the warranty?")
+    follow = ask("Where is that written?", first["session"])
+    assert follow["session"] == first["session"]
+    asked = AnswerRecord.objects.get(public_id=follow["answer_id"]).question
+    assert asked == "How long is the warranty? Where is that written?"
+    assert "warranty.md" in json.dumps(follow["citations"])
+    alone = ask("What does the handbook say about returns?", first["session"])
+    assert (
+        AnswerRecord.objects.get(public_id=alone["answer_id"]).question == "What does the handbook say about returns?"
+    )
+    session = ChatSession.objects.get(public_id=first["session"])
+    assert [m.text for m in session.messages.filter(role="user").order_by("pk")] == [
+        "How long is the warranty?", "Where is that written?", "What does the handbook say about returns?"]  # fmt: skip
