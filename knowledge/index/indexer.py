@@ -320,10 +320,13 @@ def sync_access(document: Document) -> bool:
         if sorted(set(enforced_access(fresh))) != target:
             return False
         fresh_carrying = {v.pk: version_list(v) for v in versions_carrying([document.pk]).get(document.pk, [])}
+        # (versions_carrying again, under the lock: a carried note narrowed meanwhile must not be widened here)
         if any(fresh_carrying.get(pk, ["tenant"]) != listed for pk, listed in own.items()):
             return False  # a carried note changed meanwhile: the next drain applies its list
+        stored = {v.pk: v.readers for v in served}
         for pk, listed in own.items():
-            DocumentVersion.objects.filter(pk=pk).update(readers=readers_text(listed))
+            if readers_text(listed) != stored[pk]:  # most versions carry nothing: no write
+                DocumentVersion.objects.filter(pk=pk).update(readers=readers_text(listed))
         Document.objects.filter(pk=document.pk).update(readers=readers_text(target), access_pending=False)
     return True
 
