@@ -365,6 +365,9 @@ class DocumentVersion(TenantOwned):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["document", "version"], name="version_unique_number")]
+        indexes = [  # the versions with a list of their own: few, read by every restricted query (query_principals)
+            models.Index(fields=["tenant"], condition=~models.Q(readers=" tenant "), name="version_own_access"),
+        ]
         ordering = ["document_id", "-version"]
 
     def __str__(self) -> str:
