@@ -299,9 +299,7 @@ def _key_label(api_key: ApiKey) -> str:
 def _key_detail(api_key: ApiKey, by_key: ApiKey | None) -> str:
     expiry = f", expires {api_key.expires_at:%Y-%m-%d}" if api_key.expires_at else ""
     by = f"; by API key {by_key.prefix}…" if by_key is not None else ""
-    return (
-        f"scope {api_key.scope}, acts for {', '.join(api_key.acts_for) if api_key.acts_for else 'no one'}{expiry}{by}"
-    )
+    return f"scope {api_key.scope}, acts for {', '.join(api_key.acts_for or [TENANT])}{expiry}{by}"
 
 
 def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, actor: User | None, by_key: ApiKey | None = None) -> bool:
@@ -383,12 +381,17 @@ def principal_gone(*, tenant: Tenant, principal: str, sender: type) -> int:
 
 
 def user_forget(user: User) -> int:
-    """A person's account is being deleted: `user:<name>` leaves every list and key of every tenant, so a person
-    created later under the same username inherits nothing (and no key acting for the old one works again)."""
-    principal = f"user:{user.get_username()}"
+    """A person's account is being deleted: `user:<name>` leaves every list and key of every tenant it can stand in,
+    so a person created later under the same username inherits nothing (and no key acting for the old one reads as
+    them). A list or key names a user only while the user is a member (principals_check), so the tenants to visit are
+    those the user belongs to or ever left (the audit log keeps the name), not every tenant of the server."""
+    name = user.get_username()
+    principal = f"user:{name}"
+    member_of = Membership.objects.filter(user=user).values_list("tenant_id", flat=True)
+    left = MembershipEvent.objects.filter(username=name).values_list("tenant_id", flat=True)
     changed = 0
     with transaction.atomic():
-        for tenant in Tenant.objects.all():
+        for tenant in Tenant.objects.filter(Q(pk__in=member_of) | Q(pk__in=left)):
             count = principal_gone(tenant=tenant, principal=principal, sender=type(user))
             if count:
                 MembershipEvent.objects.create(
