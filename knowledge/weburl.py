@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urldefrag, urljoin, urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # What a path keeps as written (RFC 3986 pchar and "/"); anything else is percent-encoded.
@@ -92,8 +92,6 @@ def web_url(url: str) -> WebURL:
 
 def joined(base: WebURL, reference: str) -> WebURL:
     """A link or a redirect's Location read against the page it is on (RFC 3986 section 5), normalised."""
-    from urllib.parse import urldefrag, urljoin
-
     if _SEPARATOR_RE.search(reference.split("?", 1)[0].split("#", 1)[0]):
         raise BadURL(f"{reference[:200]}: an encoded slash or a backslash in its path")
     return web_url(urldefrag(urljoin(base.text, reference.strip()))[0])
