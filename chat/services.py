@@ -16,14 +16,16 @@ from django.conf import settings
 
 from chat import computing
 from chat.citations import extractive_answer
-from chat.excerpts import AnswerSettings, Sources, context_budget, focused_prompt, in_context
+from chat.excerpts import AnswerSettings, Sources, across_languages, context_budget, focused_prompt, in_context
 from chat.models import Assistant, ChatMessage, ChatSession
 from chat.prompting import build_grounded_history
+from chat.rendering import rendering_for
 from chat.verdicts import (
     WEAK_EVIDENCE_LOGIT,
     Sentence,
     SentenceChecker,
     answer_verifier,
+    not_verified_text,
     unknown_identifiers_refusal,
     verified,
     weak_evidence,
@@ -31,7 +33,6 @@ from chat.verdicts import (
 from inference.llm import LLMGateway, ModelUnavailable, get_gateway
 from knowledge.claims import (
     NOTHING_RETRIEVED,
-    REFUSALS,
     language_of,
 )
 from knowledge.search.retrieval import RetrievedChunk
@@ -146,7 +147,7 @@ def _stream_answer(
                           elapsed(), question=question)  # fmt: skip
         return
     if weak_evidence(sources):
-        text = REFUSALS[language_of(question)]
+        text = not_verified_text(language_of(question), sources)
         reason = (f"The best excerpt sentence does not answer the question (cross-encoder logit "
                   f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).")  # fmt: skip
         yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings, question=question)
@@ -156,13 +157,21 @@ def _stream_answer(
         yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations,
                           question=question)  # fmt: skip
         return
+    # Across languages, the model reads and writes in the evidence's language, where each sentence is checked; a
+    # verified sentence is rendered in the asker's (chat/rendering.py).
+    rendering = rendering_for(question, sources.excerpts, scope=str(viewer.tenant.pk))
+    checked_question = rendering.question
+    if rendering.across:  # a follow-up: the question read with the one before it, translated as one
+        asked = checked_question
+    multilingual = across_languages(checked_question, sources.excerpts) if rendering.across else sources.multilingual
     budget = model.n_ctx - options.max_tokens - 64
     prompt, evidence = focused_prompt(asked, sources, options, model.count_tokens, budget)
     timings["prompt_ms"] = elapsed()
     timings["prompt_tokens"] = model.count_tokens(prompt.messages[-1]["content"])  # after the cached system turn
     model.warm(prompt.messages[0]["content"])  # once per loaded model and system prefix
     timings["warm_ms"] = elapsed()
-    checker = SentenceChecker(answer_verifier(question, evidence, sources.when, sources.multilingual), elapsed, said)
+    checker = SentenceChecker(answer_verifier(checked_question, evidence, sources.when, multilingual), elapsed, said,
+                              rendering)  # fmt: skip
     ttft: float | None = None
     written = 0  # the model streams one token a delta
     tokens = model.stream(prompt.messages, max_tokens=options.max_tokens, temperature=options.temperature,
@@ -183,7 +192,7 @@ def _stream_answer(
     timings["generated_ms"] = checker.arrivals[-1][1] if checker.arrivals else elapsed()  # the model's last token
     checked_at = elapsed()
     verdict = verified(question, checker.buffer, sources, evidence, verifier=checker.verifier, viewer=viewer,
-                       said=said)  # fmt: skip
+                       said=said, rendering=rendering)  # fmt: skip
     timings["verify_ms"] = elapsed() - checked_at
     text, computed = verdict.text, None
     if fell_back is not None:
@@ -210,7 +219,8 @@ def _computed(
     choice, tables = computing.choose_table(question, sources.hits, viewer)
     if choice is None or not computing.asks_to_compute(question, tables):
         return False
-    outcome = computing.computed_answer(question=question, choice=choice, model=model, clock=elapsed)
+    outcome = computing.computed_answer(question=question, choice=choice, model=model, clock=elapsed,
+                                        gloss=computing.english_of(question, viewer))  # fmt: skip
     if isinstance(outcome, computing.Fallback):
         logger.info("answer: computing did not answer (%s); answering from the excerpts", outcome.reason)
         return outcome

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from chat.citations import citation_of, earlier_notes, stale_note
 from chat.excerpts import Sources, cross_encoder, embed, embed_multilingual
+from chat.rendering import Rendering, in_asker_language
 from knowledge.claims import (
     CLAIM_SPLIT_RE,
     NOT_FOUND_RE,
@@ -82,7 +83,7 @@ def answer_verifier(question: str, evidence: list[EvidenceText], when: TimeRead 
 
 def verified(
     question: str, draft: str, sources: Sources, evidence: list[EvidenceText], verifier: Verifier | None = None,
-    viewer: Viewer | None = None, said: Sequence[str] = (),
+    viewer: Viewer | None = None, said: Sequence[str] = (), rendering: Rendering | None = None,
 ) -> Verdict:  # fmt: skip
     """The verdict on a generated draft (`verifier`: the one that checked its sentences as they streamed).
 
@@ -92,7 +93,8 @@ def verified(
     change is followed by what was there before, cited (`earlier_notes`). Otherwise it is a refusal: `not_verified`
     with the source sentences most likely to hold the answer when the model read some that bear on the question,
     `not_found` when it read none. `said`: the previous answer, when the question is a follow-up; a sentence that
-    says it again is left out of the text (problem "repeat"), unless nothing else answers."""
+    says it again is left out of the text (problem "repeat"), unless nothing else answers. `rendering`: the draft
+    was written and checked in the evidence's language, and its shown sentences are rendered in the asker's."""
     language = language_of(question)
     verifier = verifier or answer_verifier(question, evidence, sources.when, sources.multilingual)
     claims = verifier.check(draft)
@@ -109,8 +111,9 @@ def verified(
             "time)." if any(c.problem == "time" for c in checked)
             else "No sentence of the model's draft that answers the question is supported by the excerpts."
         )  # fmt: skip
-        return refusal(question, sources, reason, claims=[c.as_dict() for c in claims])
+        return refusal(question, sources, reason, claims=[c.as_dict() for c in claims], rendering=rendering)
     told = [c for c in claims if c.problem != "repeat"]
+    in_asker_language(told, rendering)
     used = sorted({n for c in told for n in c.citations})
     cited = {n: " ".join(c.text for c in told if n in c.citations) for n in used}
     citations = [citation_of(n, sources.excerpts[n - 1], cited[n]) for n in used]
@@ -140,7 +143,7 @@ WHERE_TO_LOOK = {
 }
 
 
-def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:
+def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:  # question: in the evidence's language
     """The 1-3 sentences the model read that the packaged cross-encoder ranks best for the question, each read and
     shown with the sentence before it (as the model read them: "Default: 500_000" needs its setting), verbatim, with
     the number of its excerpt; none that scores below WHERE_TO_LOOK_LOGIT, none without the cross-encoder.
@@ -166,13 +169,16 @@ def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:
     return chosen
 
 
-def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[str, Any]] | None = None) -> Verdict:
-    """No sentence could be verified: the passages that may hold the answer (not_verified), or a plain refusal
-    when the model read nothing that bears on the question (not_found)."""
+def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[str, Any]] | None = None,
+            rendering: Rendering | None = None) -> Verdict:  # fmt: skip
+    """No sentence could be verified: the passages that may hold the answer (not_verified), or, when the model read
+    nothing that bears on the question (not_found), a refusal that says no answer could be verified (never that the
+    documents lack it: retrieval found them) and names the documents it read."""
     language = language_of(question)
-    passages = where_to_look(question, sources)
+    passages = where_to_look(rendering.question if rendering is not None else question, sources)
     if not passages:
-        return Verdict(status="not_found", text=REFUSALS[language], citations=[], claims=claims or [], reason=reason)
+        return Verdict(status="not_found", text=not_verified_text(language, sources), citations=[],
+                       claims=claims or [], reason=reason)  # fmt: skip
     lines = [WHERE_TO_LOOK[language], *(f"> [{p['n']}] “{p['text']}”" for p in passages)]
     numbers = sorted({p["n"] for p in passages})
     citations = [
@@ -180,6 +186,20 @@ def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[s
     ]
     return Verdict(status="not_verified", text="\n".join(lines), citations=citations, claims=claims or [],
                    reason=reason, evidence=passages)  # fmt: skip
+
+
+READ = {"en": "The documents I read for it: {documents}.", "es": "Los documentos que he leído: {documents}."}
+READ_LISTED = 3
+
+
+def not_verified_text(language: str, sources: Sources) -> str:
+    """The refusal when no passage bears on the question: no answer could be verified, and which documents were read
+    (where to look), never a claim that the documents lack it."""
+    documents = list(dict.fromkeys(hit.chunk.document.display_key for hit in sources.excerpts))[:READ_LISTED]
+    text = REFUSALS[language]
+    if documents:
+        text += " " + READ.get(language, READ["en"]).format(documents=", ".join(documents))
+    return text
 
 
 SENTENCE_LEFT_OUT = "A sentence of the model's was left out: {reason}."
@@ -210,8 +230,10 @@ class SentenceChecker:
     to check ("Here is how:") waits for a shown one to follow it; the model's "the excerpts do not say" is never
     shown (the verdict says it)."""
 
-    def __init__(self, verifier: Verifier, clock: Callable[[], float], said: Sequence[str] = ()) -> None:
+    def __init__(self, verifier: Verifier, clock: Callable[[], float], said: Sequence[str] = (),
+                 rendering: Rendering | None = None) -> None:  # fmt: skip
         self.verifier, self.clock, self.said = verifier, clock, said  # said: the previous answer, for a follow-up
+        self.rendering = rendering  # a sentence checked in the evidence's language is shown in the asker's
         self.buffer = ""
         self.complete = 0  # pieces of the buffer already checked
         self.arrivals: list[tuple[int, float]] = []  # (buffer length after a delta, when it came)
@@ -258,6 +280,7 @@ class SentenceChecker:
         if claim.supported and self.verifier.addresses_question(claim, first=claim is self.first_checked):
             shown = [*self.waiting, claim]
             self.waiting = []
+            in_asker_language(shown, self.rendering)
             self.times.setdefault("first_verified_ms", self.clock())
             return [Sentence(claim=c.as_dict(), shown=True, text=render([c])) for c in shown]
         if claim.supported:

@@ -9,6 +9,10 @@ Apertium runs in a process of its own, one per worker and language (a crash ther
 started at the first question (about 50 ms to load its dictionaries) and kept: a question then costs about a
 millisecond. Each is bounded by TIMEOUT_S. No Apertium, no pair for the language, a failure or a timeout: no gloss
 (None), and the retrieve goes on without it; after a failure the next question starts a new process.
+
+The same processes render an answer across languages (`translate`): a sentence checked against English evidence is
+shown to a Spanish asker in Spanish, and the other way round (chat/rendering.py keeps its values, names, codes and
+markers as they are).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 PAIRS = {"es": "spa-eng"}  # a question's language → the Apertium mode that glosses it into English
+MODES = {("es", "en"): "spa-eng", ("en", "es"): "eng-spa"}  # (from, into) → the Apertium mode that translates
 MODES_DIR = Path("/usr/share/apertium/modes")
 TIMEOUT_S = 2.0
 WAIT_S = 0.25  # how long a question waits for another's gloss before going on without one
@@ -153,16 +158,22 @@ _glossers_lock = threading.Lock()
 
 def glosser(language: str) -> Glosser | None:
     """The glosser into English for a language, or None (turned off, no pair, or Apertium not installed)."""
-    if not settings.RAG_GLOSS or language not in PAIRS:
+    return translator(language, "en") if language in PAIRS else None
+
+
+def translator(source: str, target: str) -> Glosser | None:
+    """The Apertium process that translates `source` into `target`, or None (turned off, no such pair, or
+    Apertium not installed)."""
+    mode = MODES.get((source, target))
+    if not settings.RAG_GLOSS or mode is None:
         return None
     with _glossers_lock:
-        if language not in _glossers:
-            mode = PAIRS[language]
+        if mode not in _glossers:
             found = shutil.which("apertium") is not None and (MODES_DIR / f"{mode}.mode").exists()
             if not found:
-                log.info("no Apertium %s: questions in %s are not glossed into English", mode, language)
-            _glossers[language] = Glosser(mode) if found else None
-        return _glossers[language]
+                log.info("no Apertium %s: %s is not translated into %s", mode, source, target)
+            _glossers[mode] = Glosser(mode) if found else None
+        return _glossers[mode]
 
 
 _cache: OrderedDict[tuple[str, str, str], str] = OrderedDict()
@@ -172,7 +183,13 @@ def gloss(text: str, language: str, *, scope: str = "") -> str | None:
     """An English gloss of `text` (in `language`), or None. A gloss made lately for the same `scope` (the asking
     tenant: how fast a question comes back never tells one tenant what another asked) is read again from a small
     cache; so is a failure (no gloss), so a question that breaks Apertium costs its deadline once, not at every call."""
-    found = glosser(language)
+    return translate(text, language, "en", scope=scope) if language in PAIRS else None
+
+
+def translate(text: str, source: str, target: str, *, scope: str = "") -> str | None:
+    """`text` (in `source`) in `target`, or None (no pair, Apertium missing, busy, failed or past its deadline);
+    cached per `scope` as `gloss` says."""
+    found = translator(source, target)
     if found is None:
         return None
     key = (scope, found.mode, text)
@@ -182,10 +199,10 @@ def gloss(text: str, language: str, *, scope: str = "") -> str | None:
             return _cache[key] or None
     try:
         made = found.gloss(text)
-    except GlosserBusy as exc:  # not this question's fault: not kept, the next call tries again
+    except GlosserBusy as exc:  # not this text's fault: not kept, the next call tries again
         log.warning("%s", exc)
         return None
-    with _glossers_lock:  # a question that failed is kept as "no gloss": asked again, it never reaches Apertium
+    with _glossers_lock:  # a text that failed is kept as "no translation": asked again, it never reaches Apertium
         _cache[key] = made or ""
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)

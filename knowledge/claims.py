@@ -67,12 +67,16 @@ class Claim:
     # Why an excerpt that shares its words does not support it: "value", "field", "polarity", "time" (it states it
     # of another time: a superseded value offered as a value of now, today's value offered as the 2025 one).
     problem: str = ""
+    # The sentence as it was checked, when it is shown in another language (chat/rendering.py): `text` is then its
+    # rendering in the asker's language, values, names and markers unchanged.
+    original: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        shown = {
             "text": self.text, "citations": self.citations, "supported": self.supported, "quotes": self.quotes,
             "relevant": self.relevant, "problem": self.problem,
         }  # fmt: skip
+        return {**shown, "original": self.original} if self.original else shown
 
 
 @dataclass
@@ -890,9 +894,9 @@ def language_of(text: str) -> str:
     return "es" if spanish > english else "en"
 
 
-REFUSALS = {
-    "en": "The documents available to me do not contain the answer to this question.",
-    "es": "Los documentos disponibles no contienen la respuesta a esta pregunta.",
+REFUSALS = {  # retrieval found documents, and no answer in them could be verified (never "they do not contain it")
+    "en": "I could not verify an answer to this question in the documents available to me.",
+    "es": "No he podido verificar una respuesta a esta pregunta en los documentos disponibles.",
 }
 NOTHING_RETRIEVED = {
     "en": "The knowledge base does not contain anything that matches this question.",

@@ -102,14 +102,19 @@
   // The sources panel: a status line, then one card per excerpt, numbered as the answer cites them.
   function showExcerpts(status, items, hits, label) {
     citations.replaceChildren();
-    const byChunk = Object.fromEntries(hits.map((hit) => [hit.chunk_id, hit]));
+    // A document's versions share their chunk ids: an excerpt is the hit of its own version (a git file's later
+    // version shows its own text, not version 1's), or of its chunk when it names no version.
+    const key = (item) => item.chunk_id + "@" + (item.version ?? "");
+    const byChunk = Object.fromEntries([...hits].reverse().map((hit) => [hit.chunk_id, hit]));
+    const byVersion = Object.fromEntries([...hits].reverse().map((hit) => [key(hit), hit]));
     const p = document.createElement("p");
     p.className = "muted";
     p.id = "sources-status";
     p.textContent = status;
     citations.appendChild(p);
     for (const item of items) {
-      citations.appendChild(excerptCard(item, item.n, (byChunk[item.chunk_id] || {}).text || item.text, label));
+      const hit = byVersion[key(item)] || (item.version == null ? byChunk[item.chunk_id] : null) || {};
+      citations.appendChild(excerptCard(item, item.n, item.text || hit.text, label));
     }
   }
 
@@ -133,7 +138,7 @@
     if (!done.citations.length) {
       status = {
         no_evidence: gettext("Nothing in the knowledge base matched this question."),
-        not_found: gettext("The retrieved excerpts do not contain the answer, so nothing is cited."),
+        not_found: gettext("No answer could be verified in the retrieved excerpts, so nothing is cited."),
       }[done.status] || gettext("The answer cites no excerpt.");
     }
     showExcerpts(status, done.citations, done.hits, gettext("cited"));
@@ -182,6 +187,14 @@
     const end = markers && /[.!?:;]$/.test(sentence) ? sentence.slice(-1) : "";
     appendInline(span, markers ? sentence.slice(0, sentence.length - end.length) + " " + markers + end : sentence);
     nodes.push(span);
+    if (claim.original) {  // shown in the asker's language: the sentence as it was verified, one click away
+      const original = document.createElement("details");
+      original.className = "original";
+      const summary = document.createElement("summary");
+      summary.textContent = gettext("As verified");
+      original.append(summary, document.createTextNode(claim.original));
+      nodes.push(original);
+    }
     for (const quote of claim.quotes || []) {
       const evidence = document.createElement("span");
       evidence.className = "evidence";
