@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chat.citations import citation_of
+from chat.constraints import COMPUTE_WORDS, COVERAGE, coverage, terms, unkept, values_meant
+from chat.excerpts import embed_multilingual
+from inference import translation
 from knowledge.claims import fold, language_of
 from knowledge.compute import Computed, QueryRefused, Used, engine, grounded, rows_used, run, schema
 from knowledge.models import DocumentTable
@@ -35,17 +38,6 @@ SQL_MAX_TOKENS = 200
 LISTED = 20  # values said in the sentence; more are "and N more"
 NUMBER_TOLERANCE = 0.005
 
-# What a question that computes says, in English and Spanish: how many, a total, an average, the most or least,
-# a ranking, distinct values, a filter ("below", "more than").
-COMPUTE_WORDS = re.compile(
-    r"\b(how (many|much)|number of|count|total|sum|average|mean|median|highest|lowest|largest|smallest|biggest|"
-    r"greatest|most|least|fewest|maximum|minimum|max|min|top|bottom|cheapest|priciest|longest|shortest|oldest|"
-    r"newest|earliest|latest|"
-    r"distinct|different|unique|below|above|under|over|fewer|more than|less than|greater than|at least|at most|"
-    r"or later|or earlier|per|each|rank|ranking|cu[aá]nt[oa]s?|n[uú]mero de|suma|promedio|media|m[aá]ximo|"
-    r"m[ií]nimo|mayor|menor|m[aá]s|menos|distint[oa]s|por debajo|por encima)\b",
-    re.IGNORECASE,
-)
 # A question that asks for one quantity ("how much …", "what is the total …"), unless it asks for one per group.
 ONE_VALUE = re.compile(
     r"^\s*(by how much|how (many|much)|what (is|was) the (total|sum|average|mean|number|count|largest|smallest|"
@@ -56,12 +48,6 @@ PER_GROUP = re.compile(r"\b(each|per|every|broken down|grouped|por cada)\b", re.
 ONE_VALUE_AGAIN = ("The question asks for one value, and the query returned {n} rows. Write the SQLite query again so "
                    "that it returns a single value, in a ```sql block.")  # fmt: skip
 LIST_WORDS = re.compile(r"^\s*(which|what|list|show|name|give|who|qu[eé]|cu[aá]les|lista|muestra)\b", re.IGNORECASE)
-STOP = frozenset(
-    "the a an of in on at to for from by with and or is are was were be been has have had do does did what which who "
-    "how many much this that these those there their its it as all any each per than more less most least our your "
-    "give me list show name el la los las de del en por para con y o que cual cuales cuantos cuantas es son".split()
-)  # fmt: skip
-
 SYSTEM = (
     "You answer a question about one table by writing one SQLite SELECT query over it; the table is named data. "
     "Use only the columns listed, and the values exactly as listed. Text comparisons ignore case. Dates are text "
@@ -76,6 +62,8 @@ SYSTEM = (
 
 
 ASK_QUERY = "Now write the SQLite query, in a ```sql block."
+NOT_ASKED_AGAIN = ("That query does not answer the question: {why}. Write the SQLite query again so that it computes "
+                   "exactly what the question asks, in a ```sql block.")  # fmt: skip
 
 
 @dataclass
@@ -108,19 +96,6 @@ class Fallback:
     reason: str
     sql: str = ""
     table: str = ""
-
-
-def _word(token: str) -> str:
-    """A word without its plural ending (offices → office, SKUs → sku), for matching a column's name."""
-    if len(token) > 4 and token.endswith(("ches", "shes", "sses", "xes")):
-        return token[:-2]
-    if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
-        return token[:-1]
-    return token
-
-
-def terms(text: str) -> set[str]:
-    return {_word(t) for t in re.findall(r"\w+", fold(text)) if t not in STOP and len(t) > 1}
 
 
 def plural_of(word: str, name: str) -> bool:
@@ -161,14 +136,36 @@ def fit(question: str, table: DocumentTable) -> float:
     return score + 0.1 * min(len(terms(table.name) & asked), 9)
 
 
+def english_of(question: str, viewer: Viewer) -> str:
+    """The question's English gloss when it is asked in Spanish (a table's columns and values are read in it too),
+    else ""."""
+    if language_of(question) != "es":
+        return ""
+    return translation.gloss(question, "es", scope=str(viewer.tenant.pk)) or ""
+
+
+def read_across(question: str, gloss: str, table: DocumentTable) -> str:
+    """What a Spanish question says of a table, in the table's words: its English gloss and what it names by
+    meaning (chat/constraints.values_meant: Apertium glosses "entregados" as "handed", the table says Delivered)."""
+    if not gloss:
+        return ""
+    return " ".join([gloss, *values_meant(question, table, embed_multilingual).values()])
+
+
 def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) -> tuple[Choice | None, list]:
     """The table of a retrieved version that names most of what the question asks (at least one of its columns or
-    values), with the best hit of its document; and the tables considered."""
+    values, and at least COVERAGE of its content words: chat/constraints.py), with the best hit of its document;
+    and the tables considered."""
     versions = {hit.chunk.document_version_id: hit for hit in reversed(list(hits))}  # each version's best hit
     tables = list(tables_of_versions(viewer=viewer, version_ids=list(versions)))
     best: Choice | None = None
+    gloss = english_of(question, viewer)
     for table in tables:
-        score = fit(question, table)
+        meant = values_meant(question, table, embed_multilingual) if gloss else {}
+        across = " ".join([gloss, *meant.values()]) if gloss else ""
+        score = max(fit(question, table), fit(across, table) if across else 0.0)
+        if max(coverage(question, table, meant), coverage(gloss, table) if gloss else 0.0) < COVERAGE:
+            continue  # the question is about something else that shares a word with the table ("days")
         if score >= 1 and (best is None or score > best.score):
             best = Choice(table, versions[table.version_id], score)
     return best, tables
@@ -261,11 +258,14 @@ def holds(text: str, result: Computed, question: str) -> bool:
     return all(any(abs(n - a) <= max(NUMBER_TOLERANCE, abs(a) * 1e-9) for a in allowed) for n in numbers_in(text))
 
 
-def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) -> Computation | Fallback:
+def computed_answer(
+    *, question: str, choice: Choice, model: Any, clock: Any, gloss: str = ""
+) -> Computation | Fallback:
     """Have the model write the query for the chosen table, run it, and say the result; a Fallback (why) when the
     query cannot run or finds nothing."""
     table = choice.table
     label = f"“{table.name}” ({table.document.display_key})"
+    gloss = read_across(question, gloss, table)
     messages = prompt(question, table)
     model.warm(SYSTEM)
     started = clock()
@@ -284,7 +284,19 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     if not sql:
         logger.info("computing: no query in the model's reply %r", reply[:300])
         return Fallback(f"the model wrote no query for the table {label}", table=label)
-    sql, changes = grounded(sql, table, question)
+    sql, changes = grounded(sql, table, f"{question} {gloss}")
+    why = unkept(question, gloss, table, sql, changes)  # a constraint dropped, a direction reversed
+    if why:  # the model is told what its query missed, once; the query it writes then is checked the same way
+        again = [*messages, {"role": "assistant", "content": reply},
+                 {"role": "user", "content": NOT_ASKED_AGAIN.format(why=why)}]  # fmt: skip
+        more = "".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]))
+        rewritten = parsed(more)[0]
+        if rewritten:
+            sql, changes = grounded(rewritten, table, f"{question} {gloss}")
+            why = unkept(question, gloss, table, sql, changes)
+            reply = f"{reply}\n{more}"
+        if why:
+            return Fallback(f"{why}, over the table {label}", sql=sql, table=label)
     with engine(table) as connection:  # the table loaded once for every query of this answer
         try:
             result = run(connection, sql)
@@ -294,7 +306,7 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
         if problem:
             return Fallback(f"{problem} in the table {label}", sql=sql, table=label)
         if asks_for_one(question) and len(result.rows) > 1:  # several values for one asked: asked again, then refused
-            sql, result = one_value(question, table, connection, model, messages, reply, (sql, result))
+            sql, result = one_value(question, table, connection, model, messages, reply, (sql, result), gloss)
             if len(result.rows) > 1:
                 return Fallback(f"the question asks for one value and the query over the table {label} returned "
                                 f"{len(result.rows)}", sql=sql, table=label)  # fmt: skip
@@ -320,7 +332,7 @@ def asks_for_one(question: str) -> bool:
 
 
 def one_value(question: str, table: DocumentTable, connection: Any, model: Any, messages: list[dict[str, str]],
-              reply: str, first: tuple[str, Computed]) -> tuple[str, Computed]:  # fmt: skip
+              reply: str, first: tuple[str, Computed], gloss: str = "") -> tuple[str, Computed]:  # fmt: skip
     """The model's query written again to return one value, when the first returned several for a question that
     asks for one; the first query and result when the second does not run or returns several too."""
     again = [*messages, {"role": "assistant", "content": reply},
@@ -328,7 +340,9 @@ def one_value(question: str, table: DocumentTable, connection: Any, model: Any, 
     written = parsed("".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[])))[0]
     if not written:
         return first
-    written = grounded(written, table, question)[0]
+    written, changes = grounded(written, table, f"{question} {gloss}")
+    if unkept(question, gloss, table, written, changes):
+        return first
     try:
         second = run(connection, written)
     except QueryRefused:

@@ -257,8 +257,10 @@ def rows_used(connection: sqlite3.Connection, sql: str, result: Computed, *, lim
 def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
     """The query with its text filters checked against what the table holds (a small model puts a value in the
     wrong column, or adds a filter the question never asked for): `region = 'Globex'` where Globex is a customer
-    becomes `customer = 'Globex'`; a filter on a value the question never names is dropped, unless its column holds
-    only two values (a yes/no the question's words imply: "remote employees"). Returns the query and what was
+    becomes `customer = 'Globex'`; a value its column does not hold takes the one value of that column the question
+    names (`status = 'Entregado'` → `status = 'delivered'`, asked "… delivered"); a filter on a value the question
+    never names is dropped, unless its column holds only two values (a yes/no the question's words imply: "remote
+    employees"), and computing then falls back (chat/constraints.py). Returns the query and what was
     changed, in words (shown with the answer). A query sqlglot cannot read is returned as it is (the engine decides
     whether it runs)."""
     import sqlglot
@@ -290,6 +292,12 @@ def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
         cells = held[column.name.lower()]
         if all(w in cells for w in wanted) and (named or len(cells) <= 2):
             continue  # what the question asks (or the yes/no its words imply)
+        meant = [v for v in cells if len(v) > 2 and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", asked)]
+        if len(literals) == 1 and wanted[0] not in cells and len(meant) == 1:  # 'Entregado' for the 'Delivered' named
+            changes.append(f"{column.name} = '{meant[0]}' (the value of {column.name} the question names, not "
+                           f"'{wanted[0]}')")  # fmt: skip
+            literals[0].replace(exp.Literal.string(meant[0]))
+            continue
         other = next((n for n, values in held.items() if all(w in values for w in wanted)), None)
         if named and other is not None and other != column.name.lower():
             changes.append(f"{column.name} → {other} (where {', '.join(wanted)} is found)")
