@@ -21,6 +21,9 @@ class Fix(TenantOwned):
         UPLOAD = "upload", _("Uploaded the missing document")
         MISREAD = "misread", _("The answer misread a correct excerpt")
         WRONG_VERSION = "wrong_version", _("The answer should have used the version in force at a date")
+        WRONG_FILTER = "wrong_filter", _("A computed answer kept the wrong rows (a filter missing or too many)")
+        WRONG_TABLE = "wrong_table", _("A computed answer read the wrong table")
+        WRONG_DIRECTION = "wrong_direction", _("A computed answer read the direction backwards (most / least)")
         NOT_IN_KNOWLEDGE = "not_in_knowledge", _("Not in our knowledge: the right answer is a refusal")
         DISMISS = "dismiss", _("Dismissed: the answer was right")
 

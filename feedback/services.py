@@ -185,10 +185,28 @@ def _apply(tenant: Tenant, verdict: Verdict, wanted: FixRequest, fix: Fix, cases
             raise FixRefused("Give the day whose version the answer should have used (today or earlier).")
         fix.detail = f"in force at {day.isoformat()}"
         return named or _in_force_then(tenant, verdict.answer.question, day)
+    if wanted.action in COMPUTED_FIXES:
+        table = computed_table(verdict)
+        if table is None:
+            raise FixRefused("This answer was not computed over a table: choose another fix.")
+        fix.detail = f"{table.get('name', '')}: {table.get('sql', '')}"[:1000]
+        if wanted.action == Fix.Action.WRONG_TABLE:  # the table read is not where the answer is
+            return named
+        cited = [str(c.get("document_key")) for c in verdict.answer.citations if c.get("table")]
+        return list(dict.fromkeys(named + cited))
     if wanted.action == Fix.Action.DISMISS:
         cited = [str(c.get("document_key")) for c in verdict.answer.citations if c.get("document_key")]
         return list(dict.fromkeys(named + cited))
     return []  # not in our knowledge
+
+
+COMPUTED_FIXES = (Fix.Action.WRONG_FILTER, Fix.Action.WRONG_TABLE, Fix.Action.WRONG_DIRECTION)
+
+
+def computed_table(verdict: Verdict) -> dict[str, Any] | None:
+    """What a computed answer ran (chat/computing.py's citation: the table, the query, its result, the rows it stood
+    on), or None when the answer was not computed."""
+    return next((c["table"] for c in verdict.answer.citations if isinstance(c.get("table"), dict)), None)
 
 
 def _in_force_then(tenant: Tenant, question: str, day: dt.date) -> list[str]:

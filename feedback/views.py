@@ -93,6 +93,7 @@ def _item_context(request: TenantRequest, verdict: Verdict) -> dict[str, Any]:
         "expected": request.POST.get("expected", services.expected_phrase(verdict.correct_answer, record.question)),
         "today": timezone.localdate().isoformat(),
         "misread_possible": bool(services.misread_cases(verdict)),
+        "computed": services.computed_table(verdict),  # its query and rows, with the fixes that fit a computation
     }
     return context
 

@@ -408,3 +408,49 @@ def test_an_evaluation_runs_lifecycle_is_claimed_once_and_never_left_running(acm
     assert {r.state for r in EvalRun.objects.filter(pk__in=[r.pk for r in stale])} == {"failed"}
     assert EvalRun.objects.get(pk=fresh.pk).state == "running"
     assert "stopped before the run finished" in EvalRun.objects.get(pk=stale[0].pk).error
+
+
+def test_a_wrong_computation_shows_its_query_and_rows_and_its_fixes_add_the_expected_value(tenant_a, tmp_path):
+    """Issue 62: the curation queue shows what a computed answer ran (the table, the query, the result, the rows it
+    stood on) and offers the fixes that fit a computation, each adding an evaluation question with the value."""
+    from chat import computing
+    from chat.models import AnswerRecord
+    from chat.records import answer_record
+    from chat.services import Answer
+    from knowledge.compute import engine, rows_used, run
+    from knowledge.models import DocumentTable
+
+    orders = "Order,Customer,Status\nA-1,Acme,Pending\nA-2,Acme,Shipped\nA-3,Globex,Pending\n"
+    make_folder_source(tenant=tenant_a, root=tmp_path / "sheets", files={"orders.csv": orders})
+    staff = make_member(tenant_a, role=Membership.Role.STAFF, username="sam")
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    question = "How many pending orders does Acme have?"
+    viewer = Viewer.everything(tenant_a)
+    hits = retrieve(viewer=viewer, query=question, top_k=3)
+    table = DocumentTable.objects.get(document__document_key="orders.csv")
+    sql = "SELECT COUNT(*) AS orders FROM data WHERE customer = 'Acme'"  # the status filter left out
+    with engine(table) as connection:
+        result = run(connection, sql)
+        used = rows_used(connection, sql, result)
+    citation = computing.table_citation(computing.Choice(table, hits[0], 3.0), sql, result, used)
+    said = Answer(answer="Acme has 2 pending orders [1].", generated=True, model="test.gguf", status="answered",
+                  citations=[citation], hits=hits)  # fmt: skip
+    record = answer_record(viewer=viewer, question=question, result=said, channel="chat", user=staff)
+    assert isinstance(record, AnswerRecord)
+    item = Verdict.objects.create(tenant=tenant_a, answer=record, helpful=False, reason="wrong_fact", channel="chat",
+                                  user=staff, correct_answer="1")  # fmt: skip
+    page = _client(admin).get(f"/t/acme/curation/{item.public_id}/").content.decode()
+    assert "customer = &#x27;Acme&#x27;" in page and 'id="computed-result"' in page
+    for action in ("wrong_filter", "wrong_table", "wrong_direction"):
+        assert f'value="{action}"' in page
+    assert _fix(admin, item, fix="wrong_filter", expected="").status_code == 400  # the value is asked for
+    assert _fix(admin, item, fix="wrong_filter", expected="1").status_code == 302
+    fix = Fix.objects.get(verdict=item)
+    assert fix.action == "wrong_filter" and sql in fix.detail
+    added = EvalQuestion.objects.get(fix=fix)
+    assert (added.question, added.answer, added.relevant_docs) == (question, "1", ["orders.csv"])
+    # an answer that was not computed is not offered them, and refuses them
+    plain = _item({"tenant": tenant_a, "staff": staff, "answer": make_answer(tenant_a, question=question)})
+    assert 'value="wrong_table"' not in _client(admin).get(f"/t/acme/curation/{plain.public_id}/").content.decode()
+    refused = _fix(admin, plain, fix="wrong_table", expected="1")
+    assert refused.status_code == 400 and "not computed" in refused.content.decode()
