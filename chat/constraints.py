@@ -125,8 +125,9 @@ def values_meant(question: str, table: Any, embed: Any) -> dict[str, str]:
     half of bench/company.py; "pendientes" → Pending is 0.42: not matched, and a query that filters on it falls back
     rather than answer wrong.)"""
     words = list(dict.fromkeys(w for w in re.findall(r"\w{4,}", fold(question)) if w not in STOP and not w.isdigit()))
-    names = [" ".join(re.sub(r"\d+", " ", name).split()) for name in (table.name, *(c["name"] for c in table.columns))]
-    groups = [[name for name in dict.fromkeys(names) if name]]  # without their years: "Budget 2026" is a budget
+    # the words of the table's name and its columns' ("Sheet Budget 2026" → Budget: a budget), then each column's values
+    names = [w for name in (table.name, *(c["name"] for c in table.columns)) for w in re.findall(r"[^\W\d_]{3,}", name)]
+    groups = [list(dict.fromkeys(names))]
     for i, column in enumerate(table.columns):
         if column.get("type", "text") == "text":
             values = list(dict.fromkeys(row[i] for row in table.rows[:5000] if i < len(row) and row[i]))
@@ -203,11 +204,43 @@ def _true_filter(tree: Any) -> bool:
     return where is not None and any(node.this for node in where.find_all(exp.Boolean))
 
 
+def _contrary_filter(tree: Any, side: str) -> str:
+    """A WHERE comparison of a measured column against its reference (budget, planned, target…) that keeps the
+    other side than the question asks: `planned - actual < 0` (over) for "furthest under its budget"."""
+    from sqlglot import exp
+
+    where = tree.args.get("where")
+    if where is None:
+        return ""
+    for node in where.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE):
+        left, right = node.this, node.expression
+        if isinstance(left, exp.Sub) and isinstance(right, exp.Literal) and not right.is_string:
+            if float(right.this or 0) != 0:
+                continue
+            left, right = left.this, left.expression  # a - b ? 0 reads as a ? b
+        if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+            continue
+        reference = [bool(REFERENCE.search(left.name)), bool(REFERENCE.search(right.name))]
+        if reference.count(True) != 1:
+            continue
+        greater = isinstance(node, exp.GT | exp.GTE)  # left > right
+        measured_above = greater if reference[1] else not greater
+        kept = "over" if measured_above else "under"
+        if kept != side:
+            return (f"the question asks about what is {side} its {(left if reference[0] else right).name} and the "
+                    f"query keeps only the rows {kept} it ({node.sql('sqlite')})")  # fmt: skip
+    return ""
+
+
 def _reversed(question: str, also: str, tree: Any) -> str:
     """Why the query reads the question's direction backwards ("" when it does not)."""
     from sqlglot import exp
 
     read = f"{question} {also}"
+    over, under = bool(OVER.search(read)), bool(UNDER.search(read))
+    contrary = _contrary_filter(tree, "over" if over else "under") if over != under else ""
+    if contrary:
+        return contrary
     most, least = bool(MOST.search(read)), bool(LEAST.search(read))
     if most == least:
         return ""
@@ -232,10 +265,15 @@ def _reversed(question: str, also: str, tree: Any) -> str:
             sign = 1 if reference[1] else -1  # measured - reference: how far over
             if sign * direction * (1 if over else -1) != wanted:
                 side, order = "over" if over else "under", "DESC" if direction > 0 else "ASC"
-                return (f"the question asks what is furthest {side} {names[reference.index(True)]} and the query "
-                        f"orders by {difference.sql('sqlite')} {order}")  # fmt: skip
+                measured, budget = names[reference.index(False)], names[reference.index(True)]
+                first, second = (measured, budget) if over else (budget, measured)
+                should = f"{first} - {second} {'DESC' if wanted > 0 else 'ASC'}"
+                return (f"the question asks what is furthest {side} {budget} and the query orders by "
+                        f"{difference.sql('sqlite')} {order} (that is: ORDER BY {should})")  # fmt: skip
             return ""
     if direction != wanted:
-        return (f"the question asks for the {'most' if most else 'least'} and the query orders "
-                f"{'ascending' if direction < 0 else 'descending'}")  # fmt: skip
+        asked, found = ("most", "ascending") if most else ("least", "descending")
+        return (
+            f"the question asks for the {asked} and the query orders {found} (it should be {'DESC' if most else 'ASC'})"
+        )
     return ""

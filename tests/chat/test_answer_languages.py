@@ -67,7 +67,8 @@ def test_a_spanish_question_over_an_english_policy_is_answered_in_spanish_and_ve
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("chat_model")
-def test_an_english_question_over_a_spanish_procedure_streams_verified_english_sentences(company, tenant_a):
+def test_an_english_question_over_a_spanish_procedure_streams_verified_english_sentences(tenant_a, tmp_path):
+    make_folder_source(tenant=tenant_a, root=tmp_path / "procedimientos", files={"reclamaciones.md": RECLAMACIONES})
     key = api_key_issue(tenant=tenant_a)[1]
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {key}")

@@ -269,3 +269,49 @@ def test_a_computed_answer_shows_its_query_and_rows_live_and_reopened(live_serve
     reopened = page.locator(".message.assistant").last.locator("details.computed")
     reopened.locator("summary").click()
     assert reopened.inner_text() == live
+
+
+def test_a_spanish_question_over_an_english_policy_and_its_follow_up_stream_verified_spanish_sentences(
+    live_server, transactional_db, browser, tmp_path, chat_model
+):  # fmt: skip
+    """Issue 62: a Spanish question over an English document is answered in Spanish, each sentence shown as soon as
+    it was verified (in English, the sentence as verified one click away), and a follow-up in the same conversation
+    is read with the question before it."""
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    policy = ("# Travel policy\n\nThe daily per diem for travel within Spain is 52 EUR per day.\n\n"
+              "The daily per diem for international travel is 85 EUR per day.\n")  # fmt: skip
+    make_folder_source(tenant=tenant, root=tmp_path / "policies", files={"travel.md": policy})
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.evaluate("""() => {
+      window.seen = [];
+      new MutationObserver(() => {
+        const bubble = [...document.querySelectorAll('.message.assistant')].pop();
+        if (!bubble) return;
+        const step = bubble.querySelector('.meta') ? 'done' : bubble.querySelector('.text .claim') ? 'sentence' : '';
+        if (step && seen[seen.length - 1] !== step) seen.push(step);
+      }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    }""")
+    page.fill("#question", "¿Cuál es la dieta diaria para viajes dentro de España?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    answer = page.locator(".message.assistant").last
+    assert answer.get_attribute("data-status") in ("answered", "partial"), answer.inner_text()
+    assert page.evaluate("window.seen")[:2] == ["sentence", "done"]  # the sentence came before the end
+    text = answer.locator(".text .claim").first.inner_text()
+    assert "52 EUR" in text and "por día" in text  # in Spanish, the value as the policy states it
+    original = answer.locator(".text details.original").first
+    original.locator("summary").click()  # the sentence as it was verified, one click away
+    assert "per day" in original.inner_text()
+    page.wait_for_selector("#sessions a")
+    page.evaluate("window.seen = []")
+    page.fill("#question", "¿Y para viajes internacionales?")
+    page.click("#ask button[type=submit]")
+    follow_up = page.locator(".message.assistant").nth(1)
+    follow_up.locator(".meta").wait_for(timeout=600_000)
+    assert follow_up.get_attribute("data-status") in ("answered", "partial"), follow_up.inner_text()
+    assert "85" in follow_up.locator(".text").inner_text()  # read with the question before it
+    assert ChatMessage.objects.filter(role="user").count() == 2
+    assert ChatMessage.objects.filter(role="user").values("session").distinct().count() == 1

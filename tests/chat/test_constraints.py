@@ -25,7 +25,7 @@ ORDERS = Table(
      ["ORD-3", "Globex", "Pending", "North", "70"], ["ORD-4", "Acme Retail", "Delivered", "North", "20"]],
 )  # fmt: skip
 BUDGETS = Table(
-    "Budget 2026",
+    "Sheet Budget 2026",
     [{"name": "Department", "type": "text"}, {"name": "Planned EUR", "type": "number"},
      {"name": "Actual EUR", "type": "number"}],
     [["Operations", "120000", "131500"], ["Sales", "80000", "76200"], ["IT", "60000", "67900"]],
@@ -74,6 +74,10 @@ def test_a_direction_reversed_is_found_over_and_under_a_budget_included():
     under = "¿Qué departamento queda más por debajo de su presupuesto?"
     assert check(under, BUDGETS, "SELECT department FROM data ORDER BY planned_eur - actual_eur DESC LIMIT 1") == ""
     assert "under" in check(under, BUDGETS, right)
+    contrary = "SELECT department FROM data WHERE planned_eur - actual_eur < 0 ORDER BY planned_eur - actual_eur DESC"
+    assert "keeps only the rows over" in check(under, BUDGETS, contrary)
+    assert check(under, BUDGETS, contrary.replace("< 0", "> 0")) == ""
+    assert "rows under" in check(over, BUDGETS, "SELECT department FROM data WHERE actual_eur < planned_eur")
     assert "ascending" in check("Which region has the highest amount?", ORDERS,
                                 "SELECT region FROM data GROUP BY region ORDER BY SUM(amount_eur) LIMIT 1")  # fmt: skip
     assert "MAX" in check("What is the lowest amount?", ORDERS, "SELECT MAX(amount_eur) FROM data")

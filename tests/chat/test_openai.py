@@ -69,6 +69,25 @@ def test_a_streamed_completion_sends_citations_first_then_only_verified_sentence
     assert AnswerRecord.objects.get(public_id=extra["answer_id"]).channel == "openai"
 
 
+def test_a_stream_sends_each_verified_sentence_as_it_is_verified_not_the_whole_text_at_the_end(sdk):
+    """Issue 62: each verified sentence is a content chunk of its own, read by the client while the answer is still
+    being written (before the final chunk), never the whole text in one chunk at the end."""
+    import time
+
+    arrivals = []
+    stream = sdk.chat.completions.create(model="acme/support", stream=True, messages=[
+        {"role": "user", "content": "What do I need for a warranty claim, and how long is the warranty?"}])  # fmt: skip
+    for chunk in stream:
+        arrivals.append((time.monotonic(), chunk))
+    texts = [(at, c.choices[0].delta.content) for at, c in arrivals if c.choices and c.choices[0].delta.content]
+    final = arrivals[-1][1]
+    assert (final.model_extra or {})["status"] in {"answered", "partial"} and texts
+    claims = [c["text"] for c in (final.model_extra or {})["claims"] if c.get("supported")]
+    first_at, first = texts[0]
+    assert any(first.strip().startswith(claim.rstrip(".")[:30]) for claim in claims)  # a whole verified sentence
+    assert first_at < arrivals[-1][0] and len(arrivals) >= 3  # sources, sentence(s), then the final chunk
+
+
 def test_a_follow_up_is_answered_from_the_same_evidence_and_a_new_topic_stands_alone(sdk):
     first = sdk.chat.completions.create(model="acme", messages=[{"role": "user", "content": WARRANTY}])
     turns = [{"role": "user", "content": WARRANTY},
