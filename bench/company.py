@@ -152,20 +152,23 @@ def run(viewer, questions: list[dict], split: str, levels: list[int], timing_n: 
             f"{len(group['wrong']) / n:.2f}, refused {len(group['refused']) / n:.2f}; computed answered wrong "
             f"{len(group['computed_wrong'])}; first verified p50 {statistics.median(group['first']):.1f} s"
         )
-    timed = [q["question"] for q in questions if q["split"] == "tune" and q["expected"] is not None][:timing_n]
+    timed = [q for q in questions if q["split"] == "tune" and q["expected"] is not None][:timing_n]
     stages = ("sources_ms", "warm_ms", "ttft_ms", "first_verified_ms")
     for level in levels:
         firsts: list[float] = []
         spent: dict[str, list[float]] = {stage: [] for stage in stages}
         lock = threading.Lock()
 
-        def one(question: str, firsts=firsts, spent=spent, lock=lock) -> None:  # type: ignore[no-untyped-def]
+        said: list[str] = []
+
+        def one(q: dict, firsts=firsts, spent=spent, lock=lock, said=said) -> None:  # type: ignore[no-untyped-def]
             try:
-                result, first, _ = ask(viewer, question)
+                result, first, _ = ask(viewer, q["question"])
             finally:
                 connection.close()
             with lock:
                 firsts.append(first)
+                said.append(outcome(result, q["expected"]))
                 for stage in stages:
                     value = result.ttft_ms if stage == "ttft_ms" else result.timings.get(stage)
                     if value is not None:
@@ -175,7 +178,9 @@ def run(viewer, questions: list[dict], split: str, levels: list[int], timing_n: 
         with ThreadPoolExecutor(level) as pool:
             list(pool.map(one, timed))
         print(f"concurrency {level}: {len(firsts)} answers in {time.perf_counter() - started:.0f} s; first verified "
-              f"sentence p50 {statistics.median(firsts):.1f} s, p95 {pct(firsts, 0.95):.1f} s", flush=True)  # fmt: skip
+              f"sentence p50 {statistics.median(firsts):.1f} s, p95 {pct(firsts, 0.95):.1f} s; right "
+              f"{said.count('right')}, answered wrong {said.count('wrong')}, refused {said.count('refused')}",
+              flush=True)  # fmt: skip
         # where the time went, from the answer's own clock (median seconds since it was asked): retrieval and focus
         # done, the system prefix warm, the model's first token (its queue and prefill), the first verified sentence
         print("   medians since asked: " + ", ".join(f"{stage.removesuffix('_ms')} {statistics.median(v):.1f} s"

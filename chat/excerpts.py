@@ -118,10 +118,19 @@ MIN_CONTEXT_CHARS = 400  # below this the model reads too little to answer anyth
 TTFT_HEADROOM = 0.8  # the share of the first-token target prefill may take (retrieval and focus take the rest)
 
 
-def context_budget(prefill_rate: float | None) -> int:
+SHARED_MIN_CHARS = 800  # under load an answer reads no fewer excerpt characters than this
+
+
+def context_budget(prefill_rate: float | None, waiting: int = 0) -> int:
     """Characters of focused excerpts for the next answer: RAG_ANSWER_CONTEXT_CHARS, or, with a first-token
-    target set (RAG_ANSWER_TTFT_TARGET_S), fewer on a machine whose measured prefill rate would miss it."""
+    target set (RAG_ANSWER_TTFT_TARGET_S), fewer on a machine whose measured prefill rate would miss it. With
+    `waiting` other answers pending for the same model (RAG_ANSWER_SHARE_UNDER_LOAD), each reads its share, never
+    under SHARED_MIN_CHARS: the model writes one answer at a time and reading the excerpts (prefill) is most of each
+    answer's time on a CPU (bench/company.py: 8.1 of 9.9 s to the first verified sentence), so the last in the
+    queue waits for less."""
     budget = settings.RAG_ANSWER_CONTEXT_CHARS
+    if waiting > 0 and settings.RAG_ANSWER_SHARE_UNDER_LOAD:
+        budget = max(min(budget, SHARED_MIN_CHARS), budget // (waiting + 1))
     target = settings.RAG_ANSWER_TTFT_TARGET_S
     if not prefill_rate or target <= 0:
         return budget

@@ -122,7 +122,7 @@ def _stream_answer(
     elapsed = lambda: (time.perf_counter() - started) * 1000  # noqa: E731
     gateway: LLMGateway = get_gateway(options.model_paths)
     model = gateway.model()  # ModelUnavailable (restarting: 503 + Retry-After) before anything is sent
-    budget = context_budget(model.prefill_rate if model is not None else None)
+    budget = context_budget(model.prefill_rate if model is not None else None, waiting=ADMISSION.pending - 1)
     message = question
     question, sources = in_context(viewer=viewer, question=question, earlier=earlier, options=options,
                                    budget_chars=budget)  # fmt: skip

@@ -361,6 +361,9 @@ RAG_ANSWER_CONTEXT_CHARS = env_int("RAG_ANSWER_CONTEXT_CHARS", default=1600, min
 # read RAG_ANSWER_CONTEXT_CHARS in time gets fewer excerpt characters (never under 400): faster, but the
 # answers get worse (docs/evaluation.md: cite_rel 0.630 → 0.500 with 800 characters instead of 1,600).
 RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, minimum=0.0)
+# With other answers waiting for the model, each reads its share of RAG_ANSWER_CONTEXT_CHARS (never under 800):
+# the queue drains faster (bench/company.py --concurrency), each answer read from fewer excerpts.
+RAG_ANSWER_SHARE_UNDER_LOAD = env_bool("RAG_ANSWER_SHARE_UNDER_LOAD", default=True)
 
 # --- Agent sessions (knowledge/memory.py, docs/sessions.md) ------------------------------------------------------
 # A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker

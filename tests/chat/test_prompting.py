@@ -56,3 +56,17 @@ def test_location_labels_prefer_pages_then_lines():
     assert location_label(document_key="a.md", line_start=3, line_end=9, page=None, heading="Install") == (
         "a.md, lines 3-9, Install"
     )
+
+
+def test_under_load_each_answer_reads_its_share_of_the_excerpt_budget(settings):
+    """Issue 62: with other answers waiting for the model (which writes one at a time), each reads its share of the
+    excerpt budget, never under 800 characters, so the queue drains faster; off with RAG_ANSWER_SHARE_UNDER_LOAD."""
+    from chat.excerpts import context_budget
+
+    settings.RAG_ANSWER_CONTEXT_CHARS, settings.RAG_ANSWER_TTFT_TARGET_S = 2400, 0
+    assert context_budget(None) == 2400 and context_budget(None, waiting=1) == 1200
+    assert context_budget(None, waiting=3) == 800  # the floor
+    settings.RAG_ANSWER_CONTEXT_CHARS = 600
+    assert context_budget(None, waiting=2) == 600  # a budget under the floor is not raised
+    settings.RAG_ANSWER_CONTEXT_CHARS, settings.RAG_ANSWER_SHARE_UNDER_LOAD = 2400, False
+    assert context_budget(None, waiting=3) == 2400
