@@ -289,12 +289,12 @@ def computed_answer(
     if why:  # the model is told what its query missed, once; the query it writes then is checked the same way
         again = [*messages, {"role": "assistant", "content": reply},
                  {"role": "user", "content": NOT_ASKED_AGAIN.format(why=why)}]  # fmt: skip
-        more = "".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]))
-        rewritten = parsed(more)[0]
+        told = "".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]))
+        rewritten = parsed(told)[0]
         if rewritten:
             sql, changes = grounded(rewritten, table, f"{question} {gloss}")
             why = unkept(question, gloss, table, sql, changes)
-            reply = f"{reply}\n{more}"
+            reply = f"{reply}\n{told}"
         if why:
             return Fallback(f"{why}, over the table {label}", sql=sql, table=label)
     with engine(table) as connection:  # the table loaded once for every query of this answer

@@ -72,7 +72,7 @@ class Claim:
     original: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        shown = {
+        shown: dict[str, object] = {
             "text": self.text, "citations": self.citations, "supported": self.supported, "quotes": self.quotes,
             "relevant": self.relevant, "problem": self.problem,
         }  # fmt: skip

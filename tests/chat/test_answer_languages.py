@@ -41,6 +41,11 @@ def company(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
                               files={"travel.md": POLICY, "reclamaciones.md": RECLAMACIONES})  # fmt: skip
 
 
+def _answer(tenant, question: str) -> services.Answer:  # type: ignore[no-untyped-def]
+    return services.answer_question(viewer=Viewer.everything(tenant), question=question,
+                                    options=excerpts.AnswerSettings(temperature=0.0))  # fmt: skip
+
+
 def test_a_rendering_keeps_values_codes_names_and_markers_or_is_not_made():
     shown = render_in("Tracking numbers start with TIL- followed by 8 digits, as TIL-20461873 [1].", "en", "es")
     assert shown is not None and "TIL-" in shown and "TIL-20461873" in shown and shown.endswith("[1].")
@@ -54,9 +59,7 @@ def test_a_rendering_keeps_values_codes_names_and_markers_or_is_not_made():
 @pytest.mark.slow
 @pytest.mark.usefixtures("chat_model")
 def test_a_spanish_question_over_an_english_policy_is_answered_in_spanish_and_verified_in_english(company, tenant_a):
-    result = services.answer_question(viewer=Viewer.everything(tenant_a),
-                                      question="¿Cuál es la dieta diaria para viajes dentro de España?",
-                                      options=excerpts.AnswerSettings(temperature=0.0))  # fmt: skip
+    result = _answer(tenant_a, "¿Cuál es la dieta diaria para viajes dentro de España?")
     assert result.status in ("answered", "partial"), (result.answer, result.reason)
     assert "52 EUR" in result.answer and result.citations[0]["document_key"] == "travel.md"
     shown = [c for c in result.claims if c["supported"] and "52" in c["text"]]
@@ -89,8 +92,6 @@ def test_an_english_question_over_a_spanish_procedure_streams_verified_english_s
 @pytest.mark.slow
 @pytest.mark.usefixtures("chat_model")
 def test_a_spanish_question_the_english_documents_do_not_answer_is_refused_honestly(company, tenant_a):
-    result = services.answer_question(viewer=Viewer.everything(tenant_a),
-                                      question="¿Cuál es la política de permiso parental de la empresa?",
-                                      options=excerpts.AnswerSettings(temperature=0.0))  # fmt: skip
+    result = _answer(tenant_a, "¿Cuál es la política de permiso parental de la empresa?")
     assert result.status in ("not_found", "not_verified") and not any(c["supported"] for c in result.claims)
     assert "no contienen" not in result.answer and result.answer.startswith(("No he podido", "No se encuentra"))
