@@ -315,3 +315,31 @@ def test_a_spanish_question_over_an_english_policy_and_its_follow_up_stream_veri
     assert "85" in follow_up.locator(".text").inner_text()  # read with the question before it
     assert ChatMessage.objects.filter(role="user").count() == 2
     assert ChatMessage.objects.filter(role="user").values("session").distinct().count() == 1
+
+
+def test_the_excerpts_of_two_versions_of_one_document_each_show_their_own_text(
+    live_server, transactional_db, browser, tmp_path, chat_model
+):  # fmt: skip
+    """Issue 62: a document's versions share their chunk ids; a question about its history reads both, and each
+    excerpt card shows its own version's text (the card of version 2 showed version 1's under a quote that stated
+    another value)."""
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role=Membership.Role.STAFF, username="sam")
+    policy = "# Travel policy\n\nThe daily per diem for travel within Spain is {} EUR per day.\n"
+    make_folder_source(tenant=tenant, root=tmp_path / "policies", files={"travel.md": policy.format(42)})
+    make_folder_source(tenant=tenant, root=tmp_path / "policies", files={"travel.md": policy.format(52)})
+    page = browser.new_page()
+    _login(page, live_server.url, "sam", "/t/acme/chat/")
+    page.wait_for_selector("#question")
+    page.evaluate("""() => {  // every excerpt card the panel ever showed: the retrieved ones, then the cited ones
+      window.cards = new Set();
+      new MutationObserver(() => {
+        for (const quote of document.querySelectorAll('#citations .citation blockquote')) cards.add(quote.textContent);
+      }).observe(document.body, {subtree: true, childList: true, characterData: true});
+    }""")
+    page.fill("#question", "What was the daily per diem for travel within Spain before the last change?")
+    page.click("#ask button[type=submit]")
+    page.wait_for_selector(".message.assistant .meta", timeout=600_000)
+    cards = page.evaluate("[...window.cards]")
+    versions = [text for text in cards if "per diem" in text]
+    assert any("52 EUR" in text for text in versions) and any("42 EUR" in text for text in versions), cards
