@@ -2,7 +2,10 @@
 answer every door gives (chat.recipe → chat.services.stream_answer: retrieval, computing, the packaged model, the
 checks), in this process, against the real model server.
 
-    RAG_MODELS_DIR=… python bench/company.py [tune|held_out|all] [--concurrency 1,2,4] [--timing-n 8]
+    RAG_MODELS_DIR=… python bench/company.py [tune|held_out|all|fresh|none] [--concurrency 1,2,4] [--timing-n 8]
+
+`fresh` asks the second company's 16 questions (bench/company_fresh.py), kept for changes made after the held-out
+half had been read; `none` asks no question (with --concurrency: only the timings).
 
 Prints per question what was answered and, per half and language: right (answered, and the expected value stated:
 a number, with a decimal comma or point, or a phrase), answered wrong (answered without it, or answered a question
@@ -110,9 +113,10 @@ def main() -> None:
     from tenants.principals import Viewer
     from tenants.services import tenant_create
 
-    questions = [json.loads(line) for line in (DATA / "company-questions.jsonl").open()]
+    name = "company-fresh" if split == "fresh" else "company"  # the second company (bench/company_fresh.py)
+    questions = [json.loads(line) for line in (DATA / f"{name}-questions.jsonl").open()]
     folder = Path(tempfile.mkdtemp(prefix="company-"))
-    subprocess.run(["cp", "-r", f"{DATA / 'company'}/.", str(folder)], check=True)
+    subprocess.run(["cp", "-r", f"{DATA / name}/.", str(folder)], check=True)
     tenant = tenant_create(slug="company", name="Transportes Ibérica Logística")
     source = pipeline.folder_source_get_or_create(tenant=tenant, name="company", path=folder)
     job = pipeline.sync_folder(source=source, root=folder)
