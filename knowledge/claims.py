@@ -895,8 +895,8 @@ def language_of(text: str) -> str:
 
 
 REFUSALS = {  # retrieval found documents, and no answer in them could be verified (never "they do not contain it")
-    "en": "I could not verify an answer to this question in the documents available to me.",
-    "es": "No he podido verificar una respuesta a esta pregunta en los documentos disponibles.",
+    "en": "I could not find an answer to this question that the documents available to me support.",
+    "es": "No se encuentra una respuesta a esta pregunta que los documentos disponibles respalden.",
 }
 NOTHING_RETRIEVED = {
     "en": "The knowledge base does not contain anything that matches this question.",

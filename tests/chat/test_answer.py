@@ -115,7 +115,7 @@ def test_a_question_the_documents_do_not_answer_is_refused_without_citations(han
     assert result.status == "not_found" and result.citations == []
     # It never claims the documents lack the answer (retrieval found them): it says none could be verified, and
     # names the documents it read.
-    assert result.answer.startswith("I could not verify an answer to this question in the documents available")
+    assert result.answer.startswith("I could not find an answer to this question that the documents available")
     assert "warranty.md" in result.answer and "do not contain" not in result.answer
     # The cross-encoder reads no sentence as an answer: refused before the model is asked, whatever it would say.
     assert result.generated is False and "cross-encoder" in result.reason
@@ -141,7 +141,7 @@ def test_a_spanish_question_is_refused_in_spanish(handbook, tenant_a):
         options=excerpts.AnswerSettings(temperature=0.0),
     )  # fmt: skip
     assert result.status == "not_found" and result.citations == []
-    assert result.answer.startswith("No he podido verificar una respuesta") and "no contienen" not in result.answer
+    assert result.answer.startswith("No se encuentra una respuesta") and "no contienen" not in result.answer
 
 
 def test_an_empty_knowledge_base_answers_no_evidence_without_calling_the_model(tenant_a):

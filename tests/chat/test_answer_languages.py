@@ -109,4 +109,4 @@ def test_an_english_question_over_a_spanish_procedure_streams_verified_english_s
 def test_a_spanish_question_the_english_documents_do_not_answer_is_refused_honestly(company, tenant_a):
     result = _answer(tenant_a, "¿Cuál es la política de permiso parental de la empresa?")
     assert result.status in ("not_found", "not_verified") and not any(c["supported"] for c in result.claims)
-    assert "no contienen" not in result.answer and result.answer.startswith(("No he podido", "No se encuentra"))
+    assert "no contienen" not in result.answer and result.answer.startswith("No se encuentra")
