@@ -41,24 +41,12 @@ PLACEHOLDER_RE = re.compile(r"\*?Qx(\d+)q")
 LANGUAGE_NAMES = {"en": "English", "es": "Spanish"}
 
 
-def evidence_language(question: str, hits: Sequence, texts: Sequence[str], asked: str) -> str:
-    """The language of the evidence an answer most likely rests on: the language of the excerpt the multilingual
-    encoder puts nearest the question (`texts`: what the model reads of each excerpt; a chunk's language, `en` when
-    unknown); the asker's when there is no excerpt. (The first excerpt's language was tried first: it sent a Spanish
-    question whose answer is in a Spanish excerpt ranked after an English one to the model in English, refused;
-    docs/evaluation.md, issue 62.)"""
-    if not hits:
-        return asked
-    languages = [(hit.chunk.language or "en")[:2] for hit in hits]
-    if len(set(languages)) == 1 or len(texts) != len(hits):
-        return languages[0]
-    import numpy as np
-
-    from chat.excerpts import embed_multilingual
-
-    vectors = np.asarray(embed_multilingual([question, *texts]), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-9
-    return languages[int(np.argmax(vectors[1:] @ vectors[0]))]
+def evidence_language(hits: Sequence, asked: str) -> str:
+    """The language of the evidence an answer most likely rests on: the first excerpt's (the retriever's best; its
+    chunk language, `en` when unknown), the asker's when there is none. (Chosen on the tuning half of
+    bench/company.py: the language most excerpts were in sent an English question over a Spanish procedure, ranked
+    first among English handbook excerpts, to the model in English, and it was refused.)"""
+    return (hits[0].chunk.language or "en")[:2] if hits else asked
 
 
 @dataclass
@@ -84,12 +72,11 @@ class Rendering:
         return render_in(text, self.drafted, self.asked, scope=self.scope)
 
 
-def rendering_for(question: str, hits: Sequence, texts: Sequence[str] = (), *, scope: str = "") -> Rendering:
-    """How an answer to `question` from `hits` (the model reads `texts` of them) is written: across languages when
-    the asker's language (en/es) is not the evidence's and the question can be translated into it; otherwise in the
-    asker's."""
+def rendering_for(question: str, hits: Sequence, *, scope: str = "") -> Rendering:
+    """How an answer to `question` from `hits` is written: across languages when the asker's language (en/es) is not
+    the excerpts' and the question can be translated into theirs; otherwise in the asker's."""
     asked = language_of(question)
-    drafted = evidence_language(question, hits, texts, asked)
+    drafted = evidence_language(hits, asked)
     same = Rendering(asked, asked, question, scope)
     if drafted == asked or (drafted, asked) not in translation.MODES or (asked, drafted) not in translation.MODES:
         return same

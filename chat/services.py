@@ -159,8 +159,7 @@ def _stream_answer(
         return
     # Across languages, the model reads and writes in the evidence's language, where each sentence is checked; a
     # verified sentence is rendered in the asker's (chat/rendering.py).
-    rendering = rendering_for(question, sources.excerpts, [f.text for f in sources.focused],
-                              scope=str(viewer.tenant.pk))  # fmt: skip
+    rendering = rendering_for(question, sources.excerpts, scope=str(viewer.tenant.pk))
     checked_question = rendering.question
     if rendering.across:  # a follow-up: the question read with the one before it, translated as one
         asked = checked_question

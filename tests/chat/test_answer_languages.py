@@ -56,21 +56,6 @@ def test_a_rendering_keeps_values_codes_names_and_markers_or_is_not_made():
     assert english is not None and "7" in english and "days" in english and english.endswith("[1].")
 
 
-def test_the_evidence_language_is_the_one_of_the_excerpt_nearest_the_question():
-    """Not the first excerpt's: a Spanish question whose answer is in a Spanish excerpt ranked after an English one
-    is drafted in Spanish (the company's T13-es), and an English question over a Spanish procedure in Spanish."""
-    from types import SimpleNamespace
-
-    from chat.rendering import evidence_language
-
-    hits = [SimpleNamespace(chunk=SimpleNamespace(language=code)) for code in ("en", "es")]
-    texts = ["Core hours are 10:00 to 16:00, Monday to Friday.",
-             "La recepción de mercancía en el almacén de Zaragoza es de 7:00 a 15:00, de lunes a viernes."]  # fmt: skip
-    assert evidence_language("¿Hasta qué hora recibe mercancía el almacén de Zaragoza?", hits, texts, "es") == "es"
-    assert evidence_language("Until what time does the Zaragoza warehouse receive goods?", hits, texts, "en") == "es"
-    assert evidence_language("What are the core hours?", hits, texts, "en") == "en"
-
-
 @pytest.mark.slow
 @pytest.mark.usefixtures("chat_model")
 def test_a_spanish_question_over_an_english_policy_is_answered_in_spanish_and_verified_in_english(company, tenant_a):
