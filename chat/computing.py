@@ -73,6 +73,9 @@ class Choice:
     table: DocumentTable
     hit: RetrievedChunk
     score: float
+    # a Spanish question in the table's words: its English gloss and what it names by meaning
+    # (chat/constraints.values_meant: Apertium glosses "entregados" as "handed", the table says Delivered)
+    across: str = ""
 
 
 @dataclass
@@ -144,14 +147,6 @@ def english_of(question: str, viewer: Viewer) -> str:
     return translation.gloss(question, "es", scope=str(viewer.tenant.pk)) or ""
 
 
-def read_across(question: str, gloss: str, table: DocumentTable) -> str:
-    """What a Spanish question says of a table, in the table's words: its English gloss and what it names by
-    meaning (chat/constraints.values_meant: Apertium glosses "entregados" as "handed", the table says Delivered)."""
-    if not gloss:
-        return ""
-    return " ".join([gloss, *values_meant(question, table, embed_multilingual).values()])
-
-
 def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) -> tuple[Choice | None, list]:
     """The table of a retrieved version that names most of what the question asks (at least one of its columns or
     values, and at least COVERAGE of its content words: chat/constraints.py), with the best hit of its document;
@@ -167,7 +162,7 @@ def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) 
         if max(coverage(question, table, meant), coverage(gloss, table) if gloss else 0.0) < COVERAGE:
             continue  # the question is about something else that shares a word with the table ("days")
         if score >= 1 and (best is None or score > best.score):
-            best = Choice(table, versions[table.version_id], score)
+            best = Choice(table, versions[table.version_id], score, across)
     return best, tables
 
 
@@ -258,14 +253,12 @@ def holds(text: str, result: Computed, question: str) -> bool:
     return all(any(abs(n - a) <= max(NUMBER_TOLERANCE, abs(a) * 1e-9) for a in allowed) for n in numbers_in(text))
 
 
-def computed_answer(
-    *, question: str, choice: Choice, model: Any, clock: Any, gloss: str = ""
-) -> Computation | Fallback:
+def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) -> Computation | Fallback:
     """Have the model write the query for the chosen table, run it, and say the result; a Fallback (why) when the
     query cannot run or finds nothing."""
     table = choice.table
     label = f"“{table.name}” ({table.document.display_key})"
-    gloss = read_across(question, gloss, table)
+    gloss = choice.across  # read once, when the table was chosen
     messages = prompt(question, table)
     model.warm(SYSTEM)
     started = clock()

@@ -219,8 +219,7 @@ def _computed(
     choice, tables = computing.choose_table(question, sources.hits, viewer)
     if choice is None or not computing.asks_to_compute(question, tables):
         return False
-    outcome = computing.computed_answer(question=question, choice=choice, model=model, clock=elapsed,
-                                        gloss=computing.english_of(question, viewer))  # fmt: skip
+    outcome = computing.computed_answer(question=question, choice=choice, model=model, clock=elapsed)
     if isinstance(outcome, computing.Fallback):
         logger.info("answer: computing did not answer (%s); answering from the excerpts", outcome.reason)
         return outcome
