@@ -115,6 +115,7 @@ def named_values(question: str, table: Any) -> list[tuple[str, str]]:
 MEANT = 0.7  # multilingual cosine of a question's word and a value it names in another language ("entregados")
 MEANT_MARGIN = 0.05  # over the column's next value ("entregados": Delivered 0.82, Shipped 0.76)
 MEANT_VALUES = 50  # columns with more distinct values are not matched by meaning
+MEANT_MAX = 600  # names and values embedded per table and question, at most
 
 
 def values_meant(question: str, table: Any, embed: Any) -> dict[str, str]:
@@ -131,8 +132,8 @@ def values_meant(question: str, table: Any, embed: Any) -> dict[str, str]:
     for i, column in enumerate(table.columns):
         if column.get("type", "text") == "text":
             values = list(dict.fromkeys(row[i] for row in table.rows[:5000] if i < len(row) and row[i]))
-            if 1 < len(values) <= MEANT_VALUES:
-                groups.append(values)
+            if 1 < len(values) <= MEANT_VALUES and sum(map(len, groups)) + len(values) <= MEANT_MAX:
+                groups.append(values)  # a wide table is matched on its first columns: a question's cost is bounded
     if not words:
         return {}
     import numpy as np
