@@ -2,10 +2,11 @@
 answer every door gives (chat.recipe → chat.services.stream_answer: retrieval, computing, the packaged model, the
 checks), in this process, against the real model server.
 
-    RAG_MODELS_DIR=… python bench/company.py [tune|held_out|all|fresh|none] [--concurrency 1,2,4] [--timing-n 8]
+    RAG_MODELS_DIR=… python bench/company.py [tune|held_out|all|fresh|unseen|none] [--concurrency 1,2,4] [--timing-n 8]
 
 `fresh` asks the second company's 16 questions (bench/company_fresh.py), kept for changes made after the held-out
-half had been read; `none` asks no question (with --concurrency: only the timings).
+half had been read, `unseen` the third company's 36 (bench/company_unseen.py), written at the start of the second
+stop; `none` asks no question (with --concurrency: only the timings).
 
 Prints per question what was answered and, per half and language: right (answered, and the expected value stated:
 a number, with a decimal comma or point, or a phrase), answered wrong (answered without it, or answered a question
@@ -113,7 +114,8 @@ def main() -> None:
     from tenants.principals import Viewer
     from tenants.services import tenant_create
 
-    name = "company-fresh" if split == "fresh" else "company"  # the second company (bench/company_fresh.py)
+    # the second and third companies (bench/company_fresh.py, bench/company_unseen.py)
+    name = {"fresh": "company-fresh", "unseen": "company-unseen"}.get(split, "company")
     questions = [json.loads(line) for line in (DATA / f"{name}-questions.jsonl").open()]
     folder = Path(tempfile.mkdtemp(prefix="company-"))
     subprocess.run(["cp", "-r", f"{DATA / name}/.", str(folder)], check=True)
