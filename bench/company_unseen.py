@@ -6,8 +6,8 @@ document), English remote-work and expense rules, Spanish installation and safet
 workbook (customers, statuses Completed / Scheduled / Cancelled, provinces, kWp, prices, dates) and a team targets
 workbook (target against installed kWp).
 
-    python bench/company_unseen.py        # writes bench/data/company-unseen/ and bench/data/company-unseen-questions.jsonl
-    python bench/company.py unseen        # asks them (split "unseen")
+    python bench/company_unseen.py   # writes bench/data/company-unseen/, bench/data/company-unseen-questions.jsonl
+    python bench/company.py unseen   # asks them (split "unseen")
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def questions(rows: list[tuple]) -> list[dict]:
     miramar_completed = sum(1 for r in rows if r[1] == "Hotel Miramar" and r[2] == "Completed")
     below = min(TEAMS, key=lambda t: t[2] - t[1])[0]
     topics = [
-        ("How many days a week may office staff work from home?", "¿Cuántos días a la semana se puede teletrabajar?", 3),
+        ("How many days a week may office staff work from home?",
+         "¿Cuántos días a la semana se puede teletrabajar?", 3),
         ("How much is the equipment allowance for working from home?",
          "¿De cuánto es la ayuda para el equipo de teletrabajo?", 250),
         ("When do the core hours end?", "¿A qué hora termina el horario de disponibilidad obligatoria?", "14:30"),

@@ -156,7 +156,7 @@ def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) 
     best: Choice | None = None
     gloss = english_of(question, viewer)
     for table in tables:
-        meant = values_meant(question, table, embed_multilingual) if gloss else {}
+        meant = values_meant(question, table, embed_multilingual, scope=str(viewer.tenant.pk)) if gloss else {}
         across = " ".join([gloss, *meant.values()]) if gloss else ""
         score = max(fit(question, table), fit(across, table) if across else 0.0)
         if max(coverage(question, table, meant), coverage(gloss, table) if gloss else 0.0) < COVERAGE:

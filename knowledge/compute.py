@@ -3,7 +3,8 @@ table's rows: an in-memory SQLite database of its own, never the application's.
 
 What may run is decided by the engine, not by reading the query's text: SQLite's authorizer allows reading the
 table (`data`) and calling a list of pure functions, and refuses everything else (another table, `sqlite_master`,
-`ATTACH`, `PRAGMA`, any write, a temporary table or view); a progress handler stops a query past its time limit;
+`ATTACH`, `PRAGMA`, any write, a temporary table or view); a column of ranges ("3 to 5 years") is read with
+`in_range(column, 4)` (knowledge/ranges.py); a progress handler stops a query past its time limit;
 at most `max_rows` rows come back; one statement at a time (the driver refuses two). The standard library's sqlite3
 is the engine: it is what Python ships, holds nothing but what is loaded into it, and its authorizer is the
 well-kept way to confine a query (DuckDB, the other candidate, is a 40 MB wheel and has no per-statement authorizer).
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.ingest.tables import MAX_TABLE_ROWS, as_date, as_number
+from knowledge.ranges import in_range, is_range_column
 
 TABLE = "data"
 ROW_COLUMN = "_row"
@@ -35,7 +37,7 @@ FUNCTIONS = frozenset({
     "count", "sum", "total", "avg", "min", "max", "group_concat", "abs", "round", "lower", "upper", "length", "trim",
     "ltrim", "rtrim", "substr", "substring", "replace", "instr", "coalesce", "ifnull", "nullif", "iif", "cast",
     "date", "strftime", "julianday", "like", "glob", "printf", "format", "cume_dist", "dense_rank", "rank",
-    "row_number", "percent_rank", "ntile", "lag", "lead", "first_value", "last_value",
+    "row_number", "percent_rank", "ntile", "lag", "lead", "first_value", "last_value", "in_range",
 })  # fmt: skip
 
 
@@ -120,6 +122,7 @@ def load(
     formatter.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     for name in ("printf", "format"):
         connection.create_function(name, -1, functools.partial(_bounded_printf, formatter), deterministic=True)
+    connection.create_function("in_range", 2, in_range, deterministic=True)  # "3 to 5 years" holds 4: 1
     return connection
 
 
@@ -331,6 +334,8 @@ def schema(table: Any, *, samples: int = 3, listed: int = 12) -> str:
             shown = distinct if len(distinct) <= listed else distinct[:samples]
             held = ", ".join("'" + v[:60].replace("'", "''") + "'" for v in shown)
             word = "one of" if len(distinct) <= listed else "e.g."
+            if is_range_column(distinct):  # a table of ranges: a position is read with in_range, never by its text
+                word = f"ranges (the row for a number n: in_range({name}, n) = 1), one of"
             lines.append((f"{name} TEXT", f"{found}, {word} {held}" if held else found))
     body = "\n".join(f"  {column}{',' if n < len(lines) - 1 else ''} -- {comment}"
                        for n, (column, comment) in enumerate(lines))  # fmt: skip

@@ -3,6 +3,8 @@ access), and what the answer may state (the computed result, never another numbe
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from chat import computing
@@ -157,3 +159,33 @@ def test_as_of_a_past_day_computes_over_the_version_then_in_force(tenant_a, tmp_
     assert old is not None and new is not None and old.table.version.version == 1 and new.table.version.version == 2
     assert compute(old.table, "SELECT SUM(stock) FROM data").rows == [[5.0]]
     assert compute(new.table, "SELECT SUM(stock) FROM data").rows == [[12.0]]
+
+
+DISCOUNTS = ("Order size,Discount\nUnder 100 units,0 %\n100 to 499 units,5 %\n500 to 999 units,8 %\n"
+             "1000 units or more,12 %\n")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_position_in_a_table_of_ranges_is_never_answered_with_another_rows_value(
+    tenant_a, tmp_path, chat_model, client
+):
+    """ "An order of 600 units" against "500 to 999 units" (the 0.5B, through REST): the answer states that row's
+    8 %, computed with in_range, or is not given; never another row's discount, and never a MIN or MAX of words."""
+    from tenants.services import api_key_issue
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"discounts.csv": DISCOUNTS})
+    key = api_key_issue(tenant=tenant_a, scope="read")[1]
+    url = f"/api/v1/tenants/{tenant_a.slug}/answer/"
+    for question in ("What discount does an order of 600 units get?", "What is the smallest order size?"):
+        asked = client.post(url, {"question": question}, content_type="application/json",
+                            HTTP_AUTHORIZATION=f"Api-Key {key}").json()  # fmt: skip
+        computed = asked["computed"] or {}
+        stated = set(re.findall(r"(\d+)\s*%", asked["answer"]))
+        if "smallest" in question:  # MIN(order_size) is the alphabet's first range, not a size
+            sql = asked["citations"][0]["table"]["sql"].lower() if computed.get("status") == "computed" else ""
+            assert "min(order_size)" not in sql and "order by order_size" not in sql, asked
+        elif computed.get("status") == "computed":
+            sql = asked["citations"][0]["table"]["sql"].lower()
+            assert "in_range(order_size, 600)" in sql and stated == {"8"}, asked
+        else:
+            assert stated <= {"8"}, asked
