@@ -22,7 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chat.citations import citation_of
-from chat.constraints import COMPUTE_WORDS, COVERAGE, coverage, terms, unkept, values_meant
+from chat.constraints import (
+    COMPUTE_WORDS,
+    COVERAGE,
+    coverage,
+    range_columns,
+    stated_numbers,
+    terms,
+    unkept,
+    values_meant,
+)
 from chat.excerpts import embed_multilingual
 from inference import translation
 from knowledge.claims import fold, language_of
@@ -112,10 +121,13 @@ def may_compute(question: str) -> bool:
 
 
 def asks_to_compute(question: str, tables: Sequence[DocumentTable]) -> bool:
-    """Whether the question asks for a computation: its words say so, or it asks which values a column holds
-    ("which offices …", "list the SKUs …") of a table it may be computed over."""
+    """Whether the question asks for a computation: its words say so, it states a number and a table it may be
+    computed over holds ranges (a position in them), or it asks which values a column holds ("which offices …",
+    "list the SKUs …") of such a table."""
     if COMPUTE_WORDS.search(question):
         return True
+    if any(stated_numbers(question, table) and range_columns(table) for table in tables):
+        return True  # a position in a table of ranges: "what discount does an order of 600 units get?"
     if not LIST_WORDS.search(question):
         return False
     words = re.findall(r"\w+", fold(question))

@@ -282,15 +282,27 @@ def _words_measured(question: str, also: str, tree: Any, table: Any) -> str:
     words = {name for name, column in zip(identifiers(table.columns), table.columns, strict=True)
              if column.get("type", "text") == "text"}  # fmt: skip
     for node in tree.find_all(exp.Sum, exp.Avg, exp.Min, exp.Max):
-        if isinstance(node.this, exp.Column) and node.this.name.lower() in words:
-            return f"the query takes the {node.key.upper()} of {node.this.name}, a column of words, not of numbers"
+        measured = _unwrapped(node.this)
+        if isinstance(measured, exp.Column) and measured.name.lower() in words:
+            return f"the query takes the {node.key.upper()} of {measured.name}, a column of words, not of numbers"
     read = f"{question} {also}"
     order = tree.args.get("order")
     if order is not None and (MOST.search(read) or LEAST.search(read)):
         for key in order.expressions:
-            if isinstance(key.this, exp.Column) and key.this.name.lower() in words:
-                return f"the query orders by {key.this.name}, a column of words, to find the most or least"
+            measured = _unwrapped(key.this)
+            if isinstance(measured, exp.Column) and measured.name.lower() in words:
+                return f"the query orders by {measured.name}, a column of words, to find the most or least"
     return ""
+
+
+def _unwrapped(node: Any) -> Any:
+    """What a cast, parentheses or a text function measure: `CAST(order_size AS REAL)` is order_size (SQLite reads
+    "100 to 499 units" as 100 and "Under 100 units" as 0)."""
+    from sqlglot import exp
+
+    while isinstance(node, exp.Cast | exp.TryCast | exp.Paren | exp.Abs | exp.Trim | exp.Lower | exp.Upper):
+        node = node.this
+    return node
 
 
 def _numbers(literal: str) -> list[float]:

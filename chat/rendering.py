@@ -43,10 +43,23 @@ LANGUAGE_NAMES = {"en": "English", "es": "Spanish"}
 
 def evidence_language(hits: Sequence, asked: str) -> str:
     """The language of the evidence an answer most likely rests on: the first excerpt's (the retriever's best; its
-    chunk language, `en` when unknown), the asker's when there is none. (Chosen on the tuning half of
-    bench/company.py: the language most excerpts were in sent an English question over a Spanish procedure, ranked
-    first among English handbook excerpts, to the model in English, and it was refused.)"""
-    return (hits[0].chunk.language or "en")[:2] if hits else asked
+    chunk language, `en` when unknown) that is prose, not a sheet's rows (a sheet's language is read from names and
+    codes); the first excerpt's when all are sheets; the asker's when there is none. (The first excerpt's: chosen on
+    the tuning half of bench/company.py, where the language most excerpts were in sent an English question over a
+    Spanish procedure, ranked first among English handbook excerpts, to the model in English, and it was refused.
+    Prose: the second company's F05, "Until what time are deliveries made in Valencia?", whose first excerpt is the
+    invoices sheet, for the city.)"""
+    if not hits:
+        return asked
+    prose = next((hit for hit in hits if not _sheet(hit)), hits[0])
+    return (prose.chunk.language or "en")[:2]
+
+
+def _sheet(hit: object) -> bool:
+    """Whether an excerpt is a workbook's or a CSV's rows (a table that is the whole document, not one in prose)."""
+    chunk = getattr(hit, "chunk", None)
+    key = getattr(getattr(chunk, "document", None), "document_key", "") or ""
+    return bool(getattr(hit, "table", None)) and key.lower().endswith((".xlsx", ".xls", ".ods", ".csv", ".tsv"))
 
 
 @dataclass

@@ -46,6 +46,26 @@ def _answer(tenant, question: str) -> services.Answer:  # type: ignore[no-untype
                                     options=excerpts.AnswerSettings(temperature=0.0))  # fmt: skip
 
 
+def test_the_evidence_language_is_the_first_prose_excerpts_not_a_sheets_that_shares_a_name(tenant_a, tmp_path):
+    """An English question whose first excerpt is a workbook (it names the city) and whose answer is in a Spanish
+    procedure is drafted in Spanish, the procedure's language; with no prose among the excerpts, the sheet's."""
+    from chat.rendering import evidence_language
+    from knowledge.search.retrieval import retrieve
+
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={
+        "invoices.csv": "Invoice,Client,City\n" + "\n".join(f"INV-{n},Cafe Mar,Valencia" for n in range(30)),
+        "entregas.md": "# Entregas\n\nLas entregas en Valencia se realizan de 6:00 a 11:00, de lunes a sábado.\n",
+    })  # fmt: skip
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query="Until what time are deliveries made in Valencia?",
+                    top_k=5)  # fmt: skip
+    keys = [hit.chunk.document.document_key for hit in hits]
+    assert set(keys) == {"invoices.csv", "entregas.md"}
+    sheet = next(hit for hit in hits if hit.chunk.document.document_key == "invoices.csv")
+    prose = next(hit for hit in hits if hit.chunk.document.document_key == "entregas.md")
+    assert sheet.table and evidence_language([sheet, prose], "en") == "es"
+    assert evidence_language([sheet], "es") == "en" and evidence_language([], "es") == "es"
+
+
 def test_a_rendering_keeps_values_codes_names_and_markers_or_is_not_made():
     shown = render_in("Tracking numbers start with TIL- followed by 8 digits, as TIL-20461873 [1].", "en", "es")
     assert shown is not None and "TIL-" in shown and "TIL-20461873" in shown and shown.endswith("[1].")

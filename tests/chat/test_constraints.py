@@ -154,6 +154,7 @@ def test_a_range_is_read_in_english_and_spanish_and_a_value_is_not_a_range():
 def test_a_sum_or_a_minimum_of_words_is_not_an_answer():
     asked = "What is the minimum order?"
     assert "column of words" in check(asked, DISCOUNTS, "SELECT MIN(order_size) FROM data")
+    assert "column of words" in check(asked, DISCOUNTS, "SELECT MIN(CAST(order_size AS REAL)) AS m FROM data")
     assert "column of words" in check("What is the largest order size?", DISCOUNTS,
                                       "SELECT order_size FROM data ORDER BY order_size DESC LIMIT 1")  # fmt: skip
     assert check("What is the highest amount?", ORDERS, "SELECT MAX(amount_eur) FROM data") == ""
@@ -174,3 +175,12 @@ def test_a_spanish_status_is_named_by_its_translation_when_the_encoder_misses_it
     assert "Pending" in missing
     assert check(asked, ORDERS, "SELECT COUNT(*) FROM data WHERE customer = 'Acme Retail' AND status = 'Pending'",
                  gloss=gloss) == ""  # fmt: skip
+
+
+def test_a_number_stated_against_a_table_of_ranges_asks_to_compute_its_row():
+    from chat.computing import asks_to_compute
+
+    assert asks_to_compute("What discount does an order of 600 units get?", [DISCOUNTS])
+    assert asks_to_compute("¿Qué descuento tiene un pedido de 600 unidades?", [DISCOUNTS])
+    assert not asks_to_compute("What discount does a large order get?", [DISCOUNTS])
+    assert not asks_to_compute("What is the status of order ORD-2?", [ORDERS])  # a lookup stays a lookup
