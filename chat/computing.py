@@ -49,14 +49,15 @@ NUMBER_TOLERANCE = 0.005
 
 # A question that asks for one quantity ("how much …", "what is the total …"), unless it asks for one per group.
 ONE_VALUE = re.compile(
-    r"^\s*(by how much|how (many|much)|what (is|was) the (total|sum|average|mean|number|count|largest|smallest|"
+    r"^[\s¿¡]*(by how much|how (many|much)|what (is|was) the (total|sum|average|mean|number|count|largest|smallest|"
     r"highest|lowest|maximum|minimum|biggest|greatest)|cu[aá]nt[oa]s?|cu[aá]l (es|fue) el (total|promedio))\b",
     re.IGNORECASE,
 )
 PER_GROUP = re.compile(r"\b(each|per|every|broken down|grouped|por cada)\b", re.IGNORECASE)
 ONE_VALUE_AGAIN = ("The question asks for one value, and the query returned {n} rows. Write the SQLite query again so "
                    "that it returns a single value, in a ```sql block.")  # fmt: skip
-LIST_WORDS = re.compile(r"^\s*(which|what|list|show|name|give|who|qu[eé]|cu[aá]les|lista|muestra)\b", re.IGNORECASE)
+LIST_WORDS = re.compile(r"^[\s¿¡\"'(]*(which|what|list|show|name|give|who|qu[eé]|cu[aá]les|lista|muestra)\b",
+                        re.IGNORECASE)  # fmt: skip
 SYSTEM = (
     "You answer a question about one table by writing one SQLite SELECT query over it; the table is named data. "
     "Use only the columns listed, and the values exactly as listed. Text comparisons ignore case. Dates are text "

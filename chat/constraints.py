@@ -25,7 +25,7 @@ from typing import Any
 from inference import translation
 from knowledge.claims import NUMBER_VALUES, fold
 from knowledge.compute import identifiers
-from knowledge.ranges import is_range_column, number_of
+from knowledge.ranges import is_range_column, numbers_stated, numbers_written
 
 # What a question that computes says, in English and Spanish: how many, a total, an average, the most or least,
 # a ranking, distinct values, a filter ("below", "more than").
@@ -73,8 +73,6 @@ LEAST = re.compile(
 OVER = re.compile(r"\b(over|above|exceed\w*|overspen\w*|por encima|supera\w*|sobrepas\w*|excede\w*)\b", re.IGNORECASE)
 UNDER = re.compile(r"\b(under|below|underspen\w*|por debajo|no llega\w*)\b", re.IGNORECASE)
 REFERENCE = re.compile(r"budget|plan|target|limit|forecast|quota|presupuest|previst|objetivo|l[ií]mite|cuota", re.I)
-NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])")
-WORD_NUMBER = re.compile(r"\b(" + "|".join(NUMBER_VALUES) + r")\b", re.IGNORECASE)
 
 
 def coverage(question: str, table: Any, meant: dict[str, str] | None = None) -> float:
@@ -218,15 +216,10 @@ def _translated_values(words: list[str], groups: list[list[str]], scope: str) ->
 
 
 def stated_numbers(question: str, table: Any) -> set[float]:
-    """The numbers a question states, in digits or words ("four", "cuatro"; not "one", "una": pronouns and
-    articles), but not those of the table's name or columns ("the 2026 budget" of “Budget 2026”)."""
-    found = {n for n in map(number_of, NUMBER.findall(question)) if n is not None}
-    found |= {float(NUMBER_VALUES[w.lower()]) for w in WORD_NUMBER.findall(question) if w.lower() not in AMBIGUOUS}
+    """The numbers a question states (knowledge.ranges.numbers_stated: digits, thousands, number words), but not
+    those of the table's name or columns ("the 2026 budget" of “Budget 2026”)."""
     own = " ".join([table.name, *(c["name"] for c in table.columns)])
-    return found - {n for n in map(number_of, NUMBER.findall(own)) if n is not None}
-
-
-AMBIGUOUS = frozenset({"one", "uno", "una", "once"})  # "which one", "una tabla", "once" (English: one time)
+    return numbers_stated(question) - set(numbers_written(own))
 
 
 def unkept(question: str, also: str, table: Any, sql: str, changes: list[str]) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.ingest.tables import MAX_TABLE_ROWS, as_date, as_number
-from knowledge.ranges import in_range, is_range_column
+from knowledge.ranges import in_range, is_range_column, numbers_stated, numbers_written
 
 TABLE = "data"
 ROW_COLUMN = "_row"
@@ -281,7 +281,7 @@ def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
             if len(cells) <= 200:
                 held[name] = cells
     asked = question.casefold()
-    changes: list[str] = []
+    changes: list[str] = _positioned(tree, table, names, question)  # a range's row, before any filter is judged
     for node in list(tree.find_all(exp.EQ, exp.In)):
         column, literals = (node.this, node.expressions) if isinstance(node, exp.In) else (node.this, [node.expression])
         if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Column):
@@ -309,6 +309,53 @@ def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
             changes.append(f"dropped {node.sql('sqlite')} (the question does not ask for it)")
             node.replace(exp.true())
     return (tree.sql("sqlite") if changes else sql), changes
+
+
+def _positioned(tree: Any, table: Any, names: list[str], question: str) -> list[str]:
+    """A table of ranges read at the position the question states: when it states one number that one range of a
+    column holds ("an order of 600 units", "500 to 999 units"), a comparison of that column with a text
+    (`order_size = '100 to 499 units'`, the row the model guessed) becomes `in_range(order_size, 600) = 1`, and a
+    query that reads the table without the number gets that filter. What was done, in words."""
+    from sqlglot import exp
+
+    ranges: dict[str, list[str]] = {}
+    for i, (name, column) in enumerate(zip(names, table.columns, strict=True)):
+        if column.get("type", "text") == "text":
+            cells = list({row[i] for row in table.rows if i < len(row) and row[i]})
+            if len(cells) <= 200 and is_range_column(cells):
+                ranges[name] = cells
+    if len(ranges) != 1:
+        return []
+    ((name, cells),) = ranges.items()
+    own = set(numbers_written(" ".join([getattr(table, "name", ""), *(c["name"] for c in table.columns)])))
+    held = {n for n in numbers_stated(question) if n not in own and sum(in_range(c, n) or 0 for c in cells) == 1}
+    if len(held) != 1:
+        return []
+    number = held.pop()
+    position = exp.EQ(this=exp.Anonymous(this="in_range", expressions=[exp.column(name), exp.Literal.number(
+        f"{number:g}")]), expression=exp.Literal.number(1))  # fmt: skip
+    said = f"in_range({name}, {number:g}) = 1 (the row whose range holds the question's {number:g})"
+    for node in list(tree.find_all(exp.EQ)):
+        column, value = node.this, node.expression
+        if isinstance(value, exp.Column):
+            column, value = value, column
+        if isinstance(column, exp.Column) and column.name.lower() == name and isinstance(value, exp.Literal):
+            if not (value.is_string and in_range(str(value.this), number)):
+                said = f"{said}, not {node.sql('sqlite')}"
+            node.replace(position.copy())
+            return [said]
+    for node in tree.find_all(exp.Anonymous):
+        if node.name.lower() == "in_range":
+            return []  # the model read the position itself
+    literals = [n for lit in tree.find_all(exp.Literal) for n in numbers_written(str(lit.this))]
+    if isinstance(tree, exp.Select) and number not in literals:
+        where = tree.args.get("where")
+        if where is not None and isinstance(where.this, exp.Boolean) and where.this.this:
+            where.set("this", position.copy())  # WHERE TRUE: the model compared nothing
+        else:
+            tree.where(position.copy(), copy=False)
+        return [said]
+    return []
 
 
 def schema(table: Any, *, samples: int = 3, listed: int = 12) -> str:

@@ -105,6 +105,26 @@ def in_range(cell: str | None, number: float | int | str | None) -> int | None:
     return int(found.holds(float(number)))
 
 
+WRITTEN = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])")
+
+
+def numbers_written(text: str) -> list[float]:
+    """The numbers a text writes in digits, thousands read as such ("30.000 EUR" → 30000)."""
+    return [n for n in map(number_of, WRITTEN.findall(text)) if n is not None]
+
+
+AMBIGUOUS = frozenset({"one", "uno", "una", "once"})  # "which one", "una tabla", "once" (English: one time)
+
+
+def numbers_stated(text: str) -> set[float]:
+    """The numbers a question states, in digits or words ("four", "cuatro"; not "one", "una": pronouns and
+    articles)."""
+    from knowledge.claims import NUMBER_VALUES
+
+    words = re.findall(r"\b(" + "|".join(NUMBER_VALUES) + r")\b", text, re.IGNORECASE)
+    return set(numbers_written(text)) | {float(NUMBER_VALUES[w.lower()]) for w in words if w.lower() not in AMBIGUOUS}
+
+
 def is_range_column(values: list[str]) -> bool:
     """Whether a column holds ranges: at least two distinct values, each naming one."""
     distinct = set(values)

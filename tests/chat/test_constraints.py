@@ -56,11 +56,24 @@ def test_a_status_the_question_names_must_be_compared_and_a_filter_it_does_not_a
     assert check(spanish, ORDERS, sql, gloss="How many orders pending has Acme Retail?") == ""
 
 
-def test_a_position_in_a_table_of_ranges_must_be_in_the_query_and_where_true_is_no_filter():
+def test_a_position_in_a_table_of_ranges_is_put_in_the_query_and_where_true_is_no_filter():
+    """The model's guess at the row ("1 to 2 years") or no filter at all (`WHERE TRUE`) becomes the row whose range
+    holds the question's number (knowledge.compute.grounded); a WHERE TRUE over a table without ranges stays a
+    finding."""
+    from knowledge.compute import compute
+
     asked = "How many vacation days does an employee get after four years of service?"
-    assert "WHERE TRUE" in check(asked, VACATION, "SELECT vacation_days FROM data WHERE TRUE LIMIT 1")
-    assert "4" in check(asked, VACATION, "SELECT vacation_days FROM data LIMIT 1")
-    assert check("¿Cuántos días de vacaciones con cuatro años?", VACATION, "SELECT vacation_days FROM data") != ""
+    table = Table(VACATION.name, VACATION.columns, VACATION.rows, [1, 2, 3, 4])
+    for written in ("SELECT vacation_days FROM data WHERE TRUE LIMIT 1", "SELECT vacation_days FROM data",
+                    "SELECT vacation_days FROM data WHERE years_of_service = '1 to 2 years'"):  # fmt: skip
+        sql, changes = grounded(written, table, asked)
+        assert "in_range(years_of_service, 4)" in sql.lower() and changes, (written, sql)
+        assert unkept(asked, "", table, sql, changes) == "" and compute(table, sql).rows == [["25"]]
+    assert check("¿Cuántos días de vacaciones con cuatro años?", VACATION, "SELECT vacation_days FROM data") == ""
+    assert "WHERE TRUE" in check("How many orders does Acme Retail have?", ORDERS,
+                                 "SELECT COUNT(*) FROM data WHERE TRUE")  # fmt: skip
+    # two numbers a range could hold: which one is the position is not guessed
+    assert "in_range" not in grounded("SELECT vacation_days FROM data", table, "Between 4 and 8 years?")[0].lower()
 
 
 def test_a_direction_reversed_is_found_over_and_under_a_budget_included():
@@ -127,8 +140,12 @@ def test_a_position_in_a_table_of_ranges_is_read_by_the_engine_and_the_model_is_
     assert compute(DISCOUNTS, "SELECT discount FROM data WHERE in_range(order_size, 5000)").rows == [["12 %"]]
     asked = "What discount does an order of 600 units get?"
     assert check(asked, DISCOUNTS, "SELECT discount FROM data WHERE in_range(order_size, 600) = 1") == ""
-    told = check(asked, DISCOUNTS, "SELECT discount FROM data WHERE order_size = '500 to 999 units'")
-    assert "600" in told and "in_range(order_size, 600)" in told
+    assert check(asked, DISCOUNTS, "SELECT discount FROM data WHERE order_size = '100 to 499 units'") == ""
+    sql, _ = grounded("SELECT discount FROM data WHERE order_size = '100 to 499 units'", DISCOUNTS, asked)
+    assert compute(DISCOUNTS, sql).rows == [["8 %"]]  # the row the number is in, not the one the model guessed
+    both = "What discounts do orders of 600 and 1500 units get?"  # two positions: the model is told how, not guessed
+    told = check(both, DISCOUNTS, "SELECT discount FROM data WHERE in_range(order_size, 600) = 1")
+    assert "1500" in told and "in_range(order_size, 1500)" in told
     # a Spanish question writes thousands with a dot: 30.000 is thirty thousand, not thirty
     spanish = "¿Qué descuento tiene un pedido de 1.500 unidades?"
     assert check(spanish, DISCOUNTS, "SELECT discount FROM data WHERE in_range(order_size, 1500) = 1") == ""
