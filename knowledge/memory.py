@@ -129,6 +129,14 @@ def sessions_of(*, tenant: Tenant, api_key: Any = None, user: Any = None) -> lis
     return list(found.filter(api_key__isnull=True, user=user).order_by("-created_at")[:100])
 
 
+def sessions_end_for(*, tenant: Tenant, user: Any, api_keys: list[Any]) -> int:
+    """End every open agent session of the tenant that a deprovisioned person holds, in their name or through one of
+    the keys revoked with them (tenants.services.member_deprovision); how many ended. Their next call is a 410."""
+    owned = AgentSession.objects.for_tenant(tenant).filter(ended_at__isnull=True)
+    owned = owned.filter(Q(user=user) | Q(api_key__in=[k.pk for k in api_keys]))
+    return owned.update(ended_at=timezone.now())
+
+
 def session_end(session: AgentSession) -> None:
     AgentSession.objects.filter(pk=session.pk).update(ended_at=timezone.now())
 

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django_q",
     "axes",  # login throttling
     "tenants",
+    "identity",  # the company's directory: SCIM provisioning (docs/identity.md)
     "inference",
     "knowledge",
     "chat",

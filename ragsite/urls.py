@@ -25,10 +25,12 @@ urlpatterns = [
     path("api/v1/", include("knowledge.urls")),
     path("api/v1/", include((chat_api, "chat-api"))),
     path("api/v1/", include("feedback.urls_api")),
+    path("api/v1/", include("identity.urls")),  # SCIM 2.0 provisioning (docs/identity.md)
     path("v1/", include((openai_api, "openai"))),  # OpenAI-compatible: base URL <server>/v1 (docs/openai.md)
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("tenants.urls_pages")),
+    path("", include("identity.urls_pages")),
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
     path("", include("feedback.urls")),

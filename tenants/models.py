@@ -129,6 +129,8 @@ class MembershipEvent(TenantOwned):
         INVITATION_ACCEPTED = "invitation_accepted", _("Invitation accepted")
         KEY_CREATED = "key_created", _("API key created")
         KEY_REVOKED = "key_revoked", _("API key revoked")
+        PROVISIONED = "provisioned", _("Provisioned by the directory")
+        DEPROVISIONED = "deprovisioned", _("Deprovisioned by the directory")
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes

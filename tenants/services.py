@@ -424,3 +424,65 @@ def group_member_remove(*, tenant: Tenant, actor: User | None, group: Group, use
         group.members.remove(user)
         MembershipEvent.objects.create(tenant=tenant, actor=actor, username=user.get_username(),
                                        action=MembershipEvent.Action.GROUP_LEFT, group=group.name)  # fmt: skip
+
+
+@dataclass
+class Deprovisioned:
+    """What a deprovisioning ended: the membership (its role), the groups left, the keys revoked, what the apps
+    ended (agent sessions), and whether the account was switched off (no membership left anywhere)."""
+
+    role: str
+    groups: int
+    keys: int
+    ended: int
+    account_off: bool
+
+
+def member_deprovision(*, tenant: Tenant, user: User, by: str) -> Deprovisioned:
+    """The company's directory says this person is gone (SCIM `active: false` or DELETE): at once, their membership
+    and groups go; their own keys and every key acting for `user:<them>` are revoked (a key acting for a leaver reads
+    nothing, not even what the whole tenant may); their agent sessions end (tenants.signals.member_deprovisioned); and,
+    when they belong to no other tenant, their account is switched off, which ends every browser session at its next
+    request (Django reads the user again each request) and refuses any sign-in. Audited, with `by` (the provider).
+    The last admin is not protected: the directory decides who works here."""
+    from tenants.signals import member_deprovisioned
+
+    name = user.get_username()
+    with transaction.atomic():
+        membership = Membership.objects.for_tenant(tenant).filter(user=user).first()
+        role = membership.role if membership is not None else ""
+        if membership is not None:
+            membership.delete()
+        groups = list(Group.objects.for_tenant(tenant).filter(members=user))
+        for group in groups:
+            group.members.remove(user)
+        keys = [k for k in ApiKey.objects.for_tenant(tenant).select_for_update().filter(revoked_at__isnull=True)
+                if k.created_by_id == user.pk or f"user:{name}" in (k.acts_for or [])]  # fmt: skip
+        for key in keys:
+            key.revoke()
+        ended = sum(int(count or 0) for _receiver, count in member_deprovisioned.send(
+            sender=Membership, tenant=tenant, user=user, keys=keys))  # fmt: skip
+        account_off = user.is_active and not Membership.objects.filter(user=user).exists() and not user.is_superuser
+        if account_off:
+            user.is_active = False
+            user.save(update_fields=["is_active"])
+        MembershipEvent.objects.create(
+            tenant=tenant, actor=None, username=name, action=MembershipEvent.Action.DEPROVISIONED, role=role,
+            detail=(f"by {by}: left {len(groups)} groups, {len(keys)} keys revoked, {ended} agent sessions ended"
+                    + (", account switched off" if account_off else ""))[:300],
+        )  # fmt: skip
+    return Deprovisioned(role, len(groups), len(keys), ended, account_off)
+
+
+def member_provision(*, tenant: Tenant, user: User, by: str, role: str = Membership.Role.STAFF) -> Membership:
+    """The directory says this person works here (again): their account is switched on and they are a member with
+    `role`; groups come from the directory too (group_member_add). Audited, with `by`."""
+    with transaction.atomic():
+        if not user.is_active:
+            user.is_active = True
+            user.save(update_fields=["is_active"])
+        membership, made = Membership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": role})
+        if made:
+            MembershipEvent.objects.create(tenant=tenant, actor=None, username=user.get_username(), role=role,
+                                           action=MembershipEvent.Action.PROVISIONED, detail=f"by {by}")  # fmt: skip
+    return membership

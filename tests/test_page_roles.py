@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from chat.models import Verdict
 from feedback.models import Conflict, EvalRun
+from identity.scim import token_issue
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
 from tenants.services import api_key_issue, invitation_send
@@ -64,6 +65,7 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
             tenant=tenant_a, actor=None, email="new@acme.example", role="staff", base_url="http://testserver/"
         ).public_id,
         "key_id": api_key_issue(tenant=tenant_a, name="bot")[0].public_id,
+        "token_id": token_issue(tenant=tenant_a, name="okta")[0].public_id,
     }
 
 
