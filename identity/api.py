@@ -31,7 +31,7 @@ from scim2_models import (
 from scim2_models import InvalidValueException as InvalidValue
 
 from identity import scim
-from identity.models import ScimGroup, ScimToken, ScimUser
+from identity.models import ScimToken
 from tenants.keys import KeyRefused, presented, wrong_key
 
 SCIM_JSON = "application/scim+json"
@@ -142,14 +142,24 @@ def _page(resources: list[Any], model: type, *, filter_text: str | None, start: 
     return listing.model_dump(scim_ctx=Context.SEARCH_RESPONSE, response_parameters=shown)
 
 
-def _query_page(request: Request, resources: list[Any], model: type) -> dict[str, Any]:
+def _query_page(request: Request, kind: scim.Kind, links: Any, location: str) -> dict[str, Any]:
+    """A page of `links` as the query asks (filter, startIndex, count, attributes). Without a filter only the page's
+    resources are built (a page of 500 of 5,000 users reads 500)."""
     try:
         start = max(1, int(request.query_params.get("startIndex", 1)))
         count = min(scim.MAX_RESULTS, max(0, int(request.query_params.get("count", scim.MAX_RESULTS))))
     except ValueError:
         raise InvalidValue(detail="startIndex and count are integers.") from None
-    return _page(resources, model, filter_text=request.query_params.get("filter"), start=start, count=count,
-                 shown=_shown(request, model))  # fmt: skip
+    filter_text, shown = request.query_params.get("filter"), _shown(request, kind.model)
+    if filter_text:
+        return _page(kind.resources(links, location), kind.model, filter_text=filter_text, start=start, count=count,
+                     shown=shown)  # fmt: skip
+    total = links.count()
+    ordered = links.select_related(*kind.related).order_by("pk")
+    page = kind.resources(ordered[start - 1 : start - 1 + count], location) if count else []
+    listing = scim.of(ListResponse, kind.model)(total_results=total, start_index=start, items_per_page=len(page),
+                                                resources=page)  # fmt: skip
+    return listing.model_dump(scim_ctx=Context.SEARCH_RESPONSE, response_parameters=shown)
 
 
 def _search_page(body: dict[str, Any], resources: list[Any], model: type) -> dict[str, Any]:
@@ -165,93 +175,60 @@ def _search_page(body: dict[str, Any], resources: list[Any], model: type) -> dic
                  count=count, shown=shown)  # fmt: skip
 
 
-class UsersApi(ScimView):
+class ResourcesApi(ScimView):
+    """`Users` or `Groups` (the `kind`): list (filter, page, attributes) and create."""
+
+    kind: scim.Kind = scim.USERS
+
     def get(self, request: Request, tenant_slug: str) -> Response:
-        links = ScimUser.objects.for_tenant(self.tenant).select_related("user").order_by("created_at", "pk")
-        return Response(_query_page(request, [scim.user_resource(link, self.location) for link in links], User))
+        links = scim.narrowed(self.kind.links(self.tenant), request.query_params.get("filter"))
+        return Response(_query_page(request, self.kind, links, self.location))
 
     def post(self, request: Request, tenant_slug: str) -> Response:
-        resource: Any = User.model_validate(self.body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
-        link = scim.user_create(self.tenant, resource)
-        shown = scim.user_resource(link, self.location)
+        resource = self.kind.model.model_validate(self.body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
+        shown = self.kind.resource(self.kind.create(self.tenant, resource), self.location)
         response = Response(shown.model_dump(scim_ctx=Context.RESOURCE_CREATION_RESPONSE), status=201)
         response["Location"] = str(shown.meta.location) if shown.meta else ""
         return response
 
 
-class UserApi(ScimView):
+class ResourceApi(ScimView):
+    """One User or Group: read, replace, patch, delete."""
+
+    kind: scim.Kind = scim.USERS
+
     def get(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        shown = scim.user_resource(scim.user_get(self.tenant, scim_id), self.location)
-        return Response(_dump(shown, Context.RESOURCE_QUERY_RESPONSE, _shown(request, User)))
+        shown = self.kind.resource(self.kind.get(self.tenant, scim_id), self.location)
+        return Response(_dump(shown, Context.RESOURCE_QUERY_RESPONSE, _shown(request, self.kind.model)))
 
     def put(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        link = scim.user_get(self.tenant, scim_id)
-        resource: Any = User.model_validate(self.body(request), scim_ctx=Context.RESOURCE_REPLACEMENT_REQUEST)
-        shown = scim.user_resource(scim.user_replace(link, resource), self.location)
+        link = self.kind.get(self.tenant, scim_id)
+        resource = self.kind.model.model_validate(self.body(request), scim_ctx=Context.RESOURCE_REPLACEMENT_REQUEST)
+        shown = self.kind.resource(self.kind.replace(link, resource), self.location)
         return Response(shown.model_dump(scim_ctx=Context.RESOURCE_REPLACEMENT_RESPONSE))
 
     def patch(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        link = scim.user_get(self.tenant, scim_id)
-        patch = PatchOp[User].model_validate(self.body(request), scim_ctx=Context.RESOURCE_PATCH_REQUEST)
-        shown = scim.user_resource(scim.user_patch(link, patch, self.location), self.location)
+        link = self.kind.get(self.tenant, scim_id)
+        patch = scim.of(PatchOp, self.kind.model).model_validate(self.body(request),
+                                                                 scim_ctx=Context.RESOURCE_PATCH_REQUEST)  # fmt: skip
+        shown = self.kind.resource(self.kind.patch(link, patch, self.location), self.location)
         return Response(shown.model_dump(scim_ctx=Context.RESOURCE_PATCH_RESPONSE))
 
     def delete(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        scim.user_delete(scim.user_get(self.tenant, scim_id))
+        self.kind.delete(self.kind.get(self.tenant, scim_id))
         return Response(status=204)
 
 
-class GroupsApi(ScimView):
-    def get(self, request: Request, tenant_slug: str) -> Response:
-        links = ScimGroup.objects.for_tenant(self.tenant).select_related("group").order_by("created_at", "pk")
-        return Response(_query_page(request, [scim.group_resource(link, self.location) for link in links], Group))
+class SearchApi(ScimView):
+    """`Users/.search` or `Groups/.search`: the listing, asked in the body."""
 
-    def post(self, request: Request, tenant_slug: str) -> Response:
-        resource: Any = Group.model_validate(self.body(request), scim_ctx=Context.RESOURCE_CREATION_REQUEST)
-        shown = scim.group_resource(scim.group_create(self.tenant, resource), self.location)
-        response = Response(shown.model_dump(scim_ctx=Context.RESOURCE_CREATION_RESPONSE), status=201)
-        response["Location"] = str(shown.meta.location) if shown.meta else ""
-        return response
-
-
-class GroupApi(ScimView):
-    def get(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        shown = scim.group_resource(scim.group_get(self.tenant, scim_id), self.location)
-        return Response(_dump(shown, Context.RESOURCE_QUERY_RESPONSE, _shown(request, Group)))
-
-    def put(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        link = scim.group_get(self.tenant, scim_id)
-        resource: Any = Group.model_validate(self.body(request), scim_ctx=Context.RESOURCE_REPLACEMENT_REQUEST)
-        shown = scim.group_resource(scim.group_replace(link, resource), self.location)
-        return Response(shown.model_dump(scim_ctx=Context.RESOURCE_REPLACEMENT_RESPONSE))
-
-    def patch(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        link = scim.group_get(self.tenant, scim_id)
-        patch = PatchOp[Group].model_validate(self.body(request), scim_ctx=Context.RESOURCE_PATCH_REQUEST)
-        shown = scim.group_resource(scim.group_patch(link, patch, self.location), self.location)
-        return Response(shown.model_dump(scim_ctx=Context.RESOURCE_PATCH_RESPONSE))
-
-    def delete(self, request: Request, tenant_slug: str, scim_id: str) -> Response:
-        scim.group_delete(scim.group_get(self.tenant, scim_id))
-        return Response(status=204)
-
-
-class UsersSearchApi(ScimView):
+    kind: scim.Kind = scim.USERS
     reads_with_post = True
 
     def post(self, request: Request, tenant_slug: str) -> Response:
-        links = ScimUser.objects.for_tenant(self.tenant).select_related("user").order_by("created_at", "pk")
-        resources = [scim.user_resource(link, self.location) for link in links]
-        return Response(_search_page(self.body(request), resources, User))
-
-
-class GroupsSearchApi(ScimView):
-    reads_with_post = True
-
-    def post(self, request: Request, tenant_slug: str) -> Response:
-        links = ScimGroup.objects.for_tenant(self.tenant).select_related("group").order_by("created_at", "pk")
-        resources = [scim.group_resource(link, self.location) for link in links]
-        return Response(_search_page(self.body(request), resources, Group))
+        body = self.body(request)
+        links = scim.narrowed(self.kind.links(self.tenant), body.get("filter"))
+        return Response(_search_page(body, self.kind.resources(links, self.location), self.kind.model))
 
 
 class RootSearchApi(ScimView):
@@ -262,12 +239,10 @@ class RootSearchApi(ScimView):
 
     def post(self, request: Request, tenant_slug: str) -> Response:
         body = self.body(request)
-        users = ScimUser.objects.for_tenant(self.tenant).select_related("user").order_by("created_at", "pk")
-        groups = ScimGroup.objects.for_tenant(self.tenant).select_related("group").order_by("created_at", "pk")
         found: list[Any] = []
-        for model, resources in ((User, [scim.user_resource(u, self.location) for u in users]),
-                                 (Group, [scim.group_resource(g, self.location) for g in groups])):  # fmt: skip
-            listing = _search_page({**body, "startIndex": 1, "count": scim.MAX_RESULTS}, resources, model)
+        for kind in (scim.USERS, scim.GROUPS):
+            resources = kind.resources(kind.links(self.tenant), self.location)
+            listing = _search_page({**body, "startIndex": 1, "count": scim.MAX_RESULTS}, resources, kind.model)
             found += listing.get("Resources", [])
         asked: Any = body.get("count")
         start = max(1, int(body.get("startIndex") or 1))

@@ -1,17 +1,17 @@
 from django.urls import path, re_path
 
-from identity import api
+from identity import api, scim
 
 app_name = "identity"
 S = "tenants/<slug:tenant_slug>/scim/v2/"
 
 urlpatterns = [
-    path(f"{S}Users", api.UsersApi.as_view(), name="scim-users"),
-    path(f"{S}Users/.search", api.UsersSearchApi.as_view(), name="scim-users-search"),
-    path(f"{S}Users/<str:scim_id>", api.UserApi.as_view(), name="scim-user"),
-    path(f"{S}Groups", api.GroupsApi.as_view(), name="scim-groups"),
-    path(f"{S}Groups/.search", api.GroupsSearchApi.as_view(), name="scim-groups-search"),
-    path(f"{S}Groups/<str:scim_id>", api.GroupApi.as_view(), name="scim-group"),
+    path(f"{S}Users", api.ResourcesApi.as_view(kind=scim.USERS), name="scim-users"),
+    path(f"{S}Users/.search", api.SearchApi.as_view(kind=scim.USERS), name="scim-users-search"),
+    path(f"{S}Users/<str:scim_id>", api.ResourceApi.as_view(kind=scim.USERS), name="scim-user"),
+    path(f"{S}Groups", api.ResourcesApi.as_view(kind=scim.GROUPS), name="scim-groups"),
+    path(f"{S}Groups/.search", api.SearchApi.as_view(kind=scim.GROUPS), name="scim-groups-search"),
+    path(f"{S}Groups/<str:scim_id>", api.ResourceApi.as_view(kind=scim.GROUPS), name="scim-group"),
     path(f"{S}.search", api.RootSearchApi.as_view(), name="scim-search"),
     path(f"{S}ServiceProviderConfig", api.ServiceProviderConfigApi.as_view(), name="scim-config"),
     path(f"{S}ResourceTypes", api.ResourceTypesApi.as_view(), name="scim-resource-types"),
