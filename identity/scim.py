@@ -81,7 +81,7 @@ STORED = {"id", "meta", "groups", "schemas"}  # what a stored payload never deci
 
 def _stored(resource: Any) -> dict[str, Any]:
     """A resource as it is kept: what the provider sent, less what the server decides."""
-    return {k: v for k, v in resource.model_dump(scim_ctx=Context.DEFAULT).items() if k not in STORED}
+    return {k: v for k, v in resource.model_dump(scim_ctx=Context.DEFAULT, mode="json").items() if k not in STORED}
 
 
 def user_resources(links: Any, location: str) -> list[User]:
