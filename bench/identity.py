@@ -71,10 +71,14 @@ def main() -> None:
     t = time.perf_counter()
     page = call("get", "Users?startIndex=1&count=500").json()
     page_s = time.perf_counter() - t
-    print(f"full sync: {users} users (a lookup and a create each) in {users_s:.1f} s, then {groups} groups with "
-          f"their members: {full_s:.1f} s in all ({full_s / (users + groups) * 1000:.1f} ms a resource)")
-    print(f"lookup by userName p50 {statistics.median(lookups) * 1000:.1f} ms; PATCH active=false (deprovision) "
-          f"p50 {statistics.median(patches) * 1000:.1f} ms, max {max(patches) * 1000:.1f} ms ({repeats} each)")
+    print(
+        f"full sync: {users} users (a lookup and a create each) in {users_s:.1f} s, then {groups} groups with "
+        f"their members: {full_s:.1f} s in all ({full_s / (users + groups) * 1000:.1f} ms a resource)"
+    )
+    print(
+        f"lookup by userName p50 {statistics.median(lookups) * 1000:.1f} ms; PATCH active=false (deprovision) "
+        f"p50 {statistics.median(patches) * 1000:.1f} ms, max {max(patches) * 1000:.1f} ms ({repeats} each)"
+    )
     print(f"a page of {page['itemsPerPage']} of {page['totalResults']} users: {page_s * 1000:.0f} ms")
 
 
