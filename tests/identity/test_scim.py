@@ -96,6 +96,12 @@ def test_pages_of_users_and_scims_errors(scim, tenant_a):
     missing = scim.call("get", "Users/7f0a3c4e-0000-4000-8000-000000000000")
     assert missing.status_code == 404 and missing.json()["schemas"] == [ERROR]
     assert scim.call("get", "Users/not-an-id").status_code == 404
+    hostile = scim.call("post", "Users", _user("ana/../x<script>"))
+    assert hostile.status_code == 400 and hostile.json()["scimType"] == "invalidValue"
+    assert scim.call("post", "Groups", {"schemas": [GROUP], "displayName": "%%%"}).status_code == 400
+    assert scim.call("post", "Users", ["not", "an", "object"]).status_code == 400
+    assert scim.call("get", "Users?startIndex=x").status_code == 400
+    assert scim.call("get", "Nothing/here").status_code == 404
     assert scim.call("get", "ServiceProviderConfig").json()["patch"]["supported"] is True
     assert {r["id"] for r in scim.call("get", "ResourceTypes").json()["Resources"]} == {"User", "Group"}
     assert scim.call("get", f"Schemas/{USER}").json()["id"] == USER
@@ -107,6 +113,17 @@ def test_a_username_another_account_holds_is_never_taken_over(scim, tenant_a, te
     assert refused.status_code == 409 and "another account" in refused.json()["detail"]
     assert not Membership.objects.filter(tenant=tenant_a, user__username="carol").exists()
     assert not ScimUser.objects.filter(user_name="carol").exists()
+
+
+def test_a_group_never_takes_in_another_tenants_user(scim, tenant_a, tenant_b):
+    theirs = Scim(tenant_b.slug, token_issue(tenant=tenant_b)[1])
+    stranger = theirs.call("post", "Users", _user("zoe")).json()
+    refused = scim.call("post", "Groups", {"schemas": [GROUP], "displayName": "Ops",
+                                           "members": [{"value": stranger["id"]}]})  # fmt: skip
+    assert refused.status_code == 400 and "No user" in refused.json()["detail"]
+    assert not Group.objects.filter(tenant=tenant_a, name="ops").exists()
+    assert scim.call("get", f"Users/{stranger['id']}").status_code == 404  # another tenant's user is not found
+    assert scim.call("get", "Users").json()["totalResults"] == 0
 
 
 def test_only_the_tenants_scim_token_gets_in(scim, tenant_a, tenant_b, settings):
