@@ -127,7 +127,9 @@ def asks_to_compute(question: str, tables: Sequence[DocumentTable]) -> bool:
     "list the SKUs …") of such a table."""
     if COMPUTE_WORDS.search(question):
         return True
-    if any(stated_numbers(question, table) and range_columns(table) for table in tables):
+    if any(
+        getattr(table, "rows", None) and range_columns(table) and stated_numbers(question, table) for table in tables
+    ):
         return True  # a position in a table of ranges: "what discount does an order of 600 units get?"
     if not LIST_WORDS.search(question):
         return False

@@ -57,7 +57,7 @@ class ScimTokenAuthentication(authentication.BaseAuthentication):
             if not raw:
                 raise exceptions.NotAuthenticated("A SCIM bearer token is required.")
             try:
-                refused = wrong_key(request, raw, WRONG_TOKEN)
+                refused = wrong_key(request, raw, WRONG_TOKEN, what="SCIM token")
             except KeyRefused as throttled:  # this address sent too many wrong keys or tokens
                 raise exceptions.Throttled(wait=throttled.retry_after, detail=throttled.message) from None
             raise exceptions.AuthenticationFailed(refused.message)
@@ -76,6 +76,7 @@ class ScimView(APIView):
     parser_classes = [ScimParser, parsers.JSONParser]
     renderer_classes = [ScimRenderer, renderers.JSONRenderer]
     throttle_classes: list = []
+    schema = None  # not in the OpenAPI document: SCIM describes itself (ServiceProviderConfig, Schemas, ResourceTypes)
     scim_role = "scim token"  # tests/identity/test_scim.py: nobody else gets in
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

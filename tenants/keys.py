@@ -63,16 +63,16 @@ def key_open(request: Any, raw_key: str) -> ApiKey:
     api_key = api_key_authenticate(raw_key)
     if api_key is not None:
         return api_key
-    raise wrong_key(request, raw_key, WRONG_KEY)
+    raise wrong_key(request, raw_key, WRONG_KEY, what="API key")
 
 
-def wrong_key(request: Any, raw_key: str, message: str) -> KeyRefused:
+def wrong_key(request: Any, raw_key: str, message: str, *, what: str) -> KeyRefused:
     """The refusal of a wrong key or token (an API key, a SCIM token), counted against the request's address and
     logged (401), or 429 once that address is past the limit."""
     key_guessing_check(request)
     client = client_address(request)
     failures = window_count(_guess_counter(client), settings.RAG_API_KEY_FAILURE_WINDOW_S)
-    logger.warning("Wrong or revoked key from %s (prefix %r, %d in this window)", client, raw_key[:8], failures)
+    logger.warning("Wrong or revoked %s from %s (prefix %r, %d in this window)", what, client, raw_key[:8], failures)
     return KeyRefused(401, message)
 
 
