@@ -276,31 +276,24 @@ class ServiceProviderConfigApi(ScimView):
         return Response(config.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
 
 
-def _resource_types(location: str) -> list[ResourceType]:
-    return [ResourceType.from_resource(model) for model in (User, Group)]
+def _described(items: list[Any], model: Any, wanted: str | None, what: str) -> Response:
+    """The whole list of what the server describes (resource types, schemas), or the one `wanted` (404 if none)."""
+    if wanted is not None:
+        found = next((item for item in items if item.id == wanted), None)
+        if found is None:
+            return _error(404, f"No {what} {wanted}.")
+        return Response(found.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
+    listing = scim.of(ListResponse, model)(total_results=len(items), start_index=1, items_per_page=len(items),
+                                           resources=items)  # fmt: skip
+    return Response(listing.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
 
 
 class ResourceTypesApi(ScimView):
     def get(self, request: Request, tenant_slug: str, name: str | None = None) -> Response:
-        types = _resource_types(self.location)
-        if name is not None:
-            found = next((t for t in types if t.id == name), None)
-            if found is None:
-                return _error(404, f"No resource type {name}.")
-            return Response(found.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
-        listing = ListResponse[ResourceType](total_results=len(types), start_index=1, items_per_page=len(types),
-                                             resources=types)  # fmt: skip
-        return Response(listing.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
+        types = [ResourceType.from_resource(model) for model in (User, Group)]
+        return _described(types, ResourceType, name, "resource type")
 
 
 class SchemasApi(ScimView):
     def get(self, request: Request, tenant_slug: str, urn: str | None = None) -> Response:
-        schemas = [User.to_schema(), Group.to_schema()]
-        if urn is not None:
-            found = next((s for s in schemas if s.id == urn), None)
-            if found is None:
-                return _error(404, f"No schema {urn}.")
-            return Response(found.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
-        listing = ListResponse[Schema](total_results=len(schemas), start_index=1, items_per_page=len(schemas),
-                                       resources=schemas)  # fmt: skip
-        return Response(listing.model_dump(scim_ctx=Context.RESOURCE_QUERY_RESPONSE))
+        return _described([User.to_schema(), Group.to_schema()], Schema, urn, "schema")
