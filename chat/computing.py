@@ -22,20 +22,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chat.citations import citation_of
-from chat.constraints import (
-    COMPUTE_WORDS,
-    COVERAGE,
-    coverage,
-    range_columns,
-    stated_numbers,
-    terms,
-    unkept,
-    values_meant,
-)
+from chat.constraints import COMPUTE_WORDS, COVERAGE, coverage, terms, unkept, values_meant
 from chat.excerpts import embed_multilingual
 from inference import translation
 from knowledge.claims import fold, language_of
-from knowledge.compute import Computed, QueryRefused, Used, engine, grounded, rows_used, run, schema
+from knowledge.compute import (
+    Computed,
+    QueryRefused,
+    Used,
+    engine,
+    grounded,
+    range_columns,
+    rows_used,
+    run,
+    schema,
+    stated_numbers,
+)
 from knowledge.models import DocumentTable
 from knowledge.search.retrieval import RetrievedChunk
 from knowledge.selectors import tables_of_versions

@@ -24,8 +24,7 @@ from typing import Any
 
 from inference import translation
 from knowledge.claims import NUMBER_VALUES, fold
-from knowledge.compute import identifiers
-from knowledge.ranges import is_range_column, numbers_stated, numbers_written
+from knowledge.compute import identifiers, range_columns, stated_numbers
 
 # What a question that computes says, in English and Spanish: how many, a total, an average, the most or least,
 # a ranking, distinct values, a filter ("below", "more than").
@@ -202,9 +201,9 @@ def _translated_values(words: list[str], groups: list[list[str]], scope: str) ->
     for batch in _batches(flat, translation.MAX_CHARS - 200):
         said = translation.translate(" . ".join(batch), "en", "es", scope=scope)
         back = [p.strip() for p in said.split(" . ")] if said else []
-        if len(back) != len(batch):  # the batch did not come back value for value: each on its own
-            back = [translation.translate(v, "en", "es", scope=scope) or "" for v in batch]
-        parts += back
+        # No translation (Apertium busy, slow or missing) or not value for value: this batch names nothing by
+        # translation (the encoder still reads it); never one call per value, which a busy Apertium makes slow.
+        parts += back if len(back) == len(batch) else [""] * len(batch)
     asked = {_stem(w): w for w in words}
     found: dict[str, list[str]] = {}
     for value, spanish in zip(flat, parts, strict=True):
@@ -213,13 +212,6 @@ def _translated_values(words: list[str], groups: list[list[str]], scope: str) ->
             for s in stems:
                 found.setdefault(asked[s], []).append(value)
     return {word: values[0] for word, values in found.items() if len(set(values)) == 1}
-
-
-def stated_numbers(question: str, table: Any) -> set[float]:
-    """The numbers a question states (knowledge.ranges.numbers_stated: digits, thousands, number words), but not
-    those of the table's name or columns ("the 2026 budget" of “Budget 2026”)."""
-    own = " ".join([table.name, *(c["name"] for c in table.columns)])
-    return numbers_stated(question) - set(numbers_written(own))
 
 
 def unkept(question: str, also: str, table: Any, sql: str, changes: list[str]) -> str:
@@ -250,21 +242,10 @@ def unkept(question: str, also: str, table: Any, sql: str, changes: list[str]) -
     numbers = [n for lit in literals for n in _numbers(lit)]
     for number in stated_numbers(question, table):
         if not any(abs(number - n) < 1e-9 for n in numbers):
-            ranges = range_columns(table)
+            ranges = list(range_columns(table))
             where = f" (the row whose range holds it: in_range({ranges[0]}, {number:g}) = 1)" if ranges else ""
             return f"the question states {number:g} and the query does not use it{where}"
     return _words_measured(question, also, tree, table) or _reversed(question, also, tree)
-
-
-def range_columns(table: Any) -> list[str]:
-    """The identifiers of the table's columns of ranges ("3 to 5 years"; knowledge/ranges.py)."""
-    out = []
-    for name, (i, column) in zip(identifiers(table.columns), enumerate(table.columns), strict=True):
-        if column.get("type", "text") == "text":
-            values = list({row[i] for row in table.rows[:5000] if i < len(row) and row[i]})
-            if len(values) <= 200 and is_range_column(values):
-                out.append(name)
-    return out
 
 
 def _words_measured(question: str, also: str, tree: Any, table: Any) -> str:

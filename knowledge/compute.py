@@ -281,7 +281,7 @@ def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
             if len(cells) <= 200:
                 held[name] = cells
     asked = question.casefold()
-    changes: list[str] = _positioned(tree, table, names, question)  # a range's row, before any filter is judged
+    changes: list[str] = _positioned(tree, table, question)  # a range's row, before any filter is judged
     for node in list(tree.find_all(exp.EQ, exp.In)):
         column, literals = (node.this, node.expressions) if isinstance(node, exp.In) else (node.this, [node.expression])
         if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Column):
@@ -311,24 +311,38 @@ def grounded(sql: str, table: Any, question: str) -> tuple[str, list[str]]:
     return (tree.sql("sqlite") if changes else sql), changes
 
 
-def _positioned(tree: Any, table: Any, names: list[str], question: str) -> list[str]:
+def range_columns(table: Any) -> dict[str, list[str]]:
+    """{identifier: its distinct cells} for each column of the table whose every value names a range ("3 to 5
+    years"; knowledge/ranges.py), read from its first 5,000 rows; a column of more than 200 values is no table of
+    ranges."""
+    out: dict[str, list[str]] = {}
+    for name, (i, column) in zip(identifiers(table.columns), enumerate(table.columns), strict=True):
+        if column.get("type", "text") == "text":
+            cells = list({row[i] for row in table.rows[:5000] if i < len(row) and row[i]})
+            if len(cells) <= 200 and is_range_column(cells):
+                out[name] = cells
+    return out
+
+
+def stated_numbers(question: str, table: Any) -> set[float]:
+    """The numbers a question states (knowledge.ranges.numbers_stated: digits, thousands, number words), but not
+    those of the table's name or columns ("the 2026 budget" of “Budget 2026”)."""
+    own = " ".join([getattr(table, "name", ""), *(c["name"] for c in table.columns)])
+    return numbers_stated(question) - set(numbers_written(own))
+
+
+def _positioned(tree: Any, table: Any, question: str) -> list[str]:
     """A table of ranges read at the position the question states: when it states one number that one range of a
     column holds ("an order of 600 units", "500 to 999 units"), a comparison of that column with a text
     (`order_size = '100 to 499 units'`, the row the model guessed) becomes `in_range(order_size, 600) = 1`, and a
     query that reads the table without the number gets that filter. What was done, in words."""
     from sqlglot import exp
 
-    ranges: dict[str, list[str]] = {}
-    for i, (name, column) in enumerate(zip(names, table.columns, strict=True)):
-        if column.get("type", "text") == "text":
-            cells = list({row[i] for row in table.rows if i < len(row) and row[i]})
-            if len(cells) <= 200 and is_range_column(cells):
-                ranges[name] = cells
+    ranges = range_columns(table)
     if len(ranges) != 1:
         return []
     ((name, cells),) = ranges.items()
-    own = set(numbers_written(" ".join([getattr(table, "name", ""), *(c["name"] for c in table.columns)])))
-    held = {n for n in numbers_stated(question) if n not in own and sum(in_range(c, n) or 0 for c in cells) == 1}
+    held = {n for n in stated_numbers(question, table) if sum(in_range(c, n) or 0 for c in cells) == 1}
     if len(held) != 1:
         return []
     number = held.pop()
