@@ -10,6 +10,8 @@ from django.db import models
 
 from tenants.models import Group, TenantOwned
 
+SECRET_PURPOSE = "identity-provider-secret"  # core.sealed: a provider's client secret or bind password
+
 
 class ScimToken(TenantOwned):
     """A tenant's SCIM bearer token. Only a SHA-256 hash is kept (256 random bits: a fast hash is safe); shown once."""
@@ -75,3 +77,101 @@ class ScimGroup(TenantOwned):
 
     def __str__(self) -> str:
         return self.display_name
+
+
+class Provider(TenantOwned):
+    """Where a tenant's people come from besides SCIM: an OpenID Connect or SAML 2.0 provider they sign in through,
+    or an LDAP / Active Directory directory synced on a schedule. Each maps the provider's groups to a role (the
+    highest wins; `default_role` for someone in none of them, or refused when it is empty) and to the tenant's
+    groups (an explicit map, and by name when `groups_by_name`). Secrets (the client secret, the bind password) are
+    sealed at rest (core/sealed.py) and never shown again."""
+
+    class Kind(models.TextChoices):
+        OIDC = "oidc", "OpenID Connect"
+        SAML = "saml", "SAML 2.0"
+        LDAP = "ldap", "LDAP / Active Directory"
+
+    name = models.CharField(max_length=100, help_text="What the sign-in button says: “Sign in with …”.")
+    slug = models.SlugField(max_length=50, help_text="Part of the provider's URLs (redirect URI, SAML metadata).")
+    kind = models.CharField(max_length=4, choices=Kind.choices, default=Kind.OIDC)
+    enabled = models.BooleanField(default=True)
+    # OpenID Connect
+    issuer = models.URLField(max_length=500, blank=True, help_text="The issuer; discovery is read from it.")
+    client_id = models.CharField(max_length=255, blank=True)
+    scopes = models.CharField(max_length=255, blank=True, default="openid email profile")
+    # SAML 2.0: the IdP's metadata, as its administrator exports it
+    idp_metadata = models.TextField(blank=True)
+    # LDAP / Active Directory
+    ldap_url = models.CharField(max_length=500, blank=True, help_text="ldap://host:389 or ldaps://host:636")
+    bind_dn = models.CharField(max_length=500, blank=True)
+    user_base = models.CharField(max_length=500, blank=True)
+    user_filter = models.CharField(max_length=500, blank=True, default="(objectClass=inetOrgPerson)")
+    group_base = models.CharField(max_length=500, blank=True)
+    group_filter = models.CharField(max_length=500, blank=True, default="(objectClass=groupOfNames)")
+    sync_minutes = models.PositiveIntegerField(default=60, help_text="How often the directory is read (LDAP).")
+    last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_sync_report = models.CharField(max_length=500, blank=True, editable=False)
+    # Sealed: the OIDC client secret, or the LDAP bind password
+    secret_sealed = models.TextField(blank=True, editable=False)
+    # Claims (OIDC), attributes (SAML, LDAP)
+    subject_claim = models.CharField(
+        max_length=100,
+        blank=True,
+        default="sub",
+        help_text="The stable id a member is linked by (OIDC: sub; LDAP: entryUUID).",
+    )
+    username_claim = models.CharField(max_length=100, default="preferred_username")
+    email_claim = models.CharField(max_length=100, default="email")
+    groups_claim = models.CharField(max_length=100, default="groups")
+    allowed_domains = models.CharField(
+        max_length=500, blank=True, help_text="E-mail domains that may join, comma-separated (empty: any)."
+    )
+    role_map = models.JSONField(default=dict, blank=True, help_text="Provider group → role (admin or staff).")
+    group_map = models.JSONField(default=dict, blank=True, help_text="Provider group → the tenant's group.")
+    groups_by_name = models.BooleanField(
+        default=True, help_text="A provider group joins the tenant's group of its name."
+    )
+    default_role = models.CharField(
+        max_length=10,
+        blank=True,
+        default="staff",
+        help_text="The role of someone in no mapped group; empty: they are refused.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="identity_provider_unique_slug")]
+        ordering = ["name", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+
+class ProviderLink(TenantOwned):
+    """A member as the provider knows them: its stable subject (OIDC `sub`, the SAML NameID, LDAP `entryUUID`).
+    Sign-in finds the member by this link alone, never by e-mail; an account deleted takes its links with it, so
+    the next person the provider sends under the same username starts with nothing."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="links")
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identity_links")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "subject"], name="identity_link_unique_subject")]
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.provider.slug}:{self.subject}"
+
+
+class ManagedGroup(TenantOwned):
+    """A tenant group whose members a provider keeps: at every sign-in (or directory sync) a person joins the
+    managed groups their provider groups name and leaves the others; groups made by hand are left alone."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="managed_groups")
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["provider", "group"], name="identity_managed_group_unique")]

@@ -6,23 +6,17 @@ clone's own configuration)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 
-from cryptography.fernet import Fernet, InvalidToken
-from django.conf import settings
+from core.sealed import SecretUnreadable
+from core.sealed import seal as _seal
+from core.sealed import unseal as _unseal
 
 USERINFO_RE = re.compile(r"^(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^/@]+)@", re.I)
 
 
 class CredentialUnreadable(ValueError):
     """The sealed credential cannot be opened (SECRET_KEY changed since it was sealed): give the URL again."""
-
-
-def _fernet() -> Fernet:
-    key = hashlib.sha256(b"ragsite:source-credential:" + settings.SECRET_KEY.encode()).digest()
-    return Fernet(base64.urlsafe_b64encode(key))
 
 
 def split_credential(location: str) -> tuple[str, str]:
@@ -34,15 +28,13 @@ def split_credential(location: str) -> tuple[str, str]:
 
 
 def seal(credential: str) -> str:
-    return _fernet().encrypt(credential.encode()).decode() if credential else ""
+    return _seal(credential, purpose="source-credential")
 
 
 def unseal(sealed: str) -> str:
-    if not sealed:
-        return ""
     try:
-        return _fernet().decrypt(sealed.encode()).decode()
-    except InvalidToken as exc:
+        return _unseal(sealed, purpose="source-credential")
+    except SecretUnreadable as exc:
         raise CredentialUnreadable(
             "The repository's credential cannot be read (the server's secret key changed): give the URL with its "
             "credential again."

@@ -49,6 +49,7 @@ class _Meta:
 
     def __init__(self, scope: dict[str, Any], headers: dict[str, str]) -> None:
         self.META = {"REMOTE_ADDR": (scope.get("client") or ("", 0))[0] or ""}
+        self.method, self.path = scope.get("method", ""), scope.get("path", "")  # for the audit stream
         for name, value in headers.items():
             self.META["HTTP_" + name.upper().replace("-", "_")] = value
 

@@ -14,6 +14,7 @@ import dj_database_url
 import dj_email_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.audit import handler_config as audit_handler
 from core.env import env_bool, env_float, env_int, env_list, env_path, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -409,11 +410,16 @@ RAG_WEB_TIMEOUT_S = env_int("RAG_WEB_TIMEOUT_S", default=15, minimum=1)  # one p
 RAG_WEB_MAX_PAGE_BYTES = env_int("RAG_WEB_MAX_PAGE_BYTES", default=5 * 1024 * 1024, minimum=1024)  # decompressed
 RAG_WEB_SYNC_DEADLINE_S = env_int("RAG_WEB_SYNC_DEADLINE_S", default=1800, minimum=10)  # one sync's reading in all
 
+# The audit stream (core/audit.py): JSON lines to this file, `-` for stdout, `off` for none.
+RAG_AUDIT_LOG = env_str("RAG_AUDIT_LOG", default=str(DATA_DIR / "audit.jsonl")) or "off"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "bare": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"},
+                 "audit": audit_handler(RAG_AUDIT_LOG)},
     "root": {"handlers": ["console"], "level": env_str("RAG_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "xmlschema": {"level": "WARNING"},
+                "ragsite.audit": {"handlers": ["audit"], "level": "INFO", "propagate": False}},
+}  # fmt: skip

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from chat.urls import api_urlpatterns as chat_api
 from chat.urls import openai_urlpatterns as openai_api
 from core.language import switch_language
+from identity.signin import SignInView
 from inference.views import health
 from tenants.views import ThrottledPasswordResetView, home
 
@@ -19,6 +20,7 @@ urlpatterns = [
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),  # the chat page's words (gettext)
     # Django's own reset views; the request form throttled (tenants/views.py), never saying whether an address exists.
     path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
+    path("accounts/login/", SignInView.as_view(), name="login"),  # a password, or the workspace's providers
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.urls")),
@@ -31,6 +33,7 @@ urlpatterns = [
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("tenants.urls_pages")),
     path("", include("identity.urls_pages")),
+    path("", include("identity.urls_sso")),  # sign-in through OpenID Connect or SAML (docs/identity.md)
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
     path("", include("feedback.urls")),

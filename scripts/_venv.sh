@@ -16,6 +16,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/_ocr.sh"
 ocr_install || echo "Installing Tesseract failed; scanned PDFs will be recorded as needing OCR." >&2
 source "$(dirname "${BASH_SOURCE[0]}")/_apertium.sh"
 apertium_install || echo "Installing Apertium failed; Spanish questions will not be glossed into English." >&2
+source "$(dirname "${BASH_SOURCE[0]}")/_identity.sh"
+identity_install || echo "Installing xmlsec1 failed; SAML sign-in will be refused until it is installed." >&2
 source "$(dirname "${BASH_SOURCE[0]}")/_llama.sh"
 # Before the project: its requirement is then already met, so pip never builds (or reuses) a native wheel.
 llama_install "$VENV" || exit 1

@@ -18,6 +18,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core.audit import audit
+from tenants.audit import key_used
 from tenants.models import ApiKey
 from tenants.services import api_key_authenticate
 from tenants.throttling import client_address, rate_hit, window_count, window_reached, window_wait
@@ -62,6 +64,7 @@ def key_open(request: Any, raw_key: str) -> ApiKey:
     logged (401), or refused outright once that address is past the limit (429)."""
     api_key = api_key_authenticate(raw_key)
     if api_key is not None:
+        key_used(api_key, request)
         return api_key
     raise wrong_key(request, raw_key, WRONG_KEY, what="API key")
 
@@ -73,6 +76,8 @@ def wrong_key(request: Any, raw_key: str, message: str, *, what: str) -> KeyRefu
     client = client_address(request)
     failures = window_count(_guess_counter(client), settings.RAG_API_KEY_FAILURE_WINDOW_S)
     logger.warning("Wrong or revoked %s from %s (prefix %r, %d in this window)", what, client, raw_key[:8], failures)
+    audit("key.refused", outcome="refused", kind=what, prefix=raw_key[:8], client=client,
+          path=getattr(request, "path", ""))  # fmt: skip
     return KeyRefused(401, message)
 
 

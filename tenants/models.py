@@ -23,6 +23,9 @@ class Tenant(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     slug = models.CharField(max_length=50, unique=True, validators=[TENANT_SLUG_VALIDATOR])
     name = models.CharField(max_length=200)
+    # Members sign in through the tenant's identity providers only (identity/): a local password then opens nothing
+    # for anyone who belongs here, operators excepted (docs/identity.md).
+    sso_required = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -131,6 +134,8 @@ class MembershipEvent(TenantOwned):
         KEY_REVOKED = "key_revoked", _("API key revoked")
         PROVISIONED = "provisioned", _("Provisioned by the directory")
         DEPROVISIONED = "deprovisioned", _("Deprovisioned by the directory")
+        SIGNED_IN = "signed_in", _("Signed in through a provider")
+        SIGN_IN_REFUSED = "sign_in_refused", _("Sign-in refused")
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes

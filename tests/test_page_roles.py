@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from chat.models import Verdict
 from feedback.models import Conflict, EvalRun
+from identity.models import Provider
 from identity.scim import token_issue
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
@@ -66,6 +67,9 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
         ).public_id,
         "key_id": api_key_issue(tenant=tenant_a, name="bot")[0].public_id,
         "token_id": token_issue(tenant=tenant_a, name="okta")[0].public_id,
+        "provider_id": Provider.objects.create(
+            tenant=tenant_a, name="LDAP", slug="ldap", kind="ldap", ldap_url="ldap://127.0.0.1:1", user_base="dc=acme"
+        ).public_id,
     }
 
 
@@ -94,6 +98,15 @@ def test_every_page_route_declares_its_role():
     }
     operators = {route for route, role in roles.items() if role == "operator"}
     assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/", "operator/locations/"}
+    # Signing in through a workspace's provider is open to anyone: the provider decides who finishes it
+    # (tests/identity/test_oidc.py, test_saml.py refuse whoever it does not admit).
+    assert {route for route, role in roles.items() if role == "public"} == {
+        "sso/<slug:tenant_slug>/",
+        "sso/<slug:tenant_slug>/<slug:provider_slug>/",
+        "sso/<slug:tenant_slug>/<slug:provider_slug>/callback/",
+        "sso/<slug:tenant_slug>/<slug:provider_slug>/saml/acs/",
+        "sso/<slug:tenant_slug>/<slug:provider_slug>/saml/metadata/",
+    }
 
 
 def test_each_role_opens_exactly_its_pages_and_the_others_get_404(world, tenant_a, tenant_b):
@@ -105,7 +118,7 @@ def test_each_role_opens_exactly_its_pages_and_the_others_get_404(world, tenant_
     checked = 0
     for route, view in _page_routes():
         role = getattr(view, "page_role", None)
-        if role is None:
+        if role in (None, "public"):
             continue
         url = _url(route, world)
         allowed = {"operator": [operator], "admin": [admin], "member": [admin, staff]}[role]
