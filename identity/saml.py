@@ -115,7 +115,8 @@ def complete(provider: Provider, request: HttpRequest, pending: dict[str, Any] |
             answer, BINDING_HTTP_POST, outstanding={pending["request_id"]: "/"}
         )
     except Exception as exc:  # signature, audience, lifetime, status, unsolicited: pysaml2 has a type for each
-        raise SamlFailed(_("The SAML response was refused (%(error)s).") % {"error": type(exc).__name__}) from exc
+        reason = f"{type(exc).__name__}: {str(exc)[:120]}".rstrip(": ")
+        raise SamlFailed(_("The SAML response was refused (%(error)s).") % {"error": reason}) from exc
     if response is None or response.assertion is None:
         raise SamlFailed(_("The SAML response was refused (no valid assertion for this service)."))
     if not cache.add(f"identity:saml:assertion:{provider.pk}:{response.assertion.id}", 1, REPLAY_WINDOW_S):

@@ -82,7 +82,7 @@ def _refused(request: HttpRequest, provider: Provider | None, message: str, stat
 def _next(request: HttpRequest, wanted: str, tenant: Tenant) -> str:
     if wanted and url_has_allowed_host_and_scheme(wanted, {request.get_host()}, require_https=request.is_secure()):
         return wanted
-    return reverse("chat:chat", args=[tenant.slug])
+    return reverse("chat:chat-page", args=[tenant.slug])
 
 
 @public
@@ -156,6 +156,19 @@ def oidc_callback(request: HttpRequest, tenant_slug: str, provider_slug: str) ->
 @require_POST
 def saml_acs(request: HttpRequest, tenant_slug: str, provider_slug: str) -> HttpResponse:
     provider = _provider(tenant_slug, provider_slug, Provider.Kind.SAML)
+    if PENDING_SESSION not in request.session and request.POST.get("same_site") != "1":
+        # The IdP's page posts from another site, so the browser leaves out the session cookie (SameSite=Lax):
+        # post the same answer again from this site's own page, with the cookie, where the sign-in was started.
+        return render(
+            request,
+            "identity/saml_resubmit.html",
+            {
+                "fields": {
+                    "SAMLResponse": request.POST.get("SAMLResponse", ""),
+                    "RelayState": request.POST.get("RelayState", ""),
+                }
+            },
+        )
     try:
         person = saml.complete(provider, request, request.session.get(PENDING_SESSION))
     except saml.SamlFailed as failure:

@@ -182,3 +182,27 @@ def slapd(tmp_path) -> Iterator[Directory]:  # type: ignore[no-untyped-def]
         yield directory
     finally:
         _stop(process)
+
+
+SAML_PEOPLE = {
+    "dana": (
+        "dana-password",
+        "f7a1c2d3-dana",
+        {"uid": ["dana"], "mail": ["dana@acme.example"], "groups": ["engineering", "ragsite-admins"]},
+    ),
+    "erik": ("erik-password", "0b9e4d5c-erik", {"uid": ["erik"], "mail": ["erik@acme.example"], "groups": ["support"]}),
+}
+
+
+@pytest.fixture
+def saml_idp(tmp_path) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """pysaml2's IdP behind a login page, on its own port (tests/identity/saml_idp.py)."""
+    if shutil.which("xmlsec1") is None:
+        pytest.fail("SAML needs Debian's xmlsec1 (scripts/_identity.sh installs it)")
+    from tests.identity.saml_idp import TestIdP
+
+    idp = TestIdP(tmp_path, SAML_PEOPLE)
+    try:
+        yield idp
+    finally:
+        idp.close()
