@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import api, openai_api, views
+from chat import api, openai_api, see_as, views
 
 app_name = "chat"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/chat/ask/", views.chat_ask, name="chat-ask"),
     path("t/<slug:tenant_slug>/chat/sessions/", views.chat_sessions, name="chat-sessions"),
     path("t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/", views.answer_verdict, name="answer-verdict"),
+    path("t/<slug:tenant_slug>/see-as/", see_as.see_as, name="see-as"),  # tenant admins: the access simulator
 ]
 
 api_urlpatterns = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from tenants.models import Group, TenantOwned
 
@@ -91,51 +92,65 @@ class Provider(TenantOwned):
         SAML = "saml", "SAML 2.0"
         LDAP = "ldap", "LDAP / Active Directory"
 
-    name = models.CharField(max_length=100, help_text="What the sign-in button says: “Sign in with …”.")
-    slug = models.SlugField(max_length=50, help_text="Part of the provider's URLs (redirect URI, SAML metadata).")
-    kind = models.CharField(max_length=4, choices=Kind.choices, default=Kind.OIDC)
-    enabled = models.BooleanField(default=True)
+    name = models.CharField(_("name"), max_length=100, help_text=_("What the sign-in button says: “Sign in with …”."))
+    slug = models.SlugField(
+        _("short name"), max_length=50, help_text=_("Part of the provider's addresses (redirect URI, SAML metadata).")
+    )
+    kind = models.CharField(_("kind"), max_length=4, choices=Kind.choices, default=Kind.OIDC)
+    enabled = models.BooleanField(_("enabled"), default=True)
     # OpenID Connect
-    issuer = models.URLField(max_length=500, blank=True, help_text="The issuer; discovery is read from it.")
-    client_id = models.CharField(max_length=255, blank=True)
-    scopes = models.CharField(max_length=255, blank=True, default="openid email profile")
+    issuer = models.URLField(
+        _("issuer (OpenID Connect)"), max_length=500, blank=True, help_text=_("Its discovery document is read from it.")
+    )
+    client_id = models.CharField(_("client id (OpenID Connect)"), max_length=255, blank=True)
+    scopes = models.CharField(_("scopes (OpenID Connect)"), max_length=255, blank=True, default="openid email profile")
     # SAML 2.0: the IdP's metadata, as its administrator exports it
-    idp_metadata = models.TextField(blank=True)
+    idp_metadata = models.TextField(_("IdP metadata (SAML)"), blank=True)
     # LDAP / Active Directory
-    ldap_url = models.CharField(max_length=500, blank=True, help_text="ldap://host:389 or ldaps://host:636")
-    bind_dn = models.CharField(max_length=500, blank=True)
-    user_base = models.CharField(max_length=500, blank=True)
-    user_filter = models.CharField(max_length=500, blank=True, default="(objectClass=inetOrgPerson)")
-    group_base = models.CharField(max_length=500, blank=True)
-    group_filter = models.CharField(max_length=500, blank=True, default="(objectClass=groupOfNames)")
-    sync_minutes = models.PositiveIntegerField(default=60, help_text="How often the directory is read (LDAP).")
+    ldap_url = models.CharField(
+        _("directory address (LDAP)"), max_length=500, blank=True, help_text="ldap://host:389 · ldaps://host:636"
+    )
+    bind_dn = models.CharField(_("bind DN (LDAP)"), max_length=500, blank=True)
+    user_base = models.CharField(_("people base DN (LDAP)"), max_length=500, blank=True)
+    user_filter = models.CharField(
+        _("people filter (LDAP)"), max_length=500, blank=True, default="(objectClass=inetOrgPerson)"
+    )
+    group_base = models.CharField(_("groups base DN (LDAP)"), max_length=500, blank=True)
+    group_filter = models.CharField(
+        _("groups filter (LDAP)"), max_length=500, blank=True, default="(objectClass=groupOfNames)"
+    )
+    sync_minutes = models.PositiveIntegerField(_("minutes between syncs (LDAP)"), default=60)
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_report = models.CharField(max_length=500, blank=True, editable=False)
     # Sealed: the OIDC client secret, or the LDAP bind password
     secret_sealed = models.TextField(blank=True, editable=False)
     # Claims (OIDC), attributes (SAML, LDAP)
     subject_claim = models.CharField(
+        _("subject attribute"),
         max_length=100,
         blank=True,
         default="sub",
-        help_text="The stable id a member is linked by (OIDC: sub; LDAP: entryUUID).",
+        help_text=_("The stable id a member is linked by (SAML: NameID; LDAP: entryUUID)."),
     )
-    username_claim = models.CharField(max_length=100, default="preferred_username")
-    email_claim = models.CharField(max_length=100, default="email")
-    groups_claim = models.CharField(max_length=100, default="groups")
+    username_claim = models.CharField(_("username claim"), max_length=100, default="preferred_username")
+    email_claim = models.CharField(_("e-mail claim"), max_length=100, default="email")
+    groups_claim = models.CharField(_("groups claim"), max_length=100, default="groups")
     allowed_domains = models.CharField(
-        max_length=500, blank=True, help_text="E-mail domains that may join, comma-separated (empty: any)."
+        _("allowed e-mail domains"), max_length=500, blank=True, help_text=_("Comma-separated; empty: any domain.")
     )
-    role_map = models.JSONField(default=dict, blank=True, help_text="Provider group → role (admin or staff).")
-    group_map = models.JSONField(default=dict, blank=True, help_text="Provider group → the tenant's group.")
+    role_map = models.JSONField(default=dict, blank=True)  # provider group → role (admin or staff)
+    group_map = models.JSONField(default=dict, blank=True)  # provider group → the tenant's group
     groups_by_name = models.BooleanField(
-        default=True, help_text="A provider group joins the tenant's group of its name."
+        _("join groups by name"),
+        default=True,
+        help_text=_("A provider group joins this workspace's group of the same name."),
     )
     default_role = models.CharField(
+        _("default role"),
         max_length=10,
         blank=True,
         default="staff",
-        help_text="The role of someone in no mapped group; empty: they are refused.",
+        help_text=_("The role of someone in no mapped group; empty: they are refused."),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -33,7 +33,14 @@ from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
 from knowledge.shapes import StoreBusy
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
-from tenants.principals import UnknownPrincipal, everyone, parse_principal_list, principal_names
+from tenants.principals import (
+    UnknownPrincipal,
+    access_change,
+    everyone,
+    parse_principal_list,
+    principal_names,
+    principals_check,
+)
 
 admin_required = tenant_member_required(admin=True)
 
@@ -203,6 +210,34 @@ def _document_access_context(request: TenantRequest, document: Document) -> dict
     keys = [f"{k.prefix}… ({', '.join(k.acts_for)})" for k, viewer in api_keys if viewer.sees(document.reader_list)]
     return {"tenant": request.tenant, "document": document, "readers": readers, "keys": keys,
             "principals": principal_names(request.tenant)}  # fmt: skip
+
+
+def _access_preview(request: TenantRequest, before: list[str], after: list[str]) -> HttpResponse:
+    """Who gains and who loses sight before an access change is saved (tenants.principals.access_change)."""
+    context: dict[str, Any] = {"error": ""}
+    try:
+        wanted = principals_check(tenant=request.tenant, principals=after)
+        context["gains"], context["loses"] = access_change(request.tenant, before, wanted)
+    except UnknownPrincipal as exc:
+        context["error"] = str(exc)
+    return render(request, "knowledge/partials/_access_preview.html", context)
+
+
+@admin_required
+@require_POST
+def source_access_preview(request: TenantRequest, source_id: str) -> HttpResponse:
+    source = _source(request, source_id)
+    return _access_preview(
+        request, list(source.access), parse_principal_list(request.POST.get("access", "")) or ["tenant"]
+    )
+
+
+@admin_required
+@require_POST
+def document_access_preview(request: TenantRequest, document_id: str) -> HttpResponse:
+    document = _document(request, document_id)
+    wanted = parse_principal_list(request.POST.get("access", "")) or list(document.source.access)  # empty: inherit
+    return _access_preview(request, document.effective_access, wanted)
 
 
 @admin_required

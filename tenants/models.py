@@ -136,6 +136,7 @@ class MembershipEvent(TenantOwned):
         DEPROVISIONED = "deprovisioned", _("Deprovisioned by the directory")
         SIGNED_IN = "signed_in", _("Signed in through a provider")
         SIGN_IN_REFUSED = "sign_in_refused", _("Sign-in refused")
+        SEE_AS = "see_as", _("Saw the workspace as someone else")
 
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     username = models.CharField(max_length=150)  # the member's, kept after their account goes

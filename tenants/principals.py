@@ -191,3 +191,38 @@ def principal_names(tenant: Tenant) -> list[str]:
     groups = Group.objects.for_tenant(tenant).values_list("name", flat=True)
     users = Membership.objects.for_tenant(tenant).order_by("user__username").values_list("user__username", flat=True)
     return [TENANT, *(f"group:{g}" for g in groups), *(f"user:{u}" for u in users)]
+
+
+def viewer_of(tenant: Tenant, who: str) -> Viewer:
+    """What `who` reads, resolved as its own requests resolve it (the admin's "see as"): `user:<name>` (a member,
+    as viewer_for reads their membership), `key:<prefix>` (an active key), or `group:<name>` (someone whose only
+    principals are the tenant and that group). UnknownPrincipal for anything else."""
+    kind, _, name = who.strip().partition(":")
+    if kind == "user":
+        membership = Membership.objects.for_tenant(tenant).filter(user__username=name).select_related("user").first()
+        if membership is not None:
+            return viewer_for(tenant=tenant, membership=membership)
+    elif kind == "key":
+        api_key = ApiKey.objects.for_tenant(tenant).filter(prefix=name, revoked_at__isnull=True).first()
+        if api_key is not None:
+            return viewer_for(tenant=tenant, api_key=api_key)
+    elif kind == "group" and Group.objects.for_tenant(tenant).filter(name=name).exists():
+        return Viewer(tenant, frozenset({TENANT, who.strip()}))
+    raise UnknownPrincipal(f"{who!r} is no member, group or active key of {tenant.slug}.")
+
+
+def access_change(tenant: Tenant, before: Iterable[str], after: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Who would gain and who would lose sight of what an access list governs if it changed from `before` to
+    `after`: members by username, keys by prefix (admins, and keys acting for `all`, see everything either way)."""
+    old, new = list(before), list(after)
+    members, keys = everyone(tenant)
+    gains, loses = [], []
+    for label, viewer in [(m.user.get_username(), v) for m, v in members] + [(f"key {k.prefix}…", v) for k, v in keys]:
+        if viewer.sees_all:
+            continue
+        saw, sees = viewer.sees(old), viewer.sees(new)
+        if sees and not saw:
+            gains.append(label)
+        elif saw and not sees:
+            loses.append(label)
+    return gains, loses

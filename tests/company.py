@@ -28,6 +28,29 @@ class CommittingAPIClient(CommittingClientMixin, APIClient):
     pass
 
 
+def _from_the_directory(tenant_a: Any, keys: dict[str, str]) -> dict[str, Any]:
+    """People the company's provider sends (identity.people, as an OIDC or SAML sign-in or a directory sync does):
+    pia, provisioned into `hr` through the provider's `HR Team`; dora, provisioned into it and then deprovisioned
+    (with a key that acted for her); remy, deprovisioned and provisioned again outside `hr`."""
+    from identity import people
+    from identity.models import Provider
+    from tenants.services import api_key_issue, member_deprovision
+
+    provider = Provider.objects.create(tenant=tenant_a, name="Okta", slug="okta", issuer="https://idp.example",
+                                       client_id="c", group_map={"HR Team": "hr"})  # fmt: skip
+
+    def admit(name: str, groups: list[str]) -> Any:
+        return people.admit(provider, people.Person(subject=f"00u-{name}", username=name, groups=groups))
+
+    pia, dora, remy = admit("pia", ["HR Team"]), admit("dora", ["HR Team"]), admit("remy", ["HR Team"])
+    keys["key-user-deprovisioned"] = api_key_issue(tenant=tenant_a, name="dora's", scope="read",
+                                                   acts_for=["user:dora"])[1]  # fmt: skip
+    for leaver in (dora, remy):
+        member_deprovision(tenant=tenant_a, user=leaver, by="oidc okta")
+    admit("remy", [])
+    return {"pia": pia, "dora": dora, "remy": remy}
+
+
 def build_company(tenant_a: Any, admin_a: Any, tmp_path: Path) -> dict[str, Any]:
     from knowledge import services
     from knowledge.index import indexer
@@ -52,8 +75,9 @@ def build_company(tenant_a: Any, admin_a: Any, tmp_path: Path) -> dict[str, Any]
         for name, acts_for in (("key-tenant", None), ("key-group", ["group:hr"]), ("key-user", ["user:hanna"]),
                                ("key-all", ["all"]))
     }  # fmt: skip
+    directory = _from_the_directory(tenant_a, keys)
     return {
-        "tenant": tenant_a, "hr": hr, "users": {"alice": admin_a, "hanna": hanna, "sam": sam}, "keys": keys,
+        "tenant": tenant_a, "hr": hr, "users": {"alice": admin_a, "hanna": hanna, "sam": sam, **directory}, "keys": keys,
         "open": Document.objects.get(document_key="handbook.md"),
         "secret": Document.objects.get(document_key="salaries.md"),
         "hr_source": hr_source, "handbook": Source.objects.get(name="handbook"),

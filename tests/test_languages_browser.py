@@ -175,7 +175,8 @@ def test_every_other_page_of_an_admin_and_an_operator_is_spanish_too(client, ten
     operator = User.objects.create_superuser("root", password="pw-for-tests-123")
     pages = {admin: [f"/t/{tenant_a.slug}/{path}" for path in (
         "documents/", f"documents/{document.public_id}/", "search/?q=page", "curation/", "review/", "evaluation/",
-        "keys/", "keys/scim/", "sources/", "members/", f"read/{document.public_id}/")],
+        "keys/", "keys/scim/", "sources/", "members/", f"read/{document.public_id}/", "identity/", "identity/new/",
+        "see-as/?as=user:ana&q=page")],
         operator: ["/tenants/new/", "/operator/locations/"]}  # fmt: skip
     for user, urls in pages.items():
         client.force_login(user)

@@ -33,8 +33,15 @@ from tests.factories import make_folder_source, make_member
 IDENTITIES = {
     "admin": True, "staff-in-group": True, "staff-outside": False,
     "key-tenant": False, "key-group": True, "key-user": True, "key-all": True,
+    # People the company's provider sends (tests/company.py): provisioned into hr, deprovisioned (their browser
+    # session and a key that acted for them), deprovisioned and provisioned again outside hr.
+    "provisioned-in-group": True, "deprovisioned": False, "key-user-deprovisioned": False,
+    "reprovisioned-outside": False,
 }  # fmt: skip
-SESSION_USERS = {"admin": "alice", "staff-in-group": "hanna", "staff-outside": "sam"}
+SESSION_USERS = {"admin": "alice", "staff-in-group": "hanna", "staff-outside": "sam", "provisioned-in-group": "pia",
+                 "deprovisioned": "dora", "reprovisioned-outside": "remy"}  # fmt: skip
+SIGNED_OUT = {"deprovisioned"}  # the account is off: the session reads as nobody (pages send it to sign in)
+GONE = SIGNED_OUT | {"key-user-deprovisioned"}  # not let in at all: 401 where others are told "not found"
 
 
 def _client(company: dict[str, Any], identity: str) -> APIClient:
@@ -110,27 +117,32 @@ def test_every_rest_door_shows_the_restricted_document_exactly_to_those_who_may_
     assert (CANARY in got["answer"][1]) is sees  # no model here: the answer is the best excerpts, verbatim
     assert ("salaries.md" in got["bootstrap"][1]) is sees
     assert ("salaries.md" in got["documents"][1]) is sees
-    assert got["document"][0] == (200 if sees else 404)  # hidden is "not found", never "forbidden"
-    assert got["source"][0] == (200 if sees else 404)
+    hidden = 401 if identity in GONE else 404
+    assert got["document"][0] == (200 if sees else hidden)  # hidden is "not found", never "forbidden"
+    assert got["source"][0] == (200 if sees else hidden)
     assert ("hr-files" in got["sources"][1]) is sees
     assert (CANARY in got["jobs"][1]) is sees  # the skipped file's name is in the hr job's report
     assert ("salaries.md" in got["changes"][1]) is sees  # its "added" change
     assert ("salaries.md" in got["retrieve-every-version"][1]) is sees
-    if "dify" in got:
-        assert got["dify"][0] == (200 if sees else 404)
+    if "dify" in got:  # Dify's own shape: a key it does not know is a 403
+        assert got["dify"][0] == (200 if sees else 403 if identity in GONE else 404)
     if identity in SESSION_USERS:
-        assert got["read"][0] == (200 if sees else 404) and (CANARY in got["read"][1]) is sees
+        expected = 302 if identity in SIGNED_OUT else 200 if sees else 404
+        assert got["read"][0] == expected and (CANARY in got["read"][1]) is sees
     if identity in SESSION_USERS:
         assert got["openai"][0] == got["openai-stream"][0] == got["openai-models"][0] == 401
     else:
         assert (CANARY in got["openai"][1]) is sees and (CANARY in got["openai-stream"][1]) is sees
     # The open document is there for everyone, and a restricted corpus costs the others no recall: five hits
     # when five exist... here the open handbook is the best hit left.
+    if not sees:
+        assert CANARY not in caplog.text  # nor in any log line written while serving this identity
+    if identity in GONE:
+        assert got["retrieve"][0] == got["bootstrap"][0] == 401
+        return
     hits = json.loads(got["retrieve"][1])["hits"]
     assert hits and ("handbook.md" in {h["document_key"] for h in hits})
     assert json.loads(got["bootstrap"][1])["scope"]["documents"] == (2 if sees else 1)
-    if not sees:
-        assert CANARY not in caplog.text  # nor in any log line written while serving this identity
 
 
 def test_top_k_counts_only_visible_hits_so_a_restricted_corpus_costs_others_no_recall(tenant_a, tmp_path):
@@ -238,13 +250,13 @@ def test_a_membership_change_applies_to_the_next_request(company):
     assert removed.status_code == 204
     assert hanna.get(url).status_code == 404 and key_user.get(url).status_code == 404
     added = admin.post("/api/v1/tenants/acme/groups/hr/members/", {"username": "sam"}, format="json")
-    assert added.status_code == 201 and added.json()["members"] == ["sam"]
+    assert added.status_code == 201 and added.json()["members"] == ["pia", "sam"]  # pia: from the directory
     assert _client(company, "staff-outside").get(url).status_code == 200
     assert (
         admin.post("/api/v1/tenants/acme/groups/hr/members/", {"username": "nobody"}, format="json").status_code == 400
     )
     groups = admin.get("/api/v1/tenants/acme/groups/").json()
-    assert groups == [{"name": "hr", "principal": "group:hr", "members": ["sam"]}]
+    assert groups == [{"name": "hr", "principal": "group:hr", "members": ["pia", "sam"]}]
     group_member_remove(tenant=tenant, actor=None, group=hr, user=company["users"]["sam"])
 
 

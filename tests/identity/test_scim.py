@@ -15,6 +15,8 @@ from identity.models import ScimUser
 from identity.scim import token_issue
 from knowledge import memory
 from knowledge.models import AgentSession
+from mcp_tools.http import Refused as McpRefused
+from mcp_tools.http import authenticate as mcp_authenticate
 from tenants.models import ApiKey, Group, Membership, MembershipEvent
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source, make_member
@@ -188,6 +190,11 @@ def test_deprovisioning_ends_every_way_in_at_the_next_request(scim, tenant_a, tm
     assert status(own_key) == 401 and status(acting) == 401 and status(everyone) == 200
     openai = Client().get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {own_key}")
     assert openai.status_code == 401
+    for key in (own_key, acting):  # the MCP door (mcp_tools/http.py reads the key as every door does)
+        with pytest.raises(McpRefused) as refused:
+            mcp_authenticate({"type": "http", "client": ("10.0.0.7", 5000), "headers": [
+                (b"host", b"testserver"), (b"authorization", f"Api-Key {key}".encode())]})  # fmt: skip
+        assert refused.value.status == 401
     assert AgentSession.objects.get(pk=agent.pk).ended_at is not None
     assert not Membership.objects.filter(tenant=tenant_a, user=account).exists()
     assert not Account.objects.get(pk=account.pk).is_active
