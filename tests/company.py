@@ -77,7 +77,8 @@ def build_company(tenant_a: Any, admin_a: Any, tmp_path: Path) -> dict[str, Any]
     }  # fmt: skip
     directory = _from_the_directory(tenant_a, keys)
     return {
-        "tenant": tenant_a, "hr": hr, "users": {"alice": admin_a, "hanna": hanna, "sam": sam, **directory}, "keys": keys,
+        "tenant": tenant_a, "hr": hr, "keys": keys,
+        "users": {"alice": admin_a, "hanna": hanna, "sam": sam, **directory},
         "open": Document.objects.get(document_key="handbook.md"),
         "secret": Document.objects.get(document_key="salaries.md"),
         "hr_source": hr_source, "handbook": Source.objects.get(name="handbook"),
