@@ -26,7 +26,7 @@ from tests.test_access_relations import (
     _served_text,
     wiki,  # noqa: F401  (the fixture)
 )
-from tests.test_permissions import IDENTITIES, SESSION_USERS, _body, _client
+from tests.test_permissions import IDENTITIES, PRESENT, SESSION_USERS, _body, _client
 
 
 def _version_text(document: Document, number: int) -> str:
@@ -92,7 +92,7 @@ def _history_reads(company: dict[str, Any], identity: str) -> dict[str, tuple[in
     return reads
 
 
-@pytest.mark.parametrize("identity", list(IDENTITIES))
+@pytest.mark.parametrize("identity", PRESENT)
 def test_an_earlier_version_that_carries_a_restricted_notes_text_is_read_only_by_that_notes_readers(history, identity):
     sees = IDENTITIES[identity]
     got = _history_reads(history, identity)

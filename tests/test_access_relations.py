@@ -34,7 +34,7 @@ from tenants.services import api_key_issue, group_create, group_delete, group_ge
 from tests.company import CommittingAPIClient
 from tests.factories import make_member
 from tests.knowledge.test_obsidian import _write
-from tests.test_permissions import IDENTITIES, SESSION_USERS, _body, _client
+from tests.test_permissions import IDENTITIES, PRESENT, SESSION_USERS, _body, _client
 
 EMBED_CANARY = "wombat4412falcon"
 VAULT = {
@@ -119,7 +119,7 @@ def _embed_reads(company: dict[str, Any], identity: str) -> dict[str, tuple[int,
 
 
 # --- an embed carries the strictest access of what it copies ---------------------------------------------------------
-@pytest.mark.parametrize("identity", list(IDENTITIES))
+@pytest.mark.parametrize("identity", PRESENT)
 def test_a_restricted_note_embedded_in_an_open_one_reaches_only_its_own_readers_before_and_after_the_sync(
     wiki, identity
 ):

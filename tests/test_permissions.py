@@ -42,6 +42,7 @@ SESSION_USERS = {"admin": "alice", "staff-in-group": "hanna", "staff-outside": "
                  "deprovisioned": "dora", "reprovisioned-outside": "remy"}  # fmt: skip
 SIGNED_OUT = {"deprovisioned"}  # the account is off: the session reads as nobody (pages send it to sign in)
 GONE = SIGNED_OUT | {"key-user-deprovisioned"}  # not let in at all: 401 where others are told "not found"
+PRESENT = [identity for identity in IDENTITIES if identity not in GONE]  # who still reads (the other matrices)
 
 
 def _client(company: dict[str, Any], identity: str) -> APIClient:
