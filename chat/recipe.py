@@ -16,7 +16,7 @@ from knowledge import memory
 from knowledge.models import AgentSession
 from knowledge.search.retrieval import RetrieveFilters
 from knowledge.shapes import with_when
-from tenants.principals import Viewer
+from tenants.principals import AccessEnded, Viewer, still_admitted
 
 MAX_QUESTION_CHARS = 2000  # every door's limit on a question (its own input checks say it in its own words)
 
@@ -104,10 +104,23 @@ class Answering:
                                         earlier=self.asked.earlier, said=self.asked.said)  # fmt: skip
         first = next(stream)
         if self.asked.session is None and not self.asked.max_tokens:
-            return _chain(first, stream)
+            return self._while_admitted(_chain(first, stream))
         if self.gives_text and isinstance(first, excerpts.Sources):
             first = replace(first, hits=self._deliver(first.hits))
-        return self._in_session(_chain(first, stream))
+        return self._while_admitted(self._in_session(_chain(first, stream)))
+
+    def _while_admitted(self, items: Iterator[Any]) -> Iterator[Any]:
+        """The stream, for as long as its requester may still read the tenant: someone deprovisioned (or a key
+        revoked) while their answer is being written gets no further sentence, the model stops, and the door says
+        so in-band (AccessEnded); nothing is recorded. Checked before each sentence (one indexed query; a sentence
+        takes the model far longer)."""
+        try:
+            for n, item in enumerate(items):
+                if n and not still_admitted(tenant=self.viewer.tenant, user=self.user, api_key=self.api_key):
+                    raise AccessEnded("Your access to this workspace ended while this answer was being written.")
+                yield item
+        finally:
+            getattr(items, "close", lambda: None)()
 
     def _in_session(self, items: Iterator[Any]) -> Iterator[Any]:
         """A door that gives no excerpt text records, when the answer comes, the hits its citations rest on."""

@@ -21,6 +21,7 @@ from core.errors import error_reference
 from knowledge.index.vectorstore import StoreBusy
 from knowledge.memory import BadSessionCursor, SessionGone, SessionNotFound, SessionQuota
 from knowledge.search.retrieval import IndexMismatch
+from tenants.principals import AccessEnded
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ def problem_of(exc: BaseException) -> Problem | None:
         return Problem(status.HTTP_400_BAD_REQUEST, str(exc))
     if isinstance(exc, StoreBusy):
         return Problem(status.HTTP_503_SERVICE_UNAVAILABLE, STORE_BUSY)
+    if isinstance(exc, AccessEnded):
+        return Problem(status.HTTP_403_FORBIDDEN, str(exc))
     retry_after = getattr(exc, "retry_after", None)
     if isinstance(retry_after, int) and not isinstance(retry_after, bool):
         return Problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(getattr(exc, "reason", "") or exc), retry_after)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.utils import timezone
+
 from tenants.models import ApiKey, Group, Membership, Tenant
 
 TENANT = "tenant"
@@ -226,3 +228,19 @@ def access_change(tenant: Tenant, before: Iterable[str], after: Iterable[str]) -
         elif saw and not sees:
             loses.append(label)
     return gains, loses
+
+
+class AccessEnded(PermissionError):
+    """The requester lost its access while a long request of theirs was running (an answer being streamed)."""
+
+
+def still_admitted(*, tenant: Tenant, user: object = None, api_key: ApiKey | None = None) -> bool:
+    """Whether the person or key a running request acts for may still read the tenant: a key not revoked (nor
+    expired), a person still an active member. Read afresh: a deprovisioning seconds ago counts."""
+    if api_key is not None:
+        live = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).values_list("expires_at", flat=True)
+        found = list(live)
+        return bool(found) and (found[0] is None or found[0] > timezone.now())
+    if user is not None and getattr(user, "pk", None) is not None:
+        return Membership.objects.for_tenant(tenant).filter(user_id=user.pk, user__is_active=True).exists()  # type: ignore[attr-defined]
+    return True
