@@ -22,10 +22,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from identity import oidc, people, saml
 from identity.models import Provider
+from tenants.access import SIGNED_IN_WITH
 from tenants.models import Membership, Tenant
 
 PENDING_SESSION = "ragsite:sso-pending"
-SIGNED_IN_WITH = "ragsite:signed-in-with"
 SIGN_IN_KINDS = (Provider.Kind.OIDC, Provider.Kind.SAML)
 TENANT_IN_PATH = re.compile(r"^/t/([a-z0-9-]{1,50})/")
 

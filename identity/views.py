@@ -108,6 +108,7 @@ def provider_edit(request: TenantRequest, provider_id: str | None = None) -> Htt
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         directory.schedule_set(saved)
+        _sso_still_possible(request)
         problem = _provider_problem(request, saved)
         audit(
             "provider.saved",
@@ -124,6 +125,19 @@ def provider_edit(request: TenantRequest, provider_id: str | None = None) -> Htt
         return redirect("identity-pages:provider-edit", tenant.slug, saved.public_id)
     context = {"tenant": tenant, "form": form, "provider": provider, **_provider_context(request, provider)}
     return render(request, "identity/provider_form.html", context)
+
+
+def _sso_still_possible(request: TenantRequest) -> None:
+    """A workspace that requires SSO keeps an enabled OIDC or SAML provider, or stops requiring it (its members
+    would have no way in); said to the admin."""
+    tenant = Tenant.objects.get(pk=request.tenant.pk)
+    sign_in = Provider.objects.for_tenant(tenant).filter(
+        enabled=True, kind__in=[Provider.Kind.OIDC, Provider.Kind.SAML]
+    )
+    if tenant.sso_required and not sign_in.exists():
+        Tenant.objects.filter(pk=tenant.pk).update(sso_required=False)
+        audit("tenant.sso_required", tenant=tenant.slug, actor=request.user.get_username(), value=False)
+        messages.warning(request, _("No sign-in provider is left on: members may sign in with a password again."))
 
 
 def _provider_problem(request: TenantRequest, provider: Provider) -> str:
@@ -146,6 +160,7 @@ def provider_delete(request: TenantRequest, provider_id: str) -> HttpResponse:
     provider.enabled = False
     directory.schedule_set(provider)
     provider.delete()
+    _sso_still_possible(request)
     messages.success(request, _("Deleted %(name)s; its members stay until removed.") % {"name": provider.name})
     return redirect("identity-pages:providers", request.tenant.slug)
 

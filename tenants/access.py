@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from rest_framework import exceptions, permissions
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -28,6 +29,20 @@ class TenantRequest(HttpRequest):
 
 
 ViewFunc = Callable[..., HttpResponseBase]
+# What a session was signed in with (`password`, or `oidc:<tenant>/<provider>`, `saml:<tenant>/<provider>`: set by
+# identity/signin.py before login). A workspace that requires SSO reads only sessions signed in through one of its
+# own providers (operators excepted): a password session opened before the switch is sent to the providers.
+SIGNED_IN_WITH = "ragsite:signed-in-with"
+
+
+def sso_satisfied(request: Any, membership: Membership) -> bool:
+    tenant = membership.tenant
+    if not tenant.sso_required or getattr(request.user, "is_superuser", False):
+        return True
+    method = str(getattr(request, "session", {}).get(SIGNED_IN_WITH, ""))
+    return method.partition(":")[2].startswith(f"{tenant.slug}/")
+
+
 T = TypeVar("T")
 
 
@@ -58,6 +73,8 @@ def tenant_member_required(view: ViewFunc | None = None, *, admin: bool = False)
                 raise Http404("No such page.")  # 404, not 403: never confirm that a tenant exists
             if admin and not membership.is_admin:
                 raise Http404("No such page.")
+            if not sso_satisfied(request, membership):
+                return redirect(f"/sso/{membership.tenant.slug}/?next={quote(request.get_full_path())}")
             request.tenant, request.membership = membership.tenant, membership  # type: ignore[attr-defined]
             request.viewer = viewer_for(tenant=membership.tenant, membership=membership)  # type: ignore[attr-defined]
             return inner(request, *args, **kwargs)  # type: ignore[return-value]  # a streaming response too
@@ -150,5 +167,7 @@ class TenantApiView(APIView):
         membership = Membership.objects.select_related("tenant").filter(tenant__slug=slug, user=user).first()
         if membership is None or ((self.admin_only or self.writes(request)) and not membership.is_admin):
             raise exceptions.NotFound("Not found.")
+        if not sso_satisfied(request, membership):
+            raise exceptions.NotAuthenticated("This workspace requires signing in through its identity provider.")
         self.membership = membership
         return membership.tenant

@@ -31,7 +31,9 @@ def _client(request: Any) -> str:
 
 
 def signed_in(sender: type, *, request: Any, user: Any, **kwargs: Any) -> None:
-    method = (getattr(request, "session", None) or {}).get("ragsite:signed-in-with", "password")
+    from tenants.access import SIGNED_IN_WITH
+
+    method = (getattr(request, "session", None) or {}).get(SIGNED_IN_WITH, "password")
     audit("sign_in", actor=user.get_username(), method=method, client=_client(request))
 
 

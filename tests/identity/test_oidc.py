@@ -192,3 +192,37 @@ def test_an_id_token_signed_by_a_key_the_provider_does_not_publish_or_unsigned_i
     unsigned = f"{part({'alg': 'none'})}.{signed[1]}."
     with pytest.raises(oidc.OidcFailed, match="signature"):
         _check(unsigned, keys)
+
+
+def test_requiring_sso_ends_the_password_sessions_already_open_and_the_last_provider_cannot_strand_members(
+    db, tenant_a
+):
+    from tenants.access import SIGNED_IN_WITH
+
+    provider = Provider.objects.create(tenant=tenant_a, name="Okta", slug="okta", issuer="https://idp.invalid",
+                                       client_id="x", secret_sealed=seal("s", purpose=SECRET_PURPOSE))  # fmt: skip
+    admin = make_member(tenant_a, role="admin", username="root-admin")
+    carol = make_member(tenant_a, username="carol")
+    by_password, by_sso = Client(), Client()
+    by_password.force_login(carol)
+    by_sso.force_login(carol)
+    session = by_sso.session
+    session[SIGNED_IN_WITH] = "oidc:acme/okta"
+    session.save()
+    tenant_a.sso_required = True
+    tenant_a.save()
+    page = by_password.get("/t/acme/chat/")
+    assert page.status_code == 302 and page["Location"] == "/sso/acme/?next=/t/acme/chat/"
+    assert by_password.post("/api/v1/tenants/acme/retrieve/", {"query": "x"}, content_type="application/json",
+                            ).status_code in (401, 403)  # fmt: skip
+    assert by_sso.get("/t/acme/chat/").status_code == 200
+    assert Client().get("/sso/acme/").status_code == 200  # where the redirect leads: the provider's button
+    # Deleting the last sign-in provider switches the requirement off rather than lock everyone out.
+    admin_client = Client()
+    admin_client.force_login(admin)
+    session = admin_client.session
+    session[SIGNED_IN_WITH] = "oidc:acme/okta"
+    session.save()
+    assert admin_client.post(f"/t/acme/identity/{provider.public_id}/delete/").status_code == 302
+    tenant_a.refresh_from_db()
+    assert tenant_a.sso_required is False and by_password.get("/t/acme/chat/").status_code == 200
