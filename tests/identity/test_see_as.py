@@ -8,6 +8,7 @@ from __future__ import annotations
 import html as html_text
 import json
 import re
+import shutil
 
 import pytest
 from django.test import Client
@@ -111,3 +112,38 @@ def test_see_as_gives_the_answer_the_member_gets_in_their_own_chat(office, chat_
     assert _listed(html, "see-as-answer-citations", "data-chunk") == [c["chunk_id"] for c in done["citations"]]
     shown = re.search(r'id="see-as-answer"[^>]*>(.*?)</p>', html, re.S).group(1)
     assert html_text.unescape(shown).strip() == done["answer"].strip()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
+def test_in_chromium_the_admin_previews_an_access_change_and_sees_as_a_member(
+    live_server, transactional_db, browser, tmp_path
+):
+    from tests.factories import make_tenant
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    make_member(tenant, role="admin", username="root-admin")
+    bob = make_member(tenant, username="bob")
+    hr = group_create(tenant=tenant, name="hr")
+    group_member_add(tenant=tenant, actor=None, group=hr, user=bob)
+    make_folder_source(tenant=tenant, root=tmp_path / "office", files=FILES, name="office")
+    salaries = Document.objects.get(tenant=tenant, document_key="hr/salaries.md")
+    services.document_set_access(tenant=tenant, document=salaries, access=["group:hr"])
+    indexer.drain()
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "root-admin")
+    page.fill("#id_password", "pw-for-tests-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.goto(f"{live_server.url}/t/acme/documents/{salaries.public_id}/")
+    page.fill("#document-access-input", "user:root-admin")
+    page.wait_for_selector("#document-access-preview .access-loses")
+    assert "bob" in page.inner_text("#document-access-preview")
+    assert Document.objects.get(pk=salaries.pk).effective_access == ["group:hr"]  # previewed, not saved
+    page.goto(f"{live_server.url}/t/acme/see-as/")
+    page.select_option("#see-as-who", "user:bob")
+    page.fill("#see-as-question", QUESTION)
+    page.click("#see-as-form button[type=submit]")
+    titles = page.locator("#see-as-documents li").all_inner_texts()
+    assert sorted(titles) == ["Carol's review", "Handbook", "Salary bands"]  # carol's is open here
+    assert page.locator("#see-as-hits li").count() >= 1
