@@ -19,9 +19,9 @@ from identity.models import SECRET_PURPOSE, Provider, ProviderLink
 from tenants.models import ApiKey, Group, Membership
 from tenants.services import api_key_issue
 from tests.factories import make_member, make_tenant
+from tests.identity.browser import sign_in_with_password
 
 User = get_user_model()
-PASSWORD = "pw-for-tests-123"
 
 
 def _company(slapd) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -58,11 +58,7 @@ def test_an_admin_configures_the_directory_in_the_browser_and_syncs_it(live_serv
     tenant = make_tenant(slug="acme", name="Acme")
     make_member(tenant, role="admin", username="root-admin")
     page = browser.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "root-admin")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in_with_password(page, live_server.url, "root-admin")
     page.goto(f"{live_server.url}/t/acme/identity/new/")
     page.fill("#id_name", "Corporate LDAP")
     page.fill("#id_slug", "ldap")

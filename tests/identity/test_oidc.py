@@ -20,17 +20,11 @@ from identity import oidc
 from identity.models import SECRET_PURPOSE, Provider, ProviderLink
 from tenants.models import Group, Membership, MembershipEvent
 from tests.factories import make_member, make_tenant
+from tests.identity.browser import sign_in_with_password
 
 User = get_user_model()
 PASSWORD = "pw-for-tests-123"
 needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium")
-
-
-def _sign_in_with_password(page, url: str, username: str, password: str = PASSWORD) -> None:  # type: ignore[no-untyped-def]
-    page.goto(f"{url}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
 
 
 def _through_the_provider(page, login: str) -> None:  # type: ignore[no-untyped-def]
@@ -55,8 +49,7 @@ def test_an_admin_configures_oidc_in_the_browser_and_people_sign_in_through_the_
     User.objects.create_superuser("operator", password=PASSWORD)
 
     page = browser.new_page()
-    _sign_in_with_password(page, url, "root-admin")
-    page.wait_for_url(f"{url}/")
+    sign_in_with_password(page, url, "root-admin")
     page.goto(f"{url}/t/acme/identity/")
     page.click("#add-provider")
     page.fill("#id_name", "Okta")
@@ -103,11 +96,10 @@ def test_an_admin_configures_oidc_in_the_browser_and_people_sign_in_through_the_
     page.check("#sso-required")
     page.click("#sso-required-form button[type=submit]")
     carol_page = browser.new_context().new_page()
-    _sign_in_with_password(carol_page, url, local.get_username())
+    sign_in_with_password(carol_page, url, local.get_username(), lands=False)
     assert "identity provider" in carol_page.inner_text("#sso-required-error")
     operator_page = browser.new_context().new_page()
-    _sign_in_with_password(operator_page, url, "operator")
-    operator_page.wait_for_url(f"{url}/")
+    sign_in_with_password(operator_page, url, "operator")
 
 
 def test_a_callback_without_the_sign_in_it_answers_is_refused_and_creates_nothing(db, tenant_a):

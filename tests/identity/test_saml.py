@@ -16,9 +16,9 @@ from django.test import Client
 from identity.models import Provider, ProviderLink
 from tenants.models import Group, Membership, MembershipEvent
 from tests.factories import make_member, make_tenant
+from tests.identity.browser import sign_in_with_password
 
 User = get_user_model()
-PASSWORD = "pw-for-tests-123"
 
 
 def _provider(tenant, idp) -> Provider:  # type: ignore[no-untyped-def]
@@ -35,11 +35,7 @@ def test_an_admin_imports_the_idp_and_a_person_signs_in_through_its_page(live_se
     tenant = make_tenant(slug="acme", name="Acme")
     make_member(tenant, role="admin", username="root-admin")
     page = browser.new_page()
-    page.goto(f"{url}/accounts/login/")
-    page.fill("#id_username", "root-admin")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
+    sign_in_with_password(page, url, "root-admin")
     page.goto(f"{url}/t/acme/identity/new/")
     page.fill("#id_name", "Corporate SAML")
     page.fill("#id_slug", "corp")

@@ -20,6 +20,7 @@ from knowledge.models import Document
 from tenants.models import Group, MembershipEvent
 from tenants.services import api_key_issue, group_create, group_member_add
 from tests.factories import make_folder_source, make_member
+from tests.identity.browser import sign_in_with_password
 
 QUESTION = "How many days of notice does a resignation need?"
 FILES = {
@@ -130,11 +131,7 @@ def test_in_chromium_the_admin_previews_an_access_change_and_sees_as_a_member(
     services.document_set_access(tenant=tenant, document=salaries, access=["group:hr"])
     indexer.drain()
     page = browser.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "root-admin")
-    page.fill("#id_password", "pw-for-tests-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    sign_in_with_password(page, live_server.url, "root-admin")
     page.goto(f"{live_server.url}/t/acme/documents/{salaries.public_id}/")
     page.fill("#document-access-input", "user:root-admin")
     page.wait_for_selector("#document-access-preview .access-loses")
