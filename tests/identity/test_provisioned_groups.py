@@ -23,8 +23,12 @@ from tests.test_permissions import _reads
 
 USER = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
-SEES = {"member-of-provisioned": True, "key-of-provisioned": True, "key-of-deprovisioned": False,
-        "member-of-reprovisioned": False}  # fmt: skip
+SEES = {
+    "member-of-provisioned": True,
+    "key-of-provisioned": True,
+    "key-of-deprovisioned": False,
+    "member-of-reprovisioned": False,
+}
 
 
 def _directory(company: dict[str, Any]) -> dict[str, Any]:
@@ -32,20 +36,28 @@ def _directory(company: dict[str, Any]) -> dict[str, Any]:
     scim, auth = Client(), {"HTTP_AUTHORIZATION": f"Bearer {token_issue(tenant=tenant, name='okta')[1]}"}
 
     def call(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = getattr(scim, method)(f"/api/v1/tenants/{tenant.slug}/scim/v2/{path}", data=json.dumps(body or {}),
-                                         content_type="application/scim+json", **auth)  # fmt: skip
+        response = getattr(scim, method)(
+            f"/api/v1/tenants/{tenant.slug}/scim/v2/{path}",
+            data=json.dumps(body or {}),
+            content_type="application/scim+json",
+            **auth,
+        )
         assert response.status_code in (200, 201, 204), response.content
         return response.json() if response.content else None
 
     quinn = call("post", "Users", {"schemas": [USER], "userName": "quinn"})
     uma = call("post", "Users", {"schemas": [USER], "userName": "uma"})
-    made = {name: call("post", "Groups", {"schemas": [GROUP], "displayName": name,
-                                          "members": [{"value": quinn["id"]}]})
-            for name in ("Payroll", "Auditors", "Board")}  # fmt: skip
-    services.source_set_access(tenant=tenant, source=company["hr_source"],
-                               access=["group:payroll", "group:auditors", "group:board"])  # fmt: skip
-    keys = {"key-of-provisioned": api_key_issue(tenant=tenant, scope="read", acts_for=["group:payroll"])[1],
-            "key-of-deprovisioned": api_key_issue(tenant=tenant, scope="read", acts_for=["group:auditors"])[1]}  # fmt: skip
+    made = {
+        name: call("post", "Groups", {"schemas": [GROUP], "displayName": name, "members": [{"value": quinn["id"]}]})
+        for name in ("Payroll", "Auditors", "Board")
+    }
+    services.source_set_access(
+        tenant=tenant, source=company["hr_source"], access=["group:payroll", "group:auditors", "group:board"]
+    )
+    keys = {
+        "key-of-provisioned": api_key_issue(tenant=tenant, scope="read", acts_for=["group:payroll"])[1],
+        "key-of-deprovisioned": api_key_issue(tenant=tenant, scope="read", acts_for=["group:auditors"])[1],
+    }
     call("delete", f"Groups/{made['Auditors']['id']}")
     call("delete", f"Groups/{made['Board']['id']}")
     call("post", "Groups", {"schemas": [GROUP], "displayName": "Board", "members": [{"value": uma["id"]}]})
