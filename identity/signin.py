@@ -22,8 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from identity import oidc, people, saml
 from identity.models import Provider
-from tenants.access import SIGNED_IN_WITH
-from tenants.models import Membership, Tenant
+from tenants.models import SIGNED_IN_WITH, Membership, Tenant
 
 PENDING_SESSION = "ragsite:sso-pending"
 SIGN_IN_KINDS = (Provider.Kind.OIDC, Provider.Kind.SAML)

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from tenants.authentication import ApiKeyAuthentication  # noqa: F401  (re-exported)
-from tenants.models import ApiKey, Membership, Tenant
+from tenants.models import SIGNED_IN_WITH, ApiKey, Membership, Tenant
 from tenants.principals import Viewer, viewer_for
 
 
@@ -29,13 +29,11 @@ class TenantRequest(HttpRequest):
 
 
 ViewFunc = Callable[..., HttpResponseBase]
-# What a session was signed in with (`password`, or `oidc:<tenant>/<provider>`, `saml:<tenant>/<provider>`: set by
-# identity/signin.py before login). A workspace that requires SSO reads only sessions signed in through one of its
-# own providers (operators excepted): a password session opened before the switch is sent to the providers.
-SIGNED_IN_WITH = "ragsite:signed-in-with"
 
 
 def sso_satisfied(request: Any, membership: Membership) -> bool:
+    """A workspace that requires SSO reads only sessions signed in through one of its own providers (operators
+    excepted): a password session opened before the switch is sent to the providers."""
     tenant = membership.tenant
     if not tenant.sso_required or getattr(request.user, "is_superuser", False):
         return True

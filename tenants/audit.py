@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.audit import audit
-from tenants.models import ApiKey, MembershipEvent
+from tenants.models import SIGNED_IN_WITH, ApiKey, MembershipEvent
 
 
 def membership_event(sender: type, *, instance: MembershipEvent, created: bool, **kwargs: Any) -> None:
@@ -31,8 +31,6 @@ def _client(request: Any) -> str:
 
 
 def signed_in(sender: type, *, request: Any, user: Any, **kwargs: Any) -> None:
-    from tenants.access import SIGNED_IN_WITH
-
     method = (getattr(request, "session", None) or {}).get(SIGNED_IN_WITH, "password")
     audit("sign_in", actor=user.get_username(), method=method, client=_client(request))
 

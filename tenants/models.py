@@ -17,6 +17,11 @@ TENANT_SLUG_VALIDATOR = RegexValidator(
 )
 
 
+# What a browser session was signed in with, in the session under this key: `oidc:<tenant>/<provider>` or
+# `saml:<tenant>/<provider>` (set by identity/signin.py before login); absent for a password.
+SIGNED_IN_WITH = "ragsite:signed-in-with"
+
+
 class Tenant(models.Model):
     """A data-separation space: nothing owned by one tenant is visible to another."""
 

@@ -189,7 +189,7 @@ def test_an_id_token_signed_by_a_key_the_provider_does_not_publish_or_unsigned_i
 def test_requiring_sso_ends_the_password_sessions_already_open_and_the_last_provider_cannot_strand_members(
     db, tenant_a
 ):
-    from tenants.access import SIGNED_IN_WITH
+    from tenants.models import SIGNED_IN_WITH
 
     provider = Provider.objects.create(tenant=tenant_a, name="Okta", slug="okta", issuer="https://idp.invalid",
                                        client_id="x", secret_sealed=seal("s", purpose=SECRET_PURPOSE))  # fmt: skip
