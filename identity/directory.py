@@ -8,6 +8,7 @@ browser sessions). A search that finds nobody deprovisions nobody: a wrong base 
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -40,11 +41,18 @@ class Report:
     refused: list[str] = field(default_factory=list)
 
 
+def _text(value: object) -> str:
+    """An attribute's value as text; a 16-byte binary one (Active Directory's objectGUID, read without the server's
+    schema) as the GUID AD itself shows, other binary ones as hex."""
+    if isinstance(value, bytes):
+        return str(uuid.UUID(bytes_le=value)) if len(value) == 16 else value.hex()
+    return str(value)
+
+
 def _first(entry: dict[str, list[object]], name: str) -> str:
     for key, values in entry.items():
         if key.lower() == name.lower() and values:
-            value = values[0] if isinstance(values, list) else values
-            return str(value)
+            return _text(values[0] if isinstance(values, list) else values)
     return ""
 
 

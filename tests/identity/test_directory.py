@@ -127,3 +127,11 @@ def test_an_unreachable_directory_or_an_empty_search_deprovisions_nobody(db, ten
     assert report.found == 0 and "nobody was deprovisioned" in report.summary
     assert Membership.objects.filter(tenant=tenant_a).count() == members
     assert ProviderLink.objects.filter(provider=provider).count() == 2
+
+
+def test_a_binary_guid_reads_as_active_directory_shows_it():
+    import uuid
+
+    guid = uuid.UUID("0b9e4d5c-1a2b-4c3d-8e9f-a0b1c2d3e4f5")
+    assert directory._first({"objectGUID": [guid.bytes_le]}, "objectguid") == str(guid)
+    assert directory._first({"uid": ["ann"]}, "uid") == "ann"
