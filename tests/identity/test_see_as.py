@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from knowledge import services
+from mcp_tools import operations
 from knowledge.index import indexer
 from knowledge.models import Document
 from tenants.models import Group, MembershipEvent
@@ -74,9 +75,11 @@ def test_see_as_shows_exactly_the_documents_and_hits_that_identitys_own_requests
     html = _page(office, shown_as, QUESTION)
     own_documents = _api(raw).get("/api/v1/tenants/acme/documents/").json()
     own_hits = _api(raw).post("/api/v1/tenants/acme/retrieve/", {"query": QUESTION}, format="json").json()["hits"]
+    mcp_hits = operations.retrieve(api_key, query=QUESTION)["hits"]  # the MCP door's retrieve tool, same key
     rows = own_documents["results"] if isinstance(own_documents, dict) else own_documents
     assert sorted(_listed(html, "see-as-documents", "data-document")) == sorted(d["document_id"] for d in rows)
     assert _listed(html, "see-as-hits", "data-chunk") == [h["chunk_id"] for h in own_hits]
+    assert [h["chunk_id"] for h in mcp_hits] == [h["chunk_id"] for h in own_hits]
     assert len(_listed(html, "see-as-documents", "data-document")) == {"user:bob": 2, "user:carol": 2,
                                                                         "group:hr": 2, "key:plain": 1}[who]  # fmt: skip
     event = MembershipEvent.objects.filter(action="see_as").first()
