@@ -15,9 +15,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from knowledge import services
-from mcp_tools import operations
 from knowledge.index import indexer
 from knowledge.models import Document
+from mcp_tools import operations
 from tenants.models import Group, MembershipEvent
 from tenants.services import api_key_issue, group_create, group_member_add
 from tests.factories import make_folder_source, make_member
