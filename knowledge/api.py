@@ -404,6 +404,8 @@ class SourceUploadApi(TenantApiView):
         try:
             job = services.upload_enqueue(tenant=self.tenant, source=source, uploads=uploads, options=options,
                                           writer=self.viewer.principal_list)  # fmt: skip
+        except services.UploadRefused as exc:
+            raise serializers.ValidationError({"source": [str(exc)]}) from exc
         except services.UploadQuotaExceeded as exc:
             raise exceptions.Throttled(wait=QUOTA_RETRY_SECONDS, detail=str(exc)) from exc
         except services.UploadNotStored as exc:

@@ -432,9 +432,9 @@ def tag_list(*, tenant: Tenant) -> TenantQuerySet[Tag]:
     return Tag.objects.for_tenant(tenant)
 
 
-def upload_sources(*, viewer: Viewer) -> TenantQuerySet[Source]:
-    """The sources an upload may go to (folder sources are read from their folder only)."""
-    return source_list(viewer=viewer).exclude(kind=Source.Kind.FOLDER)
+def upload_sources(*, viewer: Viewer, kinds: list[str]) -> TenantQuerySet[Source]:
+    """The sources an upload may go to: those of the kinds that accept uploads (knowledge.ingest.sources)."""
+    return source_list(viewer=viewer).filter(kind__in=kinds)
 
 
 def knowledge_scope(*, viewer: Viewer, knowledge_id: str) -> tuple[str, str] | None:

@@ -415,6 +415,9 @@ def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple
     source = source or source_default_get(tenant=tenant)
     if source.tenant_id != tenant.pk:
         raise PermissionError("Sources of another tenant cannot receive uploads here.")
+    refusal = sources.upload_refusal(source)
+    if refusal:
+        raise UploadRefused(refusal)
     budget = settings.RAG_TENANT_QUEUED_BYTES - queued_upload_bytes(tenant=tenant)
     if budget < sum(len(data) for _, data in uploads):
         raise UploadQuotaExceeded(
@@ -460,6 +463,13 @@ class UploadNotStored(Exception):
 
 class UploadQuotaExceeded(Exception):
     """The tenant's uploads already waiting for the workers reach RAG_TENANT_QUEUED_BYTES."""
+
+
+class UploadRefused(ValueError):
+    """The source is of a kind that takes no upload (its next sync would retire the file); the message says so."""
+
+
+upload_kinds = sources.upload_kinds  # the kinds an upload may go into (the registry's answer), for the doors
 
 
 def queued_upload_bytes(*, tenant: Tenant) -> int:

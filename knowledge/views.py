@@ -293,7 +293,7 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def upload(request: TenantRequest) -> HttpResponse:
     tenant = request.tenant
-    sources = selectors.upload_sources(viewer=request.viewer)
+    sources = selectors.upload_sources(viewer=request.viewer, kinds=services.upload_kinds())
     if request.method == "POST":
         too_large = request_too_large(request.META)
         if too_large:
@@ -301,7 +301,8 @@ def upload(request: TenantRequest) -> HttpResponse:
             return redirect("knowledge:upload", tenant.slug)
         files = request.FILES.getlist("files")
         source_id = request.POST.get("source") or ""
-        source = sources.public_or_404(source_id) if source_id else None
+        # Any source the admin sees: one of a kind that takes no upload is refused below, in words, not as a 404.
+        source = selectors.source_list(viewer=request.viewer).public_or_404(source_id) if source_id else None
         if not files:
             messages.error(request, _("Choose or drop at least one file."))
             return redirect("knowledge:upload", tenant.slug)

@@ -63,6 +63,7 @@ class SourceKind:
     operator_location: Callable[[str], str] = str.strip
     what: str = ""  # in words, for refusals
     creatable: bool = True  # whether a web or API user may create a source of this kind
+    accepts_uploads: bool = False  # whether files may be uploaded into it (a synced kind's next sync retires them)
 
     @property
     def syncable(self) -> bool:
@@ -72,7 +73,7 @@ class SourceKind:
 KINDS: dict[str, SourceKind] = {
     kind.name: kind
     for kind in (
-        SourceKind(Source.Kind.UPLOAD, IngestJob.Kind.UPLOAD, what="uploaded files"),
+        SourceKind(Source.Kind.UPLOAD, IngestJob.Kind.UPLOAD, what="uploaded files", accepts_uploads=True),
         SourceKind(Source.Kind.EXTERNAL, IngestJob.Kind.UPLOAD, what="external references", creatable=False),
         SourceKind(Source.Kind.FOLDER, IngestJob.Kind.FOLDER, _folder, _sync_folder,
                    operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a folder"),
@@ -94,6 +95,20 @@ def kind_of(source: Source) -> SourceKind:
 def creatable_kinds() -> list[str]:
     """The kinds a web or API user may create (the operator's command line may create any)."""
     return [name for name, kind in KINDS.items() if kind.creatable]
+
+
+def upload_kinds() -> list[str]:
+    """The kinds files may be uploaded into: every door's upload asks this registry (upload_refusal)."""
+    return [name for name, kind in KINDS.items() if kind.accepts_uploads]
+
+
+def upload_refusal(source: Source) -> str:
+    """Why files may not be uploaded into `source` ("" when they may), in words for the uploader."""
+    kind = kind_of(source)
+    if kind.accepts_uploads:
+        return ""
+    return (f"{source.name} is read from {kind.what}: a file uploaded into it would be retired by its next sync. "
+            "Upload into a source of uploaded files instead.")  # fmt: skip
 
 
 def syncable_kinds() -> list[str]:

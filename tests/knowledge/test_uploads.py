@@ -227,3 +227,38 @@ def test_an_upload_job_shows_its_totals_at_once_and_says_which_document_it_is_on
     assert stored_totals[0] == 2  # "0 of 2 documents" while the first one is read, not "0 of 0"
     job.refresh_from_db()
     assert job.documents_total == 2 and job.activity == ""
+
+
+def test_an_upload_into_a_kind_that_takes_none_is_refused_on_every_door_and_nothing_is_queued(tenant_a, tmp_path):
+    """A vault, folder, git or website source is read from elsewhere: its next sync would retire an uploaded file.
+    The registry says which kinds take uploads; the page offers only those, and REST and the page refuse the others
+    in words (knowledge.ingest.sources.upload_refusal)."""
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from knowledge.ingest import pipeline, sources
+    from tenants.services import api_key_issue
+    from tests.factories import make_member
+
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "note.md").write_text("# Note\n\nA vault note.\n")
+    vault = pipeline.folder_source_get_or_create(tenant=tenant_a, name="vault", path=root, kind="obsidian")
+    assert sources.upload_kinds() == ["upload"]
+    with pytest.raises(ValueError, match="would be retired by its next sync"):
+        upload_enqueue(tenant=tenant_a, source=vault, uploads=[("a.md", b"# A\n")])
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_issue(tenant=tenant_a, name='w')[1]}")
+    sent = io.BytesIO(b"# A\n\nText.\n")
+    sent.name = "a.md"
+    response = api.post(f"/api/v1/tenants/acme/sources/{vault.public_id}/upload/", {"files": [sent]},
+                        format="multipart")  # fmt: skip
+    assert response.status_code == 400 and "retired by its next sync" in response.json()["source"][0]
+    admin = Client()
+    admin.force_login(make_member(tenant_a, role="admin"))
+    page = admin.get("/t/acme/upload/").content.decode()
+    assert str(vault.public_id) not in page  # not offered
+    sent.seek(0)
+    refused = admin.post("/t/acme/upload/", {"files": [sent], "source": str(vault.public_id)}, follow=True)
+    assert "retired by its next sync" in refused.content.decode()
+    assert not IngestJob.objects.filter(tenant=tenant_a, kind=IngestJob.Kind.UPLOAD).exists()
