@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from chat import recipe, services
 from core.audit import audit
-from knowledge import selectors
+from knowledge import selectors, transport
 from knowledge.shapes import RetrieveInput, retrieve_asked
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import ApiKey, Group, Membership, MembershipEvent
@@ -63,7 +63,14 @@ def see_as(request: TenantRequest) -> HttpResponse:
             context["error"] = str(exc)
             return render(request, "chat/see_as.html", context, status=400)
         wants_answer = request.GET.get("answer") == "1"
-        context.update(seen(viewer, question, answer=wants_answer), sees_all=viewer.sees_all)
+        try:
+            context.update(seen(viewer, question, answer=wants_answer), sees_all=viewer.sees_all)
+        except Exception as exc:  # the model busy or restarting, the index busy: said, as the chat says it
+            problem = transport.problem_of(exc)
+            if problem is None:
+                raise
+            context["error"] = problem.detail
+            return render(request, "chat/see_as.html", context, status=problem.status)
         MembershipEvent.objects.create(tenant=tenant, actor=request.user, username=who[:150],
                                        action=MembershipEvent.Action.SEE_AS,
                                        detail=f"question: {question[:200]}" if question else "documents")  # fmt: skip

@@ -9,6 +9,7 @@ providers here are rows a tenant admin edits, several per tenant, and membership
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ from identity.people import Person
 
 CACHE_S = 600
 TIMEOUT_S = 10
+MAX_BYTES = 1024 * 1024  # a discovery document, a key set or UserInfo: a few KiB in practice
 LEEWAY_S = 60
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 PENDING_MAX_AGE_S = 600
@@ -40,15 +42,27 @@ def _issuer(provider: Provider) -> str:
     return provider.issuer.rstrip("/")
 
 
-def _get_json(url: str) -> dict[str, Any]:
+def _fetch_json(url: str, headers: dict[str, str] | None = None) -> Any:
+    """A provider's JSON document (discovery, keys, UserInfo), read within TIMEOUT_S in all and MAX_BYTES: a slow or
+    endless answer never holds a web worker that every tenant shares. OidcFailed when it cannot be read."""
+    deadline = time.monotonic() + TIMEOUT_S
+    body = bytearray()
     try:
-        response = httpx.get(url, timeout=TIMEOUT_S, follow_redirects=False)
-        response.raise_for_status()
-        body = response.json()
+        with httpx.stream("GET", url, headers=headers, timeout=TIMEOUT_S, follow_redirects=False) as response:
+            response.raise_for_status()
+            for chunk in response.iter_bytes():
+                body.extend(chunk)
+                if len(body) > MAX_BYTES or time.monotonic() > deadline:
+                    raise OidcFailed(_("The identity provider answered too slowly or too much."))
+        return json.loads(body)
     except (httpx.HTTPError, ValueError) as exc:
         raise OidcFailed(
             _("The identity provider cannot be reached (%(error)s).") % {"error": type(exc).__name__}
         ) from exc
+
+
+def _get_json(url: str) -> dict[str, Any]:
+    body = _fetch_json(url)
     if not isinstance(body, dict):
         raise OidcFailed(_("The identity provider answered something that is not JSON."))
     return body
@@ -206,9 +220,8 @@ def complete(provider: Provider, pending: dict[str, Any] | None, params: Any, re
 def _userinfo(url: str, access_token: str, subject: str) -> dict[str, Any]:
     """The UserInfo claims (many providers put e-mail and groups only there); ignored unless for the same subject."""
     try:
-        response = httpx.get(url, headers={"Authorization": f"Bearer {access_token}"}, timeout=TIMEOUT_S)
-        info = response.json() if response.status_code == 200 else {}
-    except (httpx.HTTPError, ValueError):
+        info = _fetch_json(url, headers={"Authorization": f"Bearer {access_token}"})
+    except OidcFailed:
         return {}
     return info if isinstance(info, dict) and info.get("sub") == subject else {}
 

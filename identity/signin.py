@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from core.audit import audit
 from identity import oidc, people, saml
 from identity.models import Provider
 from tenants.models import SIGNED_IN_WITH, Membership, Tenant
@@ -132,8 +133,14 @@ def _finish(request: HttpRequest, provider: Provider, person: people.Person) -> 
 
 
 def _failed(request: HttpRequest, provider: Provider, message: str) -> HttpResponse:
-    request.session.pop(PENDING_SESSION, None)
-    people.refused(provider, "", message)
+    """A provider's answer refused. It reaches the workspace's audit log only when this browser had started a sign-in:
+    anyone may post to these public addresses, and a stranger's junk must not fill an admin's log (the audit
+    stream's file still has every refusal)."""
+    if request.session.pop(PENDING_SESSION, None):
+        people.refused(provider, "", message)
+    else:
+        audit("sign_in", tenant=provider.tenant.slug, outcome="refused", method=f"{provider.kind}:{provider.slug}",
+              detail=message[:300])  # fmt: skip
     return _refused(request, provider, message, status=400)
 
 

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
+from django_q.tasks import async_task
 
 from core.audit import audit
 from identity import directory, oidc, saml, scim
@@ -168,10 +169,11 @@ def provider_delete(request: TenantRequest, provider_id: str) -> HttpResponse:
 @tenant_member_required(admin=True)
 @require_POST
 def provider_sync(request: TenantRequest, provider_id: str) -> HttpResponse:
-    """Read an LDAP directory now (the schedule does it every `sync_minutes`)."""
+    """Read an LDAP directory now, in the background worker (a large directory takes minutes: never a web worker's
+    time); the schedule does it every `sync_minutes`. The page shows the run's report once it is done."""
     provider = found_or_404(
         Provider.objects.for_tenant(request.tenant).filter(public_id=provider_id, kind=Provider.Kind.LDAP).first()
     )
-    report = directory.sync(provider)
-    (messages.success if report.ok else messages.error)(request, report.summary)
+    async_task(directory.TASK, provider.pk)
+    messages.success(request, _("Sync started: its report appears on this page when it is done."))
     return redirect("identity-pages:provider-edit", request.tenant.slug, provider.public_id)

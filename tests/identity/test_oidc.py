@@ -218,3 +218,33 @@ def test_requiring_sso_ends_the_password_sessions_already_open_and_the_last_prov
     assert admin_client.post(f"/t/acme/identity/{provider.public_id}/delete/").status_code == 302
     tenant_a.refresh_from_db()
     assert tenant_a.sso_required is False and by_password.get("/t/acme/chat/").status_code == 200
+
+
+def test_a_provider_that_answers_too_much_is_refused_without_reading_it_all(db, tenant_a):
+    """A discovery document, key set or UserInfo is read within a time and size bound (identity.oidc._fetch_json):
+    an issuer that sends megabytes holds no web worker."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Endless(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            try:
+                self.wfile.write(b'{"issuer": "' + b"x" * (3 * oidc.MAX_BYTES) + b'"}')
+            except OSError:
+                pass  # the reader gave up, as it should
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        provider = Provider.objects.create(tenant=tenant_a, name="Big", slug="big", client_id="x",
+                                           issuer=f"http://127.0.0.1:{server.server_port}")  # fmt: skip
+        with pytest.raises(oidc.OidcFailed, match="too slowly or too much"):
+            oidc.discovery(provider)
+    finally:
+        server.shutdown()

@@ -86,6 +86,15 @@ def test_see_as_shows_exactly_the_documents_and_hits_that_identitys_own_requests
     assert event.username == shown_as and event.actor.get_username() == "root-admin" and QUESTION in event.detail
 
 
+def test_another_tenants_member_key_or_group_is_no_one_here(office, tenant_b):
+    make_member(tenant_b, username="outsider")
+    group_create(tenant=tenant_b, name="outsiders")
+    other_key, _raw = api_key_issue(tenant=tenant_b, name="theirs")
+    for who in ("user:outsider", "group:outsiders", f"key:{other_key.prefix}"):
+        response = office["admin"].get("/t/acme/see-as/", {"as": who, "q": QUESTION})
+        assert response.status_code == 400 and "no member, group or active key" in response.content.decode(), who
+
+
 def test_see_as_follows_a_group_change_at_once_and_refuses_what_the_tenant_lacks(office, tenant_a):
     assert "Salary bands" in _page(office, "user:bob")
     Group.objects.get(tenant=tenant_a, name="hr").members.remove(office["bob"])
