@@ -277,7 +277,8 @@ class SourceListApi(TenantApiView):
                 for tag in data.get("tags") or []:
                     source.tags.add(services.tag_get_or_create(tenant=self.tenant, name=tag))
                 if "access" in data:
-                    services.source_set_access(tenant=self.tenant, source=source, access=data["access"])
+                    services.source_set_access(tenant=self.tenant, source=source, access=data["access"],
+                                               actor=self.actor(request))  # fmt: skip
                 if data.get("sync_every_minutes"):
                     source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
         except ScheduleRefused as exc:
@@ -331,7 +332,7 @@ class SourceDetailApi(TenantApiView):
         if "tags" in data:
             services.source_set_tags(tenant=self.tenant, source=source, tags=data["tags"])
         if "access" in data:
-            services.source_set_access(tenant=self.tenant, source=source, access=access)
+            services.source_set_access(tenant=self.tenant, source=source, access=access, actor=self.actor(request))
         return Response(SourceOutput(_source(self, source_id), context=_access_context(self)).data)
 
     @extend_schema(responses={204: None})
@@ -543,7 +544,8 @@ class DocumentDetailApi(TenantApiView):
         if "tags" in data:
             services.document_set_tags(tenant=self.tenant, document=document, tags=data["tags"])
         if "access" in data:
-            services.document_set_access(tenant=self.tenant, document=document, access=access)
+            services.document_set_access(tenant=self.tenant, document=document, access=access,
+                                         actor=self.actor(request))  # fmt: skip
         when = {name: data[name] for name in (*validity.FIELDS, "supersedes") if name in data}
         if when:
             try:

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.audit import audit
 from core.errors import error_reference
 from knowledge import ids, jobs, timeline
 from knowledge.access import access_enforce
@@ -80,26 +81,35 @@ def _render_again(tenant: Tenant, notes: list[Document]) -> None:
             logger.warning("Vault %s was not synced after an access change: %s", source.source_id, exc)
 
 
-def source_set_access(*, tenant: Tenant, source: Source, access: list[str]) -> int:
+def source_set_access(*, tenant: Tenant, source: Source, access: list[str], actor: str = "") -> int:
     """Who sees the source's documents (those without their own list). Returns how many documents change; no
-    document is re-extracted or re-embedded (a payload update)."""
+    document is re-extracted or re-embedded (a payload update). `actor`: who changed it, for the audit stream."""
     if source.tenant_id != tenant.pk:
         raise ValueError("Not a source of this tenant.")
+    before = list(source.access or [])
     source.access = principals_check(tenant=tenant, principals=access)
     with transaction.atomic():
         source.save(update_fields=["access"])
         inheriting = Document.objects.for_tenant(tenant).filter(source=source, access__isnull=True)
-        return access_changed(tenant=tenant, document_pks=inheriting.values_list("pk", flat=True))
+        changed = access_changed(tenant=tenant, document_pks=inheriting.values_list("pk", flat=True))
+    audit("access.changed", tenant=tenant.slug, actor=actor, source=source.source_id, before=before,
+          after=source.access, documents=changed)  # fmt: skip
+    return changed
 
 
-def document_set_access(*, tenant: Tenant, document: Document, access: list[str] | None) -> None:
-    """The document's own access list (replacing its source's), or None to inherit the source's again."""
+def document_set_access(*, tenant: Tenant, document: Document, access: list[str] | None, actor: str = "") -> None:
+    """The document's own access list (replacing its source's), or None to inherit the source's again. `actor`: who
+    changed it, for the audit stream."""
     if document.tenant_id != tenant.pk:
         raise ValueError("Not a document of this tenant.")
+    before = document.access
     document.access = None if access is None else principals_check(tenant=tenant, principals=access)
     with transaction.atomic():
         Document.objects.filter(pk=document.pk).update(access=document.access)
         access_changed(tenant=tenant, document_pks=[document.pk])
+    audit("access.changed", tenant=tenant.slug, actor=actor, document=document.document_id,
+          before=before if before is not None else "inherited",
+          after=document.access if document.access is not None else "inherited")  # fmt: skip
     document.refresh_from_db()
 
 

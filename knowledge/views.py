@@ -193,7 +193,8 @@ def source_access(request: TenantRequest, source_id: str) -> HttpResponse:
     context: dict[str, Any] = {"tenant": request.tenant, "source": source}
     try:
         wanted = parse_principal_list(request.POST.get("access", "")) or ["tenant"]
-        services.source_set_access(tenant=request.tenant, source=source, access=wanted)
+        services.source_set_access(tenant=request.tenant, source=source, access=wanted,
+                                   actor=request.user.get_username())  # fmt: skip
     except UnknownPrincipal as exc:
         source.refresh_from_db()
         context["access_error"] = str(exc)
@@ -248,7 +249,8 @@ def document_access(request: TenantRequest, document_id: str) -> HttpResponse:
     wanted = None if request.POST.get("inherit") else parse_principal_list(request.POST.get("access", ""))
     error = ""
     try:
-        services.document_set_access(tenant=request.tenant, document=document, access=wanted or None)
+        services.document_set_access(tenant=request.tenant, document=document, access=wanted or None,
+                                     actor=request.user.get_username())  # fmt: skip
     except UnknownPrincipal as exc:
         error = str(exc)
     document = _document(request, document_id)

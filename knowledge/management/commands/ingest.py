@@ -101,7 +101,7 @@ class Command(BaseCommand):
         except (ids.InvalidIdentifier, FolderNotAllowed) as exc:
             raise CommandError(str(exc)) from exc
         if wanted is not None and sorted(wanted) != sorted(folder.access):
-            changed = source_set_access(tenant=owner, source=folder, access=wanted)
+            changed = source_set_access(tenant=owner, source=folder, access=wanted, actor="manage.py ingest")
             self.stdout.write(f"Access of {folder.source_id}: {', '.join(wanted)} ({changed} documents changed)")
         if ocr_languages:
             if not OCR_LANGUAGES_RE.match(ocr_languages):
