@@ -43,6 +43,16 @@ OIDC_ACCOUNTS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def in_english():  # type: ignore[no-untyped-def]
+    """Refusals are said in the asker's language; these tests read the English ones, whatever a test before them
+    left active in this thread."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
