@@ -86,7 +86,7 @@ def main() -> None:
 
     from inference.embedders import get_embedder
     from knowledge.index import indexer
-    from knowledge.ingest.git_sync import sync_git
+    from knowledge.ingest.pipeline import sync_git
     from knowledge.models import DocumentVersion
     from knowledge.services import git_source_create
     from tenants.services import tenant_create

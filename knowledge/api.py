@@ -228,20 +228,36 @@ def _principals(view: TenantApiView, access: list[str]) -> list[str]:
         raise serializers.ValidationError({"access": [str(exc)]}) from exc
 
 
+def _top_level(data: Any) -> dict[str, Any]:
+    """A kind's options given at the request's top level (`branch`, as before they had a `config` of their own)."""
+    names = {entry["name"] for options in source_kinds.config_options().values() for entry in options}
+    return {name: data[name] for name in names if hasattr(data, "get") and data.get(name) not in (None, "")}
+
+
 class SourceListApi(TenantApiView):
     @extend_schema_serializer(component_name="SourceCreateInput")
     class InputSerializer(serializers.Serializer):
-        kind = serializers.ChoiceField(choices=source_kinds.creatable_kinds())
+        kind = serializers.CharField(
+            max_length=20,
+            help_text="one of the registry's kinds a user may create "
+            "(knowledge/ingest/sources.py): upload, folder, obsidian, git, website",
+        )
         name = serializers.CharField(max_length=200)
         path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
                                      help_text="folder and obsidian: a folder inside the server's allowed roots; git: "
                                      "a repository there, or a URL under RAG_ALLOWED_GIT_URLS; website: a start URL "
                                      "or sitemap.xml under RAG_ALLOWED_WEB_PREFIXES")  # fmt: skip
-        branch = serializers.CharField(max_length=250, required=False, allow_blank=True, default="",
-                                       help_text="git: the branch read (blank: the repository's HEAD)")  # fmt: skip
-        history_depth = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000,
-                                                 help_text="git: commits of each file's history the first import "
-                                                 "reads (null: RAG_GIT_HISTORY_DEPTH)")  # fmt: skip
+        config = serializers.DictField(
+            required=False,
+            default=dict,
+            help_text="the kind's own options, such as git's branch and history_depth (also accepted at the top level)",
+        )
+
+        def validate_kind(self, value: str) -> str:
+            if value not in source_kinds.creatable_kinds():
+                raise serializers.ValidationError(f"use one of {', '.join(source_kinds.creatable_kinds())}")
+            return value
+
         sync_every_minutes = SyncEveryField()
         default_mode = serializers.ChoiceField(choices=MODES, default="auto")
         ocr_languages = serializers.RegexField(OCR_LANGUAGES_RE, max_length=60, default="spa+eng")
@@ -267,8 +283,8 @@ class SourceListApi(TenantApiView):
         try:
             with transaction.atomic():
                 source = services.source_create_for(
-                    tenant=self.tenant, kind=data["kind"], name=data["name"], location=data["path"],
-                    branch=data["branch"], history_depth=data.get("history_depth"), sync=data["sync"],
+                    tenant=self.tenant, kind=data["kind"], name=data["name"], location=data["path"], sync=data["sync"],
+                    config={**_top_level(request.data), **data["config"]},
                 )  # fmt: skip
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
                 source.save(update_fields=["default_mode", "ocr_languages"])
@@ -418,10 +434,10 @@ class SourceSyncApi(TenantApiView):
     @extend_schema(request=None, responses={202: JobOutput})
     def post(self, request: Request, tenant_slug: str, source_id: str) -> Response:
         source = _writable_source(self, _source(self, source_id))
-        if not source.syncable:
-            raise serializers.ValidationError(
-                {"source": ["Only folder, vault, git and website sources can be re-synced; upload files instead."]}
-            )
+        if not source_kinds.kind_of(source).syncable:
+            kinds = ", ".join(source_kinds.syncable_kinds())
+            raise serializers.ValidationError({"source": [f"Only sources of these kinds sync: {kinds}; upload files "
+                                                          "into this one instead."]})  # fmt: skip
         try:  # the service checks the folder or repository against what the server allows
             options = IngestOptions(mode=source.default_mode)
             job = services.source_sync_enqueue(tenant=self.tenant, source=source, options=options)

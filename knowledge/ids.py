@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-SOURCE_KINDS = ("upload", "folder", "external", "git", "obsidian", "website")
+KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,19}$")  # a source kind's name; which kinds exist: knowledge/ingest/sources.py
 CHUNK_MODES = ("documental", "code", "summary", "card")
 DEFAULT_SOURCE_KIND = "upload"
 DEFAULT_SOURCE_NAME = "default"
@@ -90,8 +90,9 @@ def _check_tenant(tenant_slug: str) -> str:
 
 
 def _check_kind(kind: str) -> str:
-    if kind not in SOURCE_KINDS:
-        raise InvalidIdentifier(f"Unknown source kind {kind!r}; use one of {', '.join(SOURCE_KINDS)}.")
+    """A kind's name as an id holds it (lowercase letters, digits, underscores); the registry knows which exist."""
+    if not isinstance(kind, str) or not KIND_RE.match(kind):
+        raise InvalidIdentifier(f"{kind!r} is not a source kind's name.")
     return kind
 
 

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from knowledge.ids import normalise_source_name
 from knowledge.ingest.git import BRANCH_RE, GitProblem, git_dir, git_dir_links, is_url, public_url
+from knowledge.ingest.producer import SourceProblem
 from knowledge.models import AllowedLocation
 from knowledge.weburl import BadURL, web_url
 
@@ -28,7 +29,7 @@ __all__ = ["BRANCH_RE", "FolderNotAllowed", "folder_path_check", "git_location_c
            "web_prefixes"]  # fmt: skip
 
 
-class FolderNotAllowed(ValueError):
+class FolderNotAllowed(SourceProblem, ValueError):
     """A location outside what the operator allows for web and API users (a folder, a repository, a website)."""
 
 

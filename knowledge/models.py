@@ -60,16 +60,13 @@ class Source(TenantOwned):
         max_length=1000, blank=True,
         help_text="Folder on the server (folder sources); the repository's path or URL (git sources).",
     )  # fmt: skip
-    branch = models.CharField(max_length=250, blank=True, help_text="Git sources: the branch read (blank: HEAD's).")
-    # A git URL's credential, sealed (knowledge/sealed.py): never in `path`, never shown, searched or exported.
-    credential = models.TextField(blank=True, editable=False)
-    history_depth = models.PositiveIntegerField(
-        null=True,
+    config = models.JSONField(
+        default=dict,
         blank=True,
-        help_text="Git sources: versions a file's first import reads (null: RAG_GIT_HISTORY_DEPTH).",
+        help_text="Its kind's own options (a git source's branch and history depth): knowledge/ingest/sources.py.",
     )
-    synced_commit = models.CharField(max_length=64, blank=True, editable=False,
-                                     help_text="Git sources: the commit the last sync read.")  # fmt: skip
+    # A URL's credential, sealed (knowledge/sealed.py): never in `path`, never shown, searched or exported.
+    credential = models.TextField(blank=True, editable=False)
     ref = models.CharField(max_length=1000, blank=True, help_text="Locator, for external sources.")
     default_mode = models.CharField(max_length=20, default="auto")
     ocr_languages = models.CharField(
@@ -114,16 +111,6 @@ class Source(TenantOwned):
     def shown_path(self) -> str:
         """Its path as pages and the API show it: a repository URL without the credential it may carry."""
         return ids.public_url(self.path)
-
-    @property
-    def is_vault(self) -> bool:
-        """Its notes are read as Obsidian shows them (embeds rendered, links kept: knowledge/ingest/obsidian.py)."""
-        return self.kind == self.Kind.OBSIDIAN
-
-    @property
-    def syncable(self) -> bool:
-        """Whether it reads a location again on request or on a schedule (knowledge/ingest/sources.py: the same)."""
-        return self.kind in (self.Kind.FOLDER, self.Kind.OBSIDIAN, self.Kind.GIT, self.Kind.WEBSITE)
 
 
 def readers_text(principals: list[str]) -> str:
@@ -577,6 +564,7 @@ class IngestJob(TenantOwned):
         CANCELLED = "cancelled", _("Cancelled")
 
     class Kind(models.TextChoices):
+        SYNC = "sync", _("Sync")
         FOLDER = "folder", _("Folder sync")
         GIT = "git", _("Git sync")
         WEB = "web", _("Website sync")

@@ -23,7 +23,7 @@ from knowledge.access import access_enforce
 from knowledge.index.storage import is_storage_full
 from knowledge.ingest import sources
 from knowledge.ingest.uploads import UploadRejected, expand_upload
-from knowledge.locations import BRANCH_RE, FolderNotAllowed, drop_folder
+from knowledge.locations import FolderNotAllowed, drop_folder
 from knowledge.models import (
     AllowedLocation,
     Chunk,
@@ -74,7 +74,7 @@ def _render_again(tenant: Tenant, notes: list[Document]) -> None:
     if not notes:
         return
     DocumentVersion.objects.filter(document__in=notes, status=Status.ACTIVE).update(mtime=None)
-    for source in {note.source for note in notes if note.source.is_vault}:
+    for source in {note.source for note in notes if sources.kind_of(note.source).links}:
         try:
             source_sync_enqueue(tenant=tenant, source=source, trigger="access")
         except FolderNotAllowed as exc:  # the notes keep the stricter list until the vault is synced
@@ -370,32 +370,51 @@ class SourceExists(ValueError):
 
 
 def source_create_for(
-    *, tenant: Tenant, kind: str, name: str, location: str = "", branch: str = "", history_depth: int | None = None,
-    operator: bool = False, sync: bool = False,
-) -> Source:  # fmt: skip
+    *,
+    tenant: Tenant,
+    kind: str,
+    name: str,
+    location: str = "",
+    config: dict | None = None,
+    operator: bool = False,
+    sync: bool = False,
+) -> Source:
     """The one flow that creates a source of any kind, for REST, the pages and the operator's CLI: its location
-    checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, a
-    branch and history depth for the kinds that read them (git). Raises SourceExists for a name taken, and
-    ids.InvalidIdentifier for a name or kind the id scheme cannot hold. `sync`: a kind that syncs has its first
-    sync queued at once (after the caller's transaction commits), so a new source never sits at 0 documents."""
+    checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, and
+    its kind's own options (a git source's branch and history depth; a bad value is a FolderNotAllowed with the
+    reason). Raises SourceExists for a name taken, and ids.InvalidIdentifier for a name or kind the id scheme cannot
+    hold. `sync`: a kind that syncs has its first sync queued at once (after the caller's transaction commits), so a
+    new source never sits at 0 documents."""
     if kind not in (sources.KINDS if operator else sources.creatable_kinds()):
         raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}; use one of {', '.join(sources.creatable_kinds())}.")
     source_id = ids.source_id(tenant.slug, kind, name)
     if Source.objects.filter(source_id=source_id).exists():
         raise SourceExists("A source with this name already exists.")
-    if branch and not BRANCH_RE.match(branch):
-        raise FolderNotAllowed(f"{branch!r} is not a branch name.")
+    try:
+        options = sources.config_for(kind, config or {})
+    except (TypeError, ValueError) as exc:
+        raise FolderNotAllowed(str(exc)) from exc
     registered = sources.KINDS[kind]
     path = ""
     if registered.check is not None:
         path = (registered.operator_location(location) if operator
                 else sources.location_check(kind, location, tenant.slug))  # fmt: skip
     source = source_create(tenant=tenant, kind=kind, name=name, path=path)
-    if branch or history_depth:
-        source.branch, source.history_depth = branch, history_depth
-        source.save(update_fields=["branch", "history_depth"])
+    if options:
+        source.config = options
+        source.save(update_fields=["config"])
     if sync and sources.kind_of(source).syncable:
         source_sync_enqueue(tenant=tenant, source=source, operator=operator, trigger="created")
+    return source
+
+
+def source_set_config(*, source: Source, values: dict) -> Source:
+    """Change a source's own options (the operator's command line): only the given ones, checked by its kind."""
+    try:
+        source.config = sources.config_for(source.kind, {**(source.config or {}), **values})
+    except (TypeError, ValueError) as exc:
+        raise FolderNotAllowed(str(exc)) from exc
+    source.save(update_fields=["config"])
     return source
 
 
@@ -408,8 +427,8 @@ def git_source_create(*, tenant: Tenant, name: str, location: str, branch: str =
                       history_depth: int | None = None, operator: bool = False) -> Source:  # fmt: skip
     """Create a git source: a local repository or a URL git can reach (checked against what this server allows,
     unless the operator's CLI creates it), a branch (blank: the repository's HEAD) and a history depth."""
-    return source_create_for(tenant=tenant, kind="git", name=name, location=location, branch=branch,
-                             history_depth=history_depth, operator=operator)  # fmt: skip
+    return source_create_for(tenant=tenant, kind="git", name=name, location=location, operator=operator,
+                             config={"branch": branch, "history_depth": history_depth})  # fmt: skip
 
 
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],

@@ -231,10 +231,11 @@ class SourceOutput(serializers.Serializer):
     name = serializers.CharField(source="label")
     path = serializers.SerializerMethodField(help_text="The folder, vault or repository read (a URL without its "
                                              "credential).")  # fmt: skip
-    branch = serializers.CharField(help_text="Git sources: the branch read (blank: the repository's HEAD).")
-    history_depth = serializers.IntegerField(allow_null=True, help_text="Git sources: commits of a file's history "
-                                             "the first import reads (null: the server's default).")  # fmt: skip
-    synced_commit = serializers.CharField(help_text="Git sources: the commit the last sync read.")
+    config = serializers.DictField(
+        help_text="Its kind's own options, such as a git source's branch and "
+        "history_depth (knowledge/ingest/sources.py)."
+    )
+    synced_commit = serializers.SerializerMethodField(help_text="A kind with commits: the commit the last sync read.")
     default_mode = serializers.CharField()
     ocr_languages = serializers.CharField()
     review_every_days = serializers.IntegerField(allow_null=True)
@@ -264,6 +265,9 @@ class SourceOutput(serializers.Serializer):
 
     def get_path(self, source: Source) -> str:
         return source.shown_path
+
+    def get_synced_commit(self, source: Source) -> str:
+        return str((source.sync_state or {}).get("commit") or "")
 
     def get_documents(self, source: Source) -> int:
         live = getattr(source, "live", None)  # source_list counts only the documents the viewer sees

@@ -9,8 +9,7 @@ from core.errors import error_reference
 from knowledge import jobs, memory, schedules
 from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline, sources
-from knowledge.ingest.git import GitProblem
-from knowledge.ingest.website import WebProblem
+from knowledge.ingest.producer import SourceProblem
 from knowledge.jobs import SourceBusy, recover_orphaned_jobs
 from knowledge.locations import FolderNotAllowed
 from knowledge.models import IngestJob, Source
@@ -38,7 +37,7 @@ def ingest_job_task(job_id: int) -> None:
             upload_files_done(job)  # ingested: only failed files are kept, for a retry (a crash above keeps them all)
         elif sources.is_sync(job):
             sources.run_sync(job, options)  # its location checked again here, right before reading
-    except (FolderNotAllowed, SourceBusy, GitProblem, WebProblem) as exc:  # a refusal with its reason, not a crash
+    except (SourceProblem, SourceBusy) as exc:  # a refusal with its reason, not a crash (every kind's: one base)
         jobs.fail(job, str(exc))
         return
     except (jobs.JobCancelled, StorageFull):  # stopped, and the job already says why

@@ -24,6 +24,7 @@ from core.multipart import raw_name
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
 from knowledge import ids, locations, reindex, schedules, selectors, services, validity
+from knowledge.ingest import sources as source_kinds
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.links import document_links
@@ -86,12 +87,13 @@ def source_list(request: TenantRequest) -> HttpResponse:
         try:
             with transaction.atomic():
                 source = services.source_create_for(
-                    tenant=tenant, kind=kind, name=name, location=path, branch=request.POST.get("branch", "").strip(),
-                    sync=True,
+                    tenant=tenant, kind=kind, name=name, location=path, sync=True,
+                    config={key: request.POST.get(key, "") for key in request.POST if key not in ("kind", "name")},
                 )  # fmt: skip
                 services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
             created = _("Created %(source)s.") % {"source": source.source_id}
-            syncing = " " + _("Its first sync is running: the table shows its progress.") if source.syncable else ""
+            syncing = (" " + _("Its first sync is running: the table shows its progress.")
+                       if source_kinds.kind_of(source).syncable else "")  # fmt: skip
             messages.success(request, created + syncing)
         except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
             messages.error(request, str(exc))
@@ -104,15 +106,32 @@ def source_list(request: TenantRequest) -> HttpResponse:
     for source in sources:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
         source.last_scheduled_at = previous.get(source.pk)
-    rows = [(source, last_jobs.get(source.pk)) for source in sources]
+    rows = [(source, last_jobs.get(source.pk), source_kinds.kind_of(source), _options_shown(source))
+            for source in sources]  # fmt: skip
     upgrade = reindex.upgrade_state(tenant)  # the index being rebuilt in the background: how far
-    running = any(job is not None and not job.is_finished for _row, job in rows) or upgrade is not None
+    running = any(job is not None and not job.is_finished for _row, job, *_ in rows) or upgrade is not None
     drop = locations.drop_folder(tenant.slug)
     context = {"tenant": tenant, "rows": rows, "syncing": running, "upgrade": upgrade, "drop_folder": drop,
                "drop_entries": locations.drop_entries(drop), "folder_roots": locations.folder_roots(),
                "git_urls": locations.git_prefixes(), "web_prefixes": locations.web_prefixes(),
-               "principals": principal_names(tenant)}  # fmt: skip
+               "principals": principal_names(tenant), "kinds": source_kinds.offered_kinds(),
+               "kind_options": _kind_options()}  # fmt: skip
     return render(request, "knowledge/source_list.html", context)
+
+
+def _options_shown(source: Source) -> list[tuple[str, Any]]:
+    """A source's own options as its row shows them: (label, value), the unset ones left out."""
+    described = source_kinds.kind_of(source).config.described()
+    return [(entry["label"], source.config[entry["name"]]) for entry in described if source.config.get(entry["name"])]
+
+
+def _kind_options() -> list[dict[str, Any]]:
+    """Every kind's own options once each, for the new-source form (a name two kinds share is one input)."""
+    shown: dict[str, dict[str, Any]] = {}
+    for kind, options in source_kinds.config_options().items():
+        for entry in options:
+            shown.setdefault(entry["name"], {**entry, "kinds": []})["kinds"].append(kind)
+    return list(shown.values())
 
 
 @admin_required
@@ -427,6 +446,7 @@ def document_detail(request: TenantRequest, document_id: str) -> HttpResponse:
         **_document_access_context(request, document),
         **_validity_context(request, document),
         "versions": versions,
+        "with_commits": any((version.commit or {}).get("sha") for version in versions),
         "current": current,
         "chunks": chunks,
         **document_links(viewer=request.viewer, document=document),

@@ -99,11 +99,11 @@ def test_only_the_source_registry_and_the_model_compare_a_source_or_job_kind():
 
 
 def test_the_source_kinds_the_ids_the_model_and_the_registry_know_are_the_same():
-    from knowledge.ids import SOURCE_KINDS
+    from knowledge.ids import KIND_RE
     from knowledge.ingest.sources import KINDS, creatable_kinds
     from knowledge.models import Source
 
-    assert set(SOURCE_KINDS) == set(KINDS) == set(Source.Kind.values)
+    assert set(KINDS) == set(Source.Kind.values) and all(KIND_RE.match(kind) for kind in KINDS)
     assert "external" not in creatable_kinds() and "website" in creatable_kinds()
 
 

@@ -1,25 +1,20 @@
-"""A folder source's sync: walk it, read what changed (or moved) since the last sync, retire what went. A vault's
-notes are read through knowledge/ingest/vault_sync.py, which the source registry hands in."""
+"""A folder source's producer (knowledge/ingest/producer.py): walk it, read what changed (or moved) since the last
+sync; what went is retired by the sync. A vault's notes are read through knowledge/ingest/vault_sync.py."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
 
-from inference.embedders import get_embedder
-from knowledge import ids, jobs, timeline
-from knowledge.ingest.lookahead import changed_files, lookahead_for
+from knowledge import ids
+from knowledge.ingest.lookahead import changed_files
 from knowledge.ingest.prepare import SYMBOLS_INDEXING
-from knowledge.ingest.sync_run import checkpoint, files_listed, finish, ingest_one, record_failure, stopped_when_full
-from knowledge.ingest.versions import document_move, retire_documents
+from knowledge.ingest.producer import Done, Event, Failed, Item, Planned, Reading, Skipped, Unchanged
 from knowledge.ingest.walker import Skip, WalkedFile, walk
-from knowledge.jobs import source_locked
-from knowledge.models import DocumentVersion, IngestJob, JobFile, Source, Status
-from knowledge.options import DEFAULT_OPTIONS, IngestOptions
+from knowledge.models import DocumentVersion, Source, Status
 
 
 class Notes:
@@ -33,12 +28,10 @@ class Notes:
         """Before the first file: the keys to read again even though their own file did not change."""
         return set()
 
-    def read(self, walked: WalkedFile, options: IngestOptions) -> tuple[bytes | None, IngestOptions]:
-        """A file's bytes as they are ingested (None: read the file itself) and its options."""
-        return None, options
-
-    def finish(self, job: IngestJob) -> None:
-        """After the last file and the retirements."""
+    def read(self, walked: WalkedFile) -> tuple[bytes | None, tuple[str, ...], tuple | None]:
+        """A file's bytes as they are ingested (None: read the file itself), tags it adds, and the links it holds
+        (None: a kind without links)."""
+        return None, (), None
 
 
 def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
@@ -51,75 +44,60 @@ def _fast_unchanged(source: Source) -> dict[str, tuple[int, float | None]]:
     return {key: (size, mtime) for key, size, mtime in rows}
 
 
-def sync_folder(
-    *, source: Source, root: Path, options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None,
-    progress: Callable[[IngestJob], None] | None = None, notes: Notes | None = None,
-) -> IngestJob:  # fmt: skip
-    """Bring a folder source up to date: add and update what changed, retire what disappeared. A file that moved
-    (a new key with the content of one that went) keeps its document and history under the new key. `notes`: how
-    its files are read (a vault's, knowledge/ingest/vault_sync.py)."""
-    job = job or IngestJob.objects.create(  # run in-process by the operator (CLI): a retry re-reads this root
-        tenant=source.tenant, source=source, kind=IngestJob.Kind.FOLDER,
-        params={"path": str(Path(root).resolve()), "operator": True},
-    )  # fmt: skip
-    jobs.start(job)
+def produce_folder(reading: Reading, notes: Notes | None = None) -> Iterator[Event]:
+    """A folder's files: walked, those whose size or mtime did not change since the last sync kept unread, the
+    others read (a file that moved — a new key with the content of one that went — keeps its document and history
+    under the new key). `notes`: how its files are read (a vault's, knowledge/ingest/vault_sync.py)."""
+    source, options, root = reading.source, reading.options, Path(reading.location)
     notes = notes or Notes()
-    # One sync of a source at a time (knowledge/jobs.py); enrichment adds a chunk per document: it does not read ahead.
-    wanted = options.enrichment is None and notes.reads_ahead
-    embedder = get_embedder()
-    with source_locked(source, job), stopped_when_full(job), lookahead_for(embedder if wanted else None) as lookahead:
-        entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES, images=notes.images))
-        files = [e for e in entries if isinstance(e, WalkedFile)]
-        skips = [e for e in entries if isinstance(e, Skip)]
-        job.skips = [{"key": s.key, "reason": s.reason} for s in skips]
-        job.skipped = len(skips)
-        job.documents_total, job.files_total = len(files), len(files) + len(skips)
-        job.save()
-        files_listed(job, [(s.key, JobFile.Status.SKIPPED, s.reason) for s in skips])
-        known = _fast_unchanged(source)
-        stale = notes.start(root, files, known)
-        moves = _Moves(source, known, files)
-        if lookahead is not None:
-            lookahead.start(source.tenant, source, changed_files(files, known), options.mode, job)
-        keep: set[str] = set()
-        for number, walked in enumerate(files):
-            try:
-                key = ids.normalise_document_key(walked.key)
-            except ids.InvalidIdentifier as exc:
-                record_failure(job, walked.key, str(exc), position=number)
-                job.documents_done = number + 1
-                continue
-            if key in keep:  # "café" written composed and decomposed: one document key, two files
-                record_failure(job, walked.key, f"its name is the same as another file's once Unicode-normalised "
-                                f"(an NFC/NFD twin of {key}); rename one of them", position=number)  # fmt: skip
-                job.documents_done = number + 1
-                continue
-            keep.add(key)
-            if (known.get(key) == (walked.size, walked.mtime) and key not in stale and options.enrichment is None
-                    and not options.critical):  # fmt: skip
-                job.unchanged += 1
-            else:
-                if lookahead is not None:
-                    lookahead.fill(number)
-                data, how = notes.read(walked, options)
-                moved = moves.take(key, data, walked.path)
-                if not ingest_one(job=job, source=source, key=walked.key, path=walked.path, mtime=walked.mtime,
-                                   options=how, embedder=lookahead or embedder, lookahead=lookahead,
-                                   position=number, data=data, size=walked.size, force=bool(moved)):  # fmt: skip
-                    keep.discard(key)  # skipped (empty): like a file the walker skips, its old version is retired
-                if moved:
-                    JobFile.objects.filter(job=job, key=walked.key[:1000]).update(reason=f"moved from {moved}")
-                if lookahead is not None:
-                    lookahead.forget(walked.key)
-            job.documents_done = number + 1
-            if number % 20 == 0 or number + 1 == len(files):
-                checkpoint(job, progress)
-        job.retired = retire_documents(source=source, keep_keys=keep)
-        notes.finish(job)
-        timeline.resolve_pending_links(source_pk=source.pk)
-        source.last_synced_at = timezone.now()
-        source.save(update_fields=["last_synced_at"])
-        return finish(job, progress)
+    entries = list(walk(root, max_bytes=settings.RAG_MAX_FILE_BYTES, images=notes.images))
+    files = [e for e in entries if isinstance(e, WalkedFile)]
+    for skip in entries:
+        if isinstance(skip, Skip):
+            yield Skipped(skip.key, skip.reason)
+    known = _fast_unchanged(source)
+    stale = notes.start(root, files, known)
+    moves = _Moves(source, known, files)
+    ahead = tuple(changed_files(files, known)) if notes.reads_ahead else ()
+    yield Planned(len(files), ahead=ahead)
+    seen: set[str] = set()
+    for number, walked in enumerate(files):
+        try:
+            key = ids.normalise_document_key(walked.key)
+        except ids.InvalidIdentifier as exc:
+            yield Failed(walked.key, str(exc), keep=False, position=number)
+            continue
+        if key in seen:  # "café" written composed and decomposed: one document key, two files
+            yield Failed(
+                walked.key,
+                f"its name is the same as another file's once Unicode-normalised (an NFC/NFD "
+                f"twin of {key}); rename one of them",
+                keep=False,
+                position=number,
+            )
+            continue
+        seen.add(key)
+        if (
+            known.get(key) == (walked.size, walked.mtime)
+            and key not in stale
+            and options.enrichment is None
+            and not options.critical
+        ):
+            yield Unchanged(walked.key)
+            continue
+        data, tags, links = notes.read(walked)
+        yield Item(
+            walked.key,
+            data=data,
+            path=walked.path,
+            position=number,
+            mtime=walked.mtime,
+            size=walked.size,
+            moved_from=moves.take(key, data, walked.path),
+            tags=tags,
+            links=links,
+        )
+    yield Done()
 
 
 class _Moves:
@@ -142,7 +120,7 @@ class _Moves:
             self.gone = dict(rows)
 
     def take(self, key: str, data: bytes | None, path: Path) -> str:
-        """The old key this new file moved from ("" when it did not), its document moved to the new key."""
+        """The old key this new file moved from ("" when it did not)."""
         if not self.gone or key in self.known:
             return ""
         try:
@@ -150,4 +128,4 @@ class _Moves:
         except OSError:
             return ""  # the ingest reads it again and records why it cannot
         old = self.gone.pop(hashlib.sha256(data).hexdigest(), "")
-        return old if old and document_move(self.source, old, key) else ""
+        return old  # the sync moves its document (a write); a producer only says so

@@ -24,6 +24,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, FetchPrune, FileMode, RepositoryOpenFlag, SortMode
 
 from knowledge import ids
+from knowledge.ingest.producer import SourceProblem
 from knowledge.ingest.walker import SKIP_DIRS, Skip, name_skip_reason, size_limit
 
 URL_RE = re.compile(r"^(https?|ssh|git|file)://|^[\w.-]+@[\w.-]+:")
@@ -33,7 +34,7 @@ BRANCH_RE = re.compile(r"^(?!-)(?!.*\.\.)(?!/)(?!.*//)[A-Za-z0-9._/-]{1,250}(?<!
 MESSAGE_CHARS = 2000
 
 
-class GitProblem(ValueError):
+class GitProblem(SourceProblem, ValueError):
     """The repository cannot be read as asked (not a repository, no such branch, unreachable, a credential
     missing); the message says which, in words a user can act on."""
 

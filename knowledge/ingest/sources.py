@@ -1,6 +1,7 @@
-"""The source kinds, in one registry: what each kind reads, how a web or API user's location for it is checked, the
-job that syncs it, and that sync. Nothing else compares a source's kind or a job's kind (the model itself aside:
-`Source.syncable`, which a test holds equal to this registry). A new kind is one module and one line here.
+"""The source kinds, in one registry: what each kind is called and reads, how a web or API user's location for it is
+checked, its typed options, whether files may be uploaded into it, and its producer (knowledge/ingest/producer.py),
+which `SyncRun` runs. Nothing else compares a source's kind or a job's kind; forms, REST choices, templates and help
+texts read this registry. A new kind is its module, one `register` line, and a migration only if it needs one.
 
 A sync job records the location it was queued for, checked then; the worker checks it again right before reading
 (`job_location`), unless the operator's command line queued it."""
@@ -12,89 +13,145 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from knowledge.ingest import website
-from knowledge.ingest.folder_sync import sync_folder
-from knowledge.ingest.git_sync import sync_git
-from knowledge.ingest.vault_sync import sync_vault
-from knowledge.locations import FolderNotAllowed, folder_path_check, git_location_check, web_location_check
+from knowledge.ingest.folder_sync import produce_folder
+from knowledge.ingest.git_sync import GitConfig, produce_git
+from knowledge.ingest.producer import KindConfig, NoConfig, Produce
+from knowledge.ingest.sync_run import SyncRun
+from knowledge.ingest.vault_sync import produce_vault
+from knowledge.locations import (
+    FolderNotAllowed,
+    folder_path_check,
+    git_location_check,
+    web_location_check,
+    web_prefixes,
+)
 from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
-
-# (source, its checked location, options, the job: None when the operator's CLI runs it in-process, progress)
-Sync = Callable[[Source, str, IngestOptions, IngestJob | None, Callable[[IngestJob], None] | None], Any]
 
 
 def _folder(path: str, tenant_slug: str) -> str:
     return str(folder_path_check(path, tenant_slug))
 
 
-def _sync_folder(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
-                 progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
-    return sync_folder(source=source, root=Path(location), options=options, job=job, progress=progress)
-
-
-def _sync_vault(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
-                progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
-    return sync_vault(source=source, root=Path(location), options=options, job=job, progress=progress)
-
-
-def _sync_git(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
-              progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
-    return sync_git(source=source, location=location, options=options, job=job, progress=progress)
-
-
-def _sync_website(source: Source, location: str, options: IngestOptions, job: IngestJob | None,
-                  progress: Callable[[IngestJob], None] | None = None) -> Any:  # fmt: skip
-    return website.sync_website(source=source, location=location, options=options, job=job, progress=progress)
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
 
 
 @dataclass(frozen=True)
 class SourceKind:
-    """One kind of source. `check`: a web or API user's location and their tenant → the location to read
-    (FolderNotAllowed says why not); `sync`: one sync of a source from its checked location; `param`: where a job
-    records that location; `operator_location`: the location as the operator's command line gave it (not checked,
-    made absolute)."""
+    """One kind of source.
+    - `check`: a web or API user's location and their tenant → the location to read (FolderNotAllowed says why not);
+    - `produce`: what one sync reads (None: a kind that does not sync); `param`: where a job records the location;
+    - `operator_location`: the location as the operator's command line gave it (not checked);
+    - `config`: its typed options (stored on the source); `reads_ahead`: its files are embedded ahead of their
+      writes; `links`: its documents link to each other (stored and resolved after each sync);
+    - `available`: whether a web or API user may create one on this server now (a website needs an allowed prefix)."""
 
     name: str
-    job_kind: str
+    label: Any
+    job_kind: str = IngestJob.Kind.SYNC
     check: Callable[[str, str], str] | None = None
-    sync: Sync | None = None
-    param: str = "path"
+    produce: Produce | None = None
+    param: str = "location"
     operator_location: Callable[[str], str] = str.strip
     what: str = ""  # in words, for refusals
     creatable: bool = True  # whether a web or API user may create a source of this kind
     accepts_uploads: bool = False  # whether files may be uploaded into it (a synced kind's next sync retires them)
+    config: type[KindConfig] = NoConfig
+    reads_ahead: bool = False
+    links: bool = False
+    available: Callable[[], bool] = lambda: True
 
     @property
     def syncable(self) -> bool:
-        return self.sync is not None
+        return self.produce is not None
+
+    def config_of(self, source: Source) -> KindConfig:
+        return self.config.from_dict(source.config)
 
 
-KINDS: dict[str, SourceKind] = {
-    kind.name: kind
-    for kind in (
-        SourceKind(Source.Kind.UPLOAD, IngestJob.Kind.UPLOAD, what="uploaded files", accepts_uploads=True),
-        SourceKind(Source.Kind.EXTERNAL, IngestJob.Kind.UPLOAD, what="external references", creatable=False),
-        SourceKind(Source.Kind.FOLDER, IngestJob.Kind.FOLDER, _folder, _sync_folder,
-                   operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a folder"),
-        SourceKind(Source.Kind.OBSIDIAN, IngestJob.Kind.FOLDER, _folder, _sync_vault,
-                   operator_location=lambda path: str(Path(path).expanduser().resolve()), what="a vault"),
-        SourceKind(Source.Kind.GIT, IngestJob.Kind.GIT, git_location_check, _sync_git, param="location",
-                   what="a git repository"),
-        SourceKind(Source.Kind.WEBSITE, IngestJob.Kind.WEB, web_location_check, _sync_website, param="location",
-                   what="a website"),
+KINDS: dict[str, SourceKind] = {}
+
+
+def register(kind: SourceKind) -> Callable[[], None]:
+    """Add a kind to the registry; returns what removes it again (a test's throwaway kind)."""
+    KINDS[kind.name] = kind
+    return lambda: KINDS.pop(kind.name, None)  # type: ignore[func-returns-value]
+
+
+register(SourceKind("upload", _("Uploaded files"), IngestJob.Kind.UPLOAD, what="uploaded files", accepts_uploads=True))
+register(
+    SourceKind("external", _("External reference"), IngestJob.Kind.UPLOAD, what="external references", creatable=False)
+)
+register(
+    SourceKind(
+        "folder",
+        _("Server folder"),
+        IngestJob.Kind.FOLDER,
+        _folder,
+        produce_folder,
+        param="path",
+        operator_location=_absolute,
+        what="a folder",
+        reads_ahead=True,
     )
-}  # fmt: skip
-JOB_SYNCS = {kind.job_kind: kind for kind in KINDS.values() if kind.syncable}  # the kind whose sync a job runs
+)
+register(
+    SourceKind(
+        "obsidian",
+        _("Obsidian vault"),
+        IngestJob.Kind.FOLDER,
+        _folder,
+        produce_vault,
+        param="path",
+        operator_location=_absolute,
+        what="a vault",
+        links=True,
+    )
+)
+register(
+    SourceKind(
+        "git",
+        _("Git repository"),
+        IngestJob.Kind.GIT,
+        git_location_check,
+        produce_git,
+        what="a git repository",
+        config=GitConfig,
+    )
+)
+register(
+    SourceKind(
+        "website",
+        _("Website (a start URL or sitemap.xml)"),
+        IngestJob.Kind.WEB,
+        web_location_check,
+        website.produce_website,
+        what="a website",
+        available=lambda: bool(web_prefixes()),
+    )
+)
 
 
 def kind_of(source: Source) -> SourceKind:
     return KINDS[source.kind]
 
 
+def known_kind(kind: str) -> bool:
+    return kind in KINDS
+
+
 def creatable_kinds() -> list[str]:
     """The kinds a web or API user may create (the operator's command line may create any)."""
     return [name for name, kind in KINDS.items() if kind.creatable]
+
+
+def offered_kinds() -> list[SourceKind]:
+    """The kinds the new-source form offers on this server now, in the registry's order."""
+    return [kind for kind in KINDS.values() if kind.creatable and kind.available()]
 
 
 def upload_kinds() -> list[str]:
@@ -107,12 +164,33 @@ def upload_refusal(source: Source) -> str:
     kind = kind_of(source)
     if kind.accepts_uploads:
         return ""
-    return (f"{source.name} is read from {kind.what}: a file uploaded into it would be retired by its next sync. "
-            "Upload into a source of uploaded files instead.")  # fmt: skip
+    return (
+        f"{source.name} is read from {kind.what}: a file uploaded into it would be retired by its next sync. "
+        "Upload into a source of uploaded files instead."
+    )
 
 
 def syncable_kinds() -> list[str]:
     return [name for name, kind in KINDS.items() if kind.syncable]
+
+
+def config_options() -> dict[str, list[dict[str, Any]]]:
+    """Each kind's own options (name, label, help, type), for the forms and the API's help."""
+    return {name: kind.config.described() for name, kind in KINDS.items() if kind.config is not NoConfig}
+
+
+def config_for(kind: str, values: dict[str, Any]) -> dict:
+    """A kind's options from a form's or a request's values (only its own names), checked: ValueError says why."""
+    registered = KINDS[kind].config
+    types = {entry["name"]: entry["type"] for entry in registered.described()}
+    given = {
+        key: int(value) if types[key] == "int" else str(value).strip()
+        for key, value in values.items()
+        if key in types and value not in ("", None)
+    }
+    config = registered.from_dict(given)
+    config.check()
+    return config.as_dict()
 
 
 def location_check(kind: str, location: str, tenant_slug: str) -> str:
@@ -129,15 +207,17 @@ def sync_params(source: Source, *, operator: bool) -> tuple[str, dict[str, Any]]
     kind = kind_of(source)
     if not kind.syncable:
         raise FolderNotAllowed(f"{source.label} holds {kind.what}: it has nothing to sync; upload files instead.")
-    location = (kind.operator_location(source.path) if operator
-                else location_check(kind.name, source.path, source.tenant.slug))  # fmt: skip
+    location = (
+        kind.operator_location(source.path) if operator else location_check(kind.name, source.path, source.tenant.slug)
+    )
     return kind.job_kind, {kind.param: location}
 
 
 def job_location(job: IngestJob) -> str:
     """The location a sync job may read: the one it recorded, checked again unless the operator queued it. Never the
     source's current location, which an admin may have changed since."""
-    kind = JOB_SYNCS[job.kind]
+    assert job.source is not None
+    kind = kind_of(job.source)
     params = job.params or {}
     if not params.get(kind.param):
         raise FolderNotAllowed(f"This job recorded nothing to read ({kind.what}); sync the source again.")
@@ -147,13 +227,24 @@ def job_location(job: IngestJob) -> str:
 
 
 def is_sync(job: IngestJob) -> bool:
-    return job.kind in JOB_SYNCS
+    return job.kind != IngestJob.Kind.UPLOAD and job.source is not None and kind_of(job.source).syncable
 
 
-def run_sync(job: IngestJob, options: IngestOptions) -> Any:
-    """Run a sync job: its location checked again right before reading, then its kind's sync."""
+def sync(
+    source: Source,
+    location: str,
+    options: IngestOptions,
+    job: IngestJob | None = None,
+    progress: Callable[[IngestJob], None] | None = None,
+) -> IngestJob:
+    """One sync of a source from `location` (checked by the caller), by its kind's producer."""
+    return SyncRun(kind_of(source), source, location, options=options, job=job, progress=progress).run()
+
+
+def run_sync(job: IngestJob, options: IngestOptions) -> IngestJob:
+    """Run a sync job: its location checked again right before reading, then its kind's producer."""
     assert job.source is not None
-    return kind_of(job.source).sync(job.source, job_location(job), options, job, None)  # type: ignore[misc]
+    return sync(job.source, job_location(job), options, job)
 
 
 def scheduled_failure_kind(source: Source) -> str:

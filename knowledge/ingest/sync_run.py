@@ -1,31 +1,50 @@
-"""The steps every source's sync shares: the job's file list, one file ingested into the job's counts, a failure
-recorded, a checkpoint, the finish (indexed, then done), and a full disk that stops the job."""
+"""One sync of a source, whatever its kind (`SyncRun`: its kind's producer yields, this writes), and the steps it
+shares with an upload's ingest: the job's file list, one file ingested into the job's counts, a failure recorded, a
+checkpoint, the finish (indexed, then done), and a full disk that stops the job."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from core.errors import error_reference
-from inference.embedders import Embedder
-from knowledge import ids, jobs
+from inference.embedders import Embedder, get_embedder
+from knowledge import ids, jobs, timeline
+from knowledge import links as link_graph
+from knowledge.access import access_enforce
 from knowledge.index import indexer
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR
-from knowledge.ingest.lookahead import Lookahead
+from knowledge.ingest.lookahead import Lookahead, lookahead_for
 from knowledge.ingest.metadata import problem_text
-from knowledge.ingest.versions import ingest_bytes
-from knowledge.models import (
-    IngestJob,
-    JobFile,
-    Source,
-)  # fmt: skip
+from knowledge.ingest.producer import (
+    Activity,
+    Done,
+    Event,
+    Failed,
+    Gone,
+    Item,
+    Note,
+    Planned,
+    Reading,
+    Skipped,
+    SourceProblem,
+    Unchanged,
+)
+from knowledge.ingest.versions import document_move, ingest_bytes, retire_documents
+from knowledge.jobs import report_activity, source_locked
+from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source
 from knowledge.options import IngestOptions
+from knowledge.sealed import CredentialUnreadable, split_credential, unseal
 
 logger = logging.getLogger(__name__)
 
@@ -156,3 +175,272 @@ def wait_for_job(job: IngestJob, *, timeout: float = 600.0) -> IngestJob:
     job.refresh_from_db()
     jobs.finish_if_indexed(job)
     return job
+
+
+class _Skips:
+    """What a sync did not read, with why: listed one by one up to MAX_SKIPS_LISTED, then counted by reason (a page
+    of 30,000 links writes a few hundred rows, not 30,000)."""
+
+    def __init__(self) -> None:
+        self.listed: list[tuple[str, str, str]] = []
+        self.more: dict[str, int] = {}
+        self.count = 0
+
+    def add(self, key: str, reason: str) -> None:
+        self.count += 1
+        if len(self.listed) < MAX_SKIPS_LISTED:
+            self.listed.append((key[:1000], JobFile.Status.SKIPPED, reason[:500]))
+        else:
+            self.more[reason[:200]] = self.more.get(reason[:200], 0) + 1
+
+    def record(self, job: IngestJob) -> None:
+        summary = [(f"… and {n:,} more", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()]
+        job.skipped += self.count
+        job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in self.listed + summary)]
+        files_listed(job, self.listed + summary)
+        self.listed, self.more, self.count = [], {}, 0
+
+
+MAX_SKIPS_LISTED = 200
+
+
+class SyncRun:
+    """One sync of a source: its job (made here when the operator's command line runs it in-process), the source's
+    lock, the full-disk guard, and everything its kind's producer yields (knowledge/ingest/producer.py) written:
+    each item ingested, what the sync no longer saw retired, the links stored, the source stamped, the job finished.
+
+    `location`: where it reads, checked by the caller (a credential it carries goes to the producer only; the job
+    records the location without it). A `SourceProblem` from the producer fails the job with its reason and changes
+    nothing; it is raised again for the caller."""
+
+    def __init__(
+        self,
+        kind: Any,
+        source: Source,
+        location: str,
+        *,
+        options: IngestOptions,
+        job: IngestJob | None = None,
+        progress: Callable[[IngestJob], None] | None = None,
+    ) -> None:
+        self.kind = kind  # its SourceKind (knowledge/ingest/sources.py)
+        self.source, self.options, self.job, self.progress = source, options, job, progress
+        self.location, given = split_credential(location)
+        self.given = given
+
+    def run(self) -> IngestJob:
+        source, kind = self.source, self.kind
+        job = self.job or IngestJob.objects.create(  # the operator's command line: a retry re-reads this location
+            tenant=source.tenant,
+            source=source,
+            kind=kind.job_kind,
+            params={kind.param: self.location, "operator": True},
+        )
+        self.job = job
+        jobs.start(job)
+        try:
+            credential = self.given or unseal(source.credential)
+        except CredentialUnreadable as exc:
+            jobs.fail(job, str(exc))
+            raise SourceProblem(str(exc)) from exc
+        reading = Reading(
+            source=source,
+            location=self.location,
+            config=kind.config_of(source),
+            state=dict(source.sync_state or {}),
+            options=self.options,
+            credential=credential,
+        )
+        assert kind.produce is not None
+        wanted = self.options.enrichment is None and kind.reads_ahead  # enrichment adds a chunk: no reading ahead
+        embedder = get_embedder()
+        with source_locked(source, job), stopped_when_full(job), lookahead_for(embedder if wanted else None) as ahead:
+            try:
+                done = self._consume(kind.produce(reading), job, ahead or embedder, ahead)
+            except SourceProblem as exc:
+                jobs.fail(job, str(exc))
+                raise
+            return self._finish(job, done)
+
+    def _consume(self, events: Iterator[Event], job: IngestJob, embedder: Any, lookahead: Lookahead | None) -> Done:
+        """Every event of the producer into the job, until its Done."""
+        self.keep: set[str] = set()
+        self.links: dict[str, list] = {}
+        self.imported = 0
+        skips = _Skips()
+        done_count = passed = checkpointed = 0  # documents gone through; skips that are not one of them
+        for event in events:
+            if isinstance(event, Done):
+                break
+            if isinstance(event, Activity):
+                report_activity(job, event.text)
+                continue
+            if isinstance(event, Note):
+                job.skips = [*job.skips, {"key": event.key[:1000], "reason": event.text[:500]}]
+                continue
+            if isinstance(event, Planned):
+                job.documents_total = event.total
+                job.files_total = event.total + passed
+                skips.record(job)  # what it passed over so far shows while the rest is read
+                job.save()
+                if event.ahead and lookahead is not None:
+                    lookahead.start(self.source.tenant, self.source, list(event.ahead), self.options.mode, job)
+                continue
+            if isinstance(event, Skipped):
+                skips.add(event.key, event.reason)
+                done_count += event.counted
+                passed += not event.counted
+            elif isinstance(event, Unchanged):
+                job.unchanged += 1
+                self._keep(event.key)
+                if event.note:
+                    files_listed(job, [(event.key, JobFile.Status.UNCHANGED, event.note)])
+                done_count += event.counted
+            elif isinstance(event, Failed):
+                record_failure(job, event.key, event.reason, kind=event.kind, position=event.position)
+                if event.keep:
+                    self._keep(event.key)
+                done_count += 1
+            elif isinstance(event, Gone):
+                done_count += 1
+            elif isinstance(event, Item):
+                self._ingest(event, job, embedder, lookahead)
+                done_count += 1
+            job.documents_done = done_count
+            job.documents_total = max(job.documents_total, done_count)
+            job.files_total = max(job.files_total, done_count + passed)
+            if done_count and done_count % 20 == 1 and done_count != checkpointed:
+                checkpointed = done_count
+                checkpoint(job, self.progress)
+        else:
+            event = Done()
+        skips.record(job)
+        job.files_total = max(job.files_total, done_count + passed)
+        return event
+
+    def _keep(self, key: str) -> None:
+        try:
+            self.keep.add(ids.normalise_document_key(key))
+        except ids.InvalidIdentifier:
+            pass
+
+    def _ingest(self, item: Item, job: IngestJob, embedder: Any, lookahead: Lookahead | None) -> None:
+        source = self.source
+        stored = ids.normalise_document_key(item.key)
+        moved = bool(item.moved_from) and document_move(source, item.moved_from, item.key)
+        new = (
+            not moved
+            and bool(item.history)
+            and not Document.objects.filter(source=source, document_key=stored).exists()
+        )
+        made = self._history(job, item, embedder) if item.history else 0
+        if lookahead is not None:
+            lookahead.fill(item.position)
+        options = self.options
+        if item.tags:
+            options = dataclasses.replace(options, tags=tuple(dict.fromkeys([*options.tags, *item.tags])))
+        if ingest_one(
+            job=job,
+            source=source,
+            key=item.key,
+            path=item.path,
+            data=item.data,
+            mtime=item.mtime,
+            options=options,
+            embedder=embedder,
+            lookahead=lookahead,
+            position=item.position,
+            commit=item.commit,
+            force=moved and not made,
+            size=item.size,
+            location=item.location,
+        ):
+            self.keep.add(stored)
+        if lookahead is not None:
+            lookahead.forget(item.key)
+        if item.links is not None:
+            self.links[stored] = list(item.links)
+        if moved:
+            JobFile.objects.filter(job=job, key=item.key[:1000]).update(
+                reason=f"{item.moved_how} from {item.moved_from}"
+            )
+        elif (
+            new
+            and made
+            and JobFile.objects.filter(job=job, key=item.key[:1000], status=JobFile.Status.UPDATED).update(
+                status=JobFile.Status.ADDED, reason=f"with {made} earlier version(s) from its history"
+            )
+        ):
+            job.updated, job.added = job.updated - 1, job.added + 1  # a new document is added, its history with it
+
+    def _history(self, job: IngestJob, item: Item, embedder: Any) -> int:
+        """An item's older versions as imported history (each served over its window); an unreadable one is passed
+        over (its newest version is what the job reports on). Returns how many were written."""
+        made = 0
+        for past in item.history:
+            try:
+                outcome = ingest_bytes(
+                    source=self.source,
+                    key=item.key,
+                    data=past.data,
+                    source_path=item.key,
+                    mtime=past.mtime,
+                    job=job,
+                    embedder=embedder,
+                    commit=past.commit,
+                    history=past.window,
+                )
+            except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
+                logger.info("%s (%s) not imported: %s", item.key, str(past.commit.get("sha", ""))[:12], exc)
+                continue
+            except Exception as exc:  # one old version's bug never stops the batch; the log has it
+                if is_storage_full(exc):  # every version after it would fail the same way: the job stops, says why
+                    raise
+                logger.exception(
+                    "%s (%s) not imported (unexpected error)", item.key, str(past.commit.get("sha", ""))[:12]
+                )
+                continue
+            made += outcome.result != "unchanged"
+        self.imported += made
+        return made
+
+    def _finish(self, job: IngestJob, done: Done) -> IngestJob:
+        """Retire what the sync no longer saw, store the links, stamp the source and finish the job."""
+        source = self.source
+        job.retired = retire_documents(source=source, keep_keys=self.keep)
+        report = {key: dict(value) if isinstance(value, dict) else value for key, value in done.report.items()}
+        if done.reachable is not None:
+            lost = _mark_unreachable(source, done.reachable)
+            for value in report.values():
+                if isinstance(value, dict):
+                    value.update(history_versions=self.imported, unreachable=lost)
+        job.params = {**(job.params or {}), **report}
+        if self.kind.links:
+            link_graph.links_store(source, self.links)
+            job.params = {**job.params, "link_problems": link_graph.links_resolve(source)}
+            link_graph.carries_store(source)
+            access_enforce(
+                Document.objects.filter(source=source, links_out__embed=True).distinct().select_related("source")
+            )
+        job.save()
+        timeline.resolve_pending_links(source_pk=source.pk)
+        source.last_synced_at = timezone.now()
+        fields = ["last_synced_at"]
+        if done.state is not None:
+            source.sync_state = done.state
+            fields.append("sync_state")
+        source.save(update_fields=fields)
+        return finish(job, self.progress)
+
+
+def _mark_unreachable(source: Source, reachable: frozenset[str]) -> int:
+    """After a rewritten history (a force-push): the versions of commits it no longer holds are kept, marked."""
+    lost = []
+    for version in DocumentVersion.objects.filter(document__source=source).exclude(commit={}).only("pk", "commit"):
+        sha = (version.commit or {}).get("sha")
+        if sha and sha not in reachable and not version.commit.get("unreachable"):
+            lost.append((version.pk, {**version.commit, "unreachable": True}))
+    with transaction.atomic():
+        for pk, commit in lost:
+            DocumentVersion.objects.filter(pk=pk).update(commit=commit)
+    return len(lost)

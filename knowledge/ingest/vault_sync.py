@@ -1,27 +1,25 @@
-"""An Obsidian vault's sync: the folder sync (knowledge/ingest/folder_sync.py) with each note rendered as Obsidian
+"""An Obsidian vault's producer: the folder's (knowledge/ingest/folder_sync.py) with each note rendered as Obsidian
 shows it (knowledge/ingest/obsidian.py), an embed shown only where every reader of the note may read the embedded
-one, and the links kept after the sync."""
+one, and each note's links yielded with it (the sync stores them, and makes a note that carries another's text as
+strict as what it carries)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from knowledge import ids
-from knowledge import links as link_graph
-from knowledge.access import access_enforce
 from knowledge.ingest import obsidian
-from knowledge.ingest.folder_sync import Notes, sync_folder
+from knowledge.ingest.folder_sync import Notes, produce_folder
+from knowledge.ingest.producer import Event, Reading
 from knowledge.ingest.walker import WalkedFile
-from knowledge.models import Document, DocumentLink, IngestJob, Source
-from knowledge.options import DEFAULT_OPTIONS, IngestOptions
+from knowledge.models import Document, DocumentLink, Source
 from tenants.principals import admits_all_of
 
 
 class VaultNotes(Notes):
-    """A vault's notes for the folder sync: each note rendered before it is read (so nothing reads ahead), its
-    images walked too, a note read again when a file it embeds changed, and the links stored after the sync."""
+    """A vault's notes for the folder producer: each note rendered before it is read (so nothing reads ahead), its
+    images walked too, a note read again when a file it embeds changed."""
 
     images = True
     reads_ahead = False
@@ -29,41 +27,27 @@ class VaultNotes(Notes):
     def __init__(self, source: Source) -> None:
         self.source = source
         self.vault: obsidian.Vault | None = None
-        self.links: dict[str, list[obsidian.Link]] = {}
 
     def start(self, root: Path, files: list[WalkedFile], known: dict) -> set[str]:
         self.vault = obsidian.Vault([f.key for f in files], root, _embed_rule(self.source))
         return _embedding_changed(self.source, files, known)
 
-    def read(self, walked: WalkedFile, options: IngestOptions) -> tuple[bytes | None, IngestOptions]:
-        """A note's bytes as they are ingested, rendered, its tags added to the job's and its links kept; any other
-        file's None (read it when ingesting)."""
+    def read(self, walked: WalkedFile) -> tuple[bytes | None, tuple[str, ...], tuple | None]:
+        """A note's bytes as they are ingested (rendered), its tags and its links; any other file's None (read it
+        when ingesting)."""
         if self.vault is None or not obsidian.is_note(walked.key):
-            return None, options
+            return None, (), None
         try:
             text = walked.path.read_bytes().decode("utf-8", errors="replace")
         except OSError:
-            return None, options  # the ingest reads it again and records why it cannot
+            return None, (), None  # the ingest reads it again and records why it cannot
         rendered = obsidian.render(self.vault, walked.key, text)
-        self.links[ids.normalise_document_key(walked.key)] = rendered.links
-        tags = tuple(dict.fromkeys([*options.tags, *rendered.tags]))
-        return rendered.text.encode("utf-8"), dataclasses.replace(options, tags=tags)
-
-    def finish(self, job: IngestJob) -> None:
-        """The links stored and resolved (their problems on the job), and the access of every note that carries
-        another's text made as strict as what it carries."""
-        source = self.source
-        link_graph.links_store(source, self.links)
-        job.params = {**(job.params or {}), "link_problems": link_graph.links_resolve(source)}
-        job.save(update_fields=["params"])
-        link_graph.carries_store(source)
-        access_enforce(Document.objects.filter(source=source, links_out__embed=True).distinct()
-                       .select_related("source"))  # fmt: skip
+        return rendered.text.encode("utf-8"), tuple(rendered.tags), tuple(rendered.links)
 
 
-def sync_vault(*, source: Source, root: Path, options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None,
-               progress: Callable[[IngestJob], None] | None = None) -> IngestJob:  # fmt: skip
-    return sync_folder(source=source, root=root, options=options, job=job, progress=progress, notes=VaultNotes(source))
+def produce_vault(reading: Reading) -> Iterator[Event]:
+    """A vault's notes, as the folder producer reads files, each note rendered (the sync stores their links)."""
+    return produce_folder(reading, VaultNotes(reading.source))
 
 
 def _embed_rule(source: Source) -> Callable[[str, str], bool]:

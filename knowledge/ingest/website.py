@@ -1,4 +1,4 @@
-"""Sync a website source: the HTML pages under its URL prefix, read as a company's docs site is read.
+"""A website source's producer: the HTML pages under its URL prefix, read as a company's docs site is read.
 
 - It starts at the source's URL (or a sitemap.xml: its `<loc>` pages) and follows links within the prefix (the start
   URL up to its last "/"), to RAG_WEB_MAX_DEPTH links deep, at most RAG_WEB_MAX_PAGES pages and RAG_WEB_MAX_BYTES
@@ -20,7 +20,7 @@ import re
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -30,26 +30,25 @@ from xml.etree import ElementTree
 import httpx
 import trafilatura
 from django.conf import settings
-from django.utils import timezone
 from lxml import etree
 from lxml import html as lxml_html
 from protego import Protego
 
-from inference.embedders import get_embedder
-from knowledge import ids, jobs, timeline
-from knowledge.ingest.sync_run import (  # the steps every source's sync shares
-    checkpoint,
-    files_listed,
-    finish,
-    ingest_one,
-    record_failure,
-    stopped_when_full,
+from knowledge import ids
+from knowledge.ingest.producer import (
+    Done,
+    Event,
+    Failed,
+    Gone,
+    Item,
+    Note,
+    Planned,
+    Reading,
+    Skipped,
+    SourceProblem,
+    Unchanged,
 )
-from knowledge.ingest.versions import retire_documents
-from knowledge.jobs import source_locked
 from knowledge.locations import FolderNotAllowed, web_address_check
-from knowledge.models import IngestJob, JobFile, Source
-from knowledge.options import DEFAULT_OPTIONS, IngestOptions
 from knowledge.weburl import BadURL, WebURL, joined, web_url
 
 logger = logging.getLogger(__name__)
@@ -62,7 +61,7 @@ MAX_SKIPS_LISTED = 200  # skipped pages listed one by one on a job; the others a
 DECODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}  # Content-Encoding → zlib's window bits (deflate: zlib stream)
 
 
-class WebProblem(Exception):
+class WebProblem(SourceProblem):
     """The website cannot be read at all (its start page); the message says why."""
 
 
@@ -317,171 +316,124 @@ def page_text(html: bytes, url: str) -> str:
     return f"# {title}\n\n{text.strip()}\n" if title and not text.lstrip().startswith("#") else text.strip() + "\n"
 
 
-def sync_website(
-    *, source: Source, location: str | None = None, options: IngestOptions = DEFAULT_OPTIONS,
-    job: IngestJob | None = None, progress: Callable[[IngestJob], None] | None = None,
-) -> IngestJob:  # fmt: skip
-    """Bring a website source up to date (see the module). `location`: the start URL as checked by the caller."""
-    start = location or source.path
-    job = job or IngestJob.objects.create(tenant=source.tenant, source=source, kind=IngestJob.Kind.WEB,
-                                          params={"location": start, "operator": True})  # fmt: skip
-    jobs.start(job)
+def produce_website(reading: Reading) -> Iterator[Event]:
+    """A website source's pages (see the module): `reading.location` is the start URL as checked by the caller."""
+    start = reading.location
     try:
         prefix = prefix_of(start)
         start = web_url(start).text
     except BadURL as exc:
         raise WebProblem(str(exc)) from exc
-    state: dict[str, dict] = dict((source.sync_state or {}).get("pages") or {})
+    state: dict[str, dict] = dict(reading.state.get("pages") or {})
     reader = Reader()
     try:
-        with source_locked(source, job), stopped_when_full(job):
-            robots = _robots(reader, start)
-            queue: deque[tuple[str, int]] = deque()
-            if urlsplit(start).path.endswith(".xml"):
-                try:
-                    fetched = reader.get(start)
-                except httpx.HTTPError as exc:
-                    raise WebProblem(f"{start} cannot be read: {type(exc).__name__}") from exc
-                if fetched.status != 200:
-                    raise WebProblem(f"{start} answered {fetched.status}")
-                queue.extend((url, 0) for url in _sitemap(fetched.body, prefix))
-            else:
-                queue.append((start, 0))
-            seen = {url for url, _ in queue}
-            keep: set[str] = set()
-            pages: dict[str, dict] = {}
-            skips = Skips()
-            embedder = get_embedder()
-            number = 0
-            while queue:
-                url, depth = queue.popleft()
-                if number >= settings.RAG_WEB_MAX_PAGES:
-                    skips.add(url, f"over the page cap (RAG_WEB_MAX_PAGES = {settings.RAG_WEB_MAX_PAGES})")
-                    continue
-                if not robots.can_fetch(url, USER_AGENT):
-                    skips.add(url, "disallowed by robots.txt")
-                    continue
-                try:
-                    key = page_key(url)
-                    ids.normalise_document_key(key)
-                except (BadURL, ids.InvalidIdentifier) as exc:
-                    skips.add(url, f"not a page this source can keep: {exc}")
-                    continue
-                known = state.get(url) or {}
-                try:
-                    links = _read_page(reader, job, source, url, key, known, pages, keep, options, embedder, number,
-                                       progress, prefix)  # fmt: skip
-                except BudgetSpent as spent:  # nothing more is read; nothing unread is lost
-                    for left, _ in queue:
-                        skips.add(left, str(spent))
-                    queue.clear()
-                    for other, kept in state.items():
-                        if other not in pages:
-                            pages[other] = kept
-                            keep.add(_kept_key(str(kept.get("key") or "")))
-                    continue
-                number += 1
-                job.documents_done = number
-                for link in links if depth < settings.RAG_WEB_MAX_DEPTH else []:
-                    if link not in seen:
-                        seen.add(link)
-                        queue.append((link, depth + 1))
-                job.documents_total = number + len(queue)
-            skips.record(job)
-            job.files_total = number + skips.count
-            keep.discard("")
-            job.retired = retire_documents(source=source, keep_keys=keep)
-            source.sync_state = {"pages": pages, "prefix": prefix.text}
-            source.last_synced_at = timezone.now()
-            source.save(update_fields=["sync_state", "last_synced_at"])
-            timeline.resolve_pending_links(source_pk=source.pk)
-            return finish(job, progress)
+        robots = _robots(reader, start)
+        queue: deque[tuple[str, int]] = deque()
+        if urlsplit(start).path.endswith(".xml"):
+            try:
+                fetched = reader.get(start)
+            except httpx.HTTPError as exc:
+                raise WebProblem(f"{start} cannot be read: {type(exc).__name__}") from exc
+            if fetched.status != 200:
+                raise WebProblem(f"{start} answered {fetched.status}")
+            queue.extend((url, 0) for url in _sitemap(fetched.body, prefix))
+        else:
+            queue.append((start, 0))
+        seen = {url for url, _ in queue}
+        pages: dict[str, dict] = {}
+        number = 0
+        while queue:
+            url, depth = queue.popleft()
+            if number >= settings.RAG_WEB_MAX_PAGES:
+                yield Skipped(url, f"over the page cap (RAG_WEB_MAX_PAGES = {settings.RAG_WEB_MAX_PAGES})")
+                continue
+            if not robots.can_fetch(url, USER_AGENT):
+                yield Skipped(url, "disallowed by robots.txt")
+                continue
+            try:
+                key = page_key(url)
+                ids.normalise_document_key(key)
+            except (BadURL, ids.InvalidIdentifier) as exc:
+                yield Skipped(url, f"not a page this source can keep: {exc}")
+                continue
+            page = _Page(url, key, state.get(url) or {}, number)
+            yield from _read_page(reader, page, prefix)
+            if page.spent is not None:  # nothing more is read; nothing unread is lost
+                for left, _ in queue:
+                    yield Skipped(left, page.spent)
+                queue.clear()
+                for other, kept in state.items():
+                    if other not in pages and other != url and kept.get("key"):
+                        pages[other] = kept
+                        yield Unchanged(str(kept["key"]), counted=False)
+            if page.kept is not None:
+                pages[url] = page.kept
+            if page.spent is not None:
+                continue
+            number += 1
+            for link in page.links if depth < settings.RAG_WEB_MAX_DEPTH else []:
+                if link not in seen:
+                    seen.add(link)
+                    queue.append((link, depth + 1))
+            yield Planned(number + len(queue))
+        yield Done(state={"pages": pages, "prefix": prefix.text})
     finally:
         reader.close()
 
 
-class Skips:
-    """The pages a sync did not read, with why: listed one by one up to MAX_SKIPS_LISTED, then counted by reason (a
-    page of 30,000 links writes a few hundred rows, not 30,000)."""
+@dataclass
+class _Page:
+    """One page being read: what its last read kept, and what this one found."""
 
-    def __init__(self) -> None:
-        self.listed: list[tuple[str, str, str]] = []
-        self.more: dict[str, int] = {}
-        self.count = 0
-
-    def add(self, url: str, reason: str) -> None:
-        self.count += 1
-        if len(self.listed) < MAX_SKIPS_LISTED:
-            self.listed.append((url[:1000], JobFile.Status.SKIPPED, reason[:500]))
-        else:
-            self.more[reason[:200]] = self.more.get(reason[:200], 0) + 1
-
-    def record(self, job: IngestJob) -> None:
-        summary: list[tuple[str, str, str]] = [
-            (f"… and {n:,} more pages", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()
-        ]
-        job.skipped += self.count
-        job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in self.listed + summary)]
-        files_listed(job, self.listed + summary)
+    url: str
+    key: str
+    known: dict
+    number: int
+    links: list[str] = field(default_factory=list)
+    kept: dict | None = None  # its state for the next sync (None: not kept, retired)
+    spent: str | None = None  # the byte budget ran out on it: why
 
 
-def _kept_key(key: str) -> str:
-    """A page's key as its document holds it (escaped once); "" for a state entry without a usable key."""
-    try:
-        return ids.normalise_document_key(key) if key else ""
-    except ids.InvalidIdentifier:
-        return ""
-
-
-def _read_page(reader: Reader, job: IngestJob, source: Source, url: str, key: str, known: dict,
-               pages: dict[str, dict], keep: set[str], options: IngestOptions, embedder,
-               number: int, progress, prefix: WebURL) -> list[str]:  # fmt: skip
-    """Read one page into the job; returns the links to follow from it (those kept from its last read on a 304)."""
+def _read_page(reader: Reader, page: _Page, prefix: WebURL) -> Iterator[Event]:
+    """Read one page; `page` says what became of it (its links, its state kept, a budget spent)."""
+    known, key, url, number = page.known, page.key, page.url, page.number
     conditional = {
-        name: known[field]
-        for name, field in (("If-None-Match", "etag"), ("If-Modified-Since", "last_modified"))
-        if known.get(field)
+        name: known[stored_as]
+        for name, stored_as in (("If-None-Match", "etag"), ("If-Modified-Since", "last_modified"))
+        if known.get(stored_as)
     }
-    stored = ids.normalise_document_key(key)
     try:
         fetched = reader.get(url, conditional)
     except (FolderNotAllowed, WebProblem, httpx.HTTPError) as exc:
         reason = str(exc) if not isinstance(exc, httpx.HTTPError) else f"cannot be read: {type(exc).__name__}"
-        record_failure(job, key, f"{url[:300]}: {reason}", position=number)
-        if known:  # a page that cannot be read now keeps the version it had
-            keep.add(stored)
-            pages[url] = known
+        # a page that cannot be read now keeps the version it had
+        yield Failed(key, f"{url[:300]}: {reason}", keep=bool(known), position=number)
+        page.kept = known or None
         if isinstance(exc, BudgetSpent):
-            raise
-        return []
+            page.spent = str(exc)
+        return
     if fetched.status == 304 and known:
-        job.unchanged += 1
-        keep.add(stored)
-        pages[url] = known
-        files_listed(job, [(key, JobFile.Status.UNCHANGED, "not modified (304)")])
-        return list(known.get("links") or [])
+        page.kept, page.links = known, list(known.get("links") or [])
+        yield Unchanged(key, note="not modified (304)")
+        return
     if fetched.status in GONE:
-        return []  # not kept: retired at the end of the sync
+        yield Gone(key)  # not kept: retired at the end of the sync
+        return
     if fetched.status != 200:
-        record_failure(job, key, f"{url[:300]} answered {fetched.status}", position=number)
-        if known:
-            keep.add(stored)
-            pages[url] = known
-        return []
-    links, left_out = _links(fetched.body, fetched.url, prefix)
+        yield Failed(key, f"{url[:300]} answered {fetched.status}", keep=bool(known), position=number)
+        page.kept = known or None
+        return
+    page.links, left_out = _links(fetched.body, fetched.url, prefix)
     if left_out:
-        job.skips = [*job.skips, {"key": key, "reason": f"{left_out:,} more links not followed "
-                                                        f"(at most {MAX_LINKS_PER_PAGE} a page)"}]  # fmt: skip
+        yield Note(key, f"{left_out:,} more links not followed (at most {MAX_LINKS_PER_PAGE} a page)")
     text = page_text(fetched.body, fetched.url) if "html" in fetched.headers.get("content-type", "html") else ""
     if not text:
-        files_listed(job, [(key, JobFile.Status.SKIPPED, "no main text")])
-        job.skipped += 1
-        return links
-    if ingest_one(job=job, source=source, key=key, data=text.encode("utf-8"), options=options, embedder=embedder,
-                  position=number, location=fetched.url):  # fmt: skip
-        keep.add(stored)
-    pages[url] = {"key": key, "etag": fetched.headers.get("etag", ""), "links": links,
-                  "last_modified": fetched.headers.get("last-modified", "")}  # fmt: skip
-    if number % 20 == 0:
-        checkpoint(job, progress)
-    return links
+        yield Skipped(key, "no main text", counted=True)
+        return
+    yield Item(key, data=text.encode("utf-8"), position=number, location=fetched.url)
+    page.kept = {
+        "key": key,
+        "etag": fetched.headers.get("etag", ""),
+        "links": page.links,
+        "last_modified": fetched.headers.get("last-modified", ""),
+    }

@@ -14,7 +14,7 @@ from chat import excerpts, verdicts
 from knowledge.claims import EvidenceText, Verifier
 from knowledge.index import indexer
 from knowledge.ingest import pipeline
-from knowledge.ingest.git_sync import sync_git
+from knowledge.ingest.pipeline import sync_git
 from knowledge.models import Source
 from knowledge.search.when import read_time
 from tenants.principals import Viewer

@@ -62,7 +62,7 @@ def test_a_vault_note_is_chunked_without_its_frontmatter_and_keeps_its_tags(tena
     (root / "Travel.md").write_text(POLICY)
     (root / "Index.md").write_text("# Index\n\n![[Travel#Hotels]]\n")
     call_command("ingest", "acme", str(root), "--source", "vault")
-    assert Source.objects.get().is_vault
+    assert Source.objects.get().kind == "obsidian"
     _assert_no_header(tenant_a)
     note = Document.objects.get(document_key="Travel.md")
     version = note.versions.get()

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 
 from knowledge.index import indexer
 from knowledge.ingest import git
-from knowledge.ingest.git_sync import sync_git
+from knowledge.ingest.pipeline import sync_git
 from knowledge.models import Document, DocumentVersion, IngestJob, Source
 from knowledge.search.retrieval import RetrieveFilters, retrieve
 from knowledge.services import git_source_create, source_sync_enqueue
@@ -106,7 +106,7 @@ def test_each_commit_that_changed_a_file_is_a_version_and_only_committed_files_a
     assert {v.commit["author"] for v in versions} == {"Ana Pérez"} and all(len(v.commit["sha"]) == 40 for v in versions)
     assert [v.served_from.date() for v in versions] == [dt.date(2026, 3, 2), dt.date(2026, 3, 4), dt.date(2026, 3, 5)]
     assert versions[0].served_until == versions[1].served_from
-    assert source.synced_commit == repo.git("rev-parse", "HEAD")
+    assert source.sync_state["commit"] == repo.git("rev-parse", "HEAD")
     viewer = Viewer.everything(tenant_a)
     question = "Within how many days may a customer return an item?"
     now = retrieve(viewer=viewer, query=question, top_k=3)
@@ -127,7 +127,7 @@ def test_a_sync_reads_only_the_new_commits(tenant_a, repo):
     repo.commit("Drop the FAQ", {"faq.md": None})
     job = _sync(Source.objects.get(pk=source.pk))
     assert job.state == IngestJob.State.SUCCEEDED, job.errors
-    assert job.params["git"]["commits"] == 3 and job.params["git"]["base"] == source.synced_commit
+    assert job.params["git"]["commits"] == 3 and job.params["git"]["base"] == source.sync_state["commit"]
     assert [v.commit["message"] for v in _versions("guide.md")][-1] == "Returns: 45 days"
     assert len(_versions("guide.md")) == 4
     moved = Document.objects.get(source=source, document_key="logistics/shipping.md")
@@ -172,7 +172,7 @@ def test_bad_repositories_are_clear_errors_and_lose_nothing(tenant_a, repo, tmp_
         ("http://127.0.0.1:9/nothing.git", "", "cannot be reached"),
     ]
     for location, branch, expected in cases:
-        Source.objects.filter(pk=source.pk).update(path=location, branch=branch)
+        Source.objects.filter(pk=source.pk).update(path=location, config={"branch": branch} if branch else {})
         with pytest.raises(git.GitProblem, match=expected.replace("(", r"\(").replace(")", r"\)")):
             sync_git(source=Source.objects.get(pk=source.pk))
         failed = IngestJob.objects.filter(source=source).latest("created_at")
@@ -229,7 +229,7 @@ def test_the_api_creates_syncs_and_schedules_git_sources_inside_what_the_server_
                                 "sync_every_minutes": 30}, format="json")  # fmt: skip
     assert created.status_code == 201, created.content
     body = created.json()
-    assert body["branch"] == "main" and body["schedule"]["every_minutes"] == 30
+    assert body["config"]["branch"] == "main" and body["schedule"]["every_minutes"] == 30
     with django_capture_on_commit_callbacks(execute=True):
         synced = client.post(f"{url}{body['id']}/sync/")
     assert synced.status_code == 202
@@ -274,7 +274,7 @@ def test_the_sources_page_creates_a_git_source(tenant_a, repo, tmp_path, setting
     assert "Created src:acme:git:handbook" in done.content.decode()
     bad = client_a.post("/t/acme/sources/", {"kind": "git", "name": "etc", "path": "/etc"}, follow=True)
     assert "outside the folders this server allows" in bad.content.decode()
-    assert Source.objects.get(kind="git").branch == "main"
+    assert Source.objects.get(kind="git").config["branch"] == "main"
 
 
 def test_an_old_version_over_the_size_limit_is_left_out_of_the_history(tenant_a, tmp_path, settings):

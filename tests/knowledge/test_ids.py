@@ -55,7 +55,7 @@ def test_document_keys_that_are_empty_absolute_or_climbing_are_rejected(key):
     [
         lambda: ids.source_id("Acme", "folder", "x"),  # uppercase slug
         lambda: ids.source_id("ac:me", "folder", "x"),
-        lambda: ids.source_id("acme", "ftp", "x"),  # unknown kind
+        lambda: ids.source_id("acme", "FTP!", "x"),  # not a kind's name
         lambda: ids.source_id("acme", "folder", "   "),
         lambda: ids.chunk_id("doc:src:acme:folder:x:a.md", "prose", 0),
         lambda: ids.chunk_id("doc:src:acme:folder:x:a.md", "code", -1),

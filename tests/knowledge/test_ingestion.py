@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from inference.embedders import get_embedder
 from knowledge.index import indexer
 from knowledge.index.vectorstore import Scope, get_store
-from knowledge.ingest import folder_sync, lookahead, pipeline, prepare
+from knowledge.ingest import lookahead, pipeline, prepare, sync_run
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Status
 from knowledge.options import IngestOptions
 from knowledge.search.retrieval import retrieve
@@ -494,7 +494,7 @@ def test_unchanged_chunks_are_never_embedded_again_across_versions_or_documents(
     (root / "long.md").write_text("# Handbook\n\n" + "\n\n".join(sections) + "\n")
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="handbook", path=root)
     embedder = CountingEmbedder()
-    monkeypatch.setattr(folder_sync, "get_embedder", lambda: embedder)
+    monkeypatch.setattr(sync_run, "get_embedder", lambda: embedder)
     pipeline.sync_folder(source=source, root=root)
     first = len(embedder.texts)
     total = Document.objects.get(document_key="long.md").chunks.count()
@@ -539,7 +539,7 @@ def test_a_sync_read_and_embedded_ahead_in_many_batches_gives_each_chunk_its_own
     (root / "note-05.md").replace(root / "note-05.pdf")  # not a PDF: fails, the rest go on
     (root / "note-27.md").write_text((root / "note-01.md").read_text())  # the same text, seven batches later
     embedder = CountingEmbedder()
-    monkeypatch.setattr(folder_sync, "get_embedder", lambda: embedder)
+    monkeypatch.setattr(sync_run, "get_embedder", lambda: embedder)
     job = pipeline.sync_folder(source=pipeline.folder_source_get_or_create(tenant=tenant_a, name="many", path=root),
                                root=root)  # fmt: skip
     assert (job.added, job.failed) == (29, 1) and job.errors[0]["key"] == "note-05.pdf"

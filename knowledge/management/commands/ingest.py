@@ -12,7 +12,7 @@ from knowledge import ids
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.index.storage import StorageFull, is_storage_full, storage_full_reason
 from knowledge.ingest import git, pipeline, sources
-from knowledge.ingest.website import WebProblem
+from knowledge.ingest.producer import SourceProblem
 from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob, Source
 from knowledge.schedules import MAX_MINUTES, source_set_sync_every
@@ -21,6 +21,7 @@ from knowledge.services import (
     ingest_options,
     source_create_for,
     source_set_access,
+    source_set_config,
     source_set_review_every,
     source_sync_enqueue,
 )  # fmt: skip
@@ -43,6 +44,14 @@ class Command(BaseCommand):
         parser.add_argument("--branch", default="", help="git: the branch read (default: the repository's HEAD)")
         parser.add_argument("--depth", type=int, default=None, metavar="COMMITS",
                             help="git: commits of each file's history the first import reads (default 50)")  # fmt: skip
+        parser.add_argument(
+            "--option",
+            dest="kind_options",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="one of the kind's own options (knowledge/ingest/sources.py), such as branch=main",
+        )
         parser.add_argument("--source", default="", help="source name (default: the folder's name)")
         parser.add_argument("--mode", default="auto", choices=["auto", "documental", "code"])
         parser.add_argument("--tags", default="", help="comma-separated tags for every document")
@@ -74,12 +83,13 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"No tenant with slug {tenant!r}.")
         kind = options.get("kind") or "auto"
-        url = git.is_url(path) and kind != "auto"  # a repository's or a website's URL; otherwise a folder here
+        # a repository's or a website's URL (or another kind's address); otherwise a folder here
+        url = kind != "auto" and (git.is_url(path) or "://" in path)
         root = Path(path).expanduser().resolve()
         if not url and not root.is_dir():
             raise CommandError(f"{path} is not a readable folder.")
         if kind == "auto":
-            kind = Source.Kind.OBSIDIAN if (root / ".obsidian").is_dir() else Source.Kind.FOLDER
+            kind = "obsidian" if (root / ".obsidian").is_dir() else "folder"
         depth = options.get("depth")
         if depth is not None and not 1 <= depth <= 100_000:
             raise CommandError("--depth takes a number of commits from 1 to 100000.")
@@ -97,7 +107,9 @@ class Command(BaseCommand):
         name = source or (git.repository_name(path) if url else root.name)
         location = path.strip() if url else str(root)
         try:
-            folder = _source(owner, kind, name, location, options.get("branch") or "", depth)
+            given = dict(option.split("=", 1) for option in options.get("kind_options") or [] if "=" in option)
+            given.update({"branch": options.get("branch") or "", "history_depth": depth})
+            folder = _source(owner, kind, name, location, given)
         except (ids.InvalidIdentifier, FolderNotAllowed) as exc:
             raise CommandError(str(exc)) from exc
         if wanted is not None and sorted(wanted) != sorted(folder.access):
@@ -129,8 +141,8 @@ class Command(BaseCommand):
             return
         started = time.monotonic()
         try:  # the operator's own location, read now in this process by the source's kind
-            job = sources.kind_of(folder).sync(folder, location, how, None, self._progress)  # type: ignore[misc]
-        except (SourceBusy, StorageFull, git.GitProblem, WebProblem) as exc:
+            job = sources.sync(folder, location, how, progress=self._progress)
+        except (SourceBusy, StorageFull, SourceProblem) as exc:
             raise CommandError(str(exc)) from exc
         except Exception as exc:
             if is_storage_full(exc):  # before the job could even be recorded
@@ -164,15 +176,13 @@ class Command(BaseCommand):
         sys.stderr.flush()
 
 
-def _source(tenant: Tenant, kind: str, name: str, location: str, branch: str, depth: int | None) -> Source:
+def _source(tenant: Tenant, kind: str, name: str, location: str, given: dict[str, Any]) -> Source:
     """The tenant's source of this kind and name (created by the operator: any location it can read), reading
-    `location`, its branch and depth set as given (git)."""
+    `location`, the kind's own options set as given (the others kept)."""
     found = Source.objects.for_tenant(tenant).filter(source_id=ids.source_id(tenant.slug, kind, name)).first()
+    given = {key: value for key, value in given.items() if value not in ("", None)}
     if found is None:
-        return source_create_for(tenant=tenant, kind=kind, name=name, location=location, branch=branch,
-                                 history_depth=depth, operator=True)  # fmt: skip
+        return source_create_for(tenant=tenant, kind=kind, name=name, location=location, config=given, operator=True)
     found.set_location(location)
-    found.branch = branch or found.branch
-    found.history_depth = depth or found.history_depth
-    found.save(update_fields=["path", "credential", "branch", "history_depth"])
-    return found
+    found.save(update_fields=["path", "credential"])
+    return source_set_config(source=found, values=given)
