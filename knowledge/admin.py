@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from knowledge import ids, services
 from knowledge.ingest import sources
-from knowledge.locations import FolderNotAllowed
+from knowledge.ingest.producer import SourceProblem
 from knowledge.models import Chunk, Document, DocumentVersion, IngestJob, Source, Tag
 from tenants.admin import TenantAdmin, TenantScopedAdmin, TenantScopedReadOnlyInline, admin_tenants
 from tenants.models import Tenant, TenantQuerySet
@@ -113,7 +113,7 @@ class SourceAdminForm(forms.ModelForm):
             try:
                 self.instance.set_location(sources.location_check(kind, data.get("path") or "", tenant.slug))
                 data["path"] = self.instance.path  # a URL's credential sealed apart (knowledge/sealed.py)
-            except FolderNotAllowed as exc:
+            except SourceProblem as exc:
                 self.add_error("path", str(exc))
         return data
 

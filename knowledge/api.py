@@ -299,8 +299,8 @@ class SourceListApi(TenantApiView):
                     source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
         except ScheduleRefused as exc:
             raise serializers.ValidationError({"sync_every_minutes": [str(exc)]}) from exc
-        except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
-            field = "path" if isinstance(exc, services.FolderNotAllowed) else "name"
+        except (ids.InvalidIdentifier, services.SourceProblem, services.SourceExists) as exc:
+            field = "path" if isinstance(exc, services.SourceProblem) else "name"
             raise serializers.ValidationError({field: [str(exc)]}) from exc
         except IntegrityError as exc:  # another request created the same name a moment before
             raise serializers.ValidationError({"name": ["A source with this name already exists."]}) from exc
@@ -339,7 +339,7 @@ class SourceDetailApi(TenantApiView):
         if "sync_every_minutes" in data:
             try:
                 source_set_sync_every(tenant=self.tenant, source=source, minutes=data["sync_every_minutes"])
-            except (ScheduleRefused, services.FolderNotAllowed) as exc:
+            except (ScheduleRefused, services.SourceProblem) as exc:
                 raise serializers.ValidationError({"sync_every_minutes": [str(exc)]}) from exc
         for field in ("default_mode", "ocr_languages"):  # scanned pages are read with the new languages next sync
             if field in data:
@@ -441,7 +441,7 @@ class SourceSyncApi(TenantApiView):
         try:  # the service checks the folder or repository against what the server allows
             options = IngestOptions(mode=source.default_mode)
             job = services.source_sync_enqueue(tenant=self.tenant, source=source, options=options)
-        except services.FolderNotAllowed as exc:
+        except services.SourceProblem as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         return Response(JobOutput(job).data, status=status.HTTP_202_ACCEPTED)
 
@@ -486,7 +486,7 @@ class JobRetryApi(TenantApiView):
             _writable_source(self, job.source)
         try:
             job = services.job_retry(tenant=self.tenant, job=job)  # or a new job of its failed files
-        except services.FolderNotAllowed as exc:
+        except services.SourceProblem as exc:
             raise serializers.ValidationError({"path": [str(exc)]}) from exc
         except services.UploadFilesGone as exc:
             raise serializers.ValidationError({"job": [str(exc)]}) from exc

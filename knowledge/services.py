@@ -22,6 +22,7 @@ from knowledge import ids, jobs, timeline
 from knowledge.access import access_enforce
 from knowledge.index.storage import is_storage_full
 from knowledge.ingest import sources
+from knowledge.ingest.producer import SourceProblem
 from knowledge.ingest.uploads import UploadRejected, expand_upload
 from knowledge.locations import FolderNotAllowed, drop_folder
 from knowledge.models import (
@@ -77,7 +78,7 @@ def _render_again(tenant: Tenant, notes: list[Document]) -> None:
     for source in {note.source for note in notes if sources.kind_of(note.source).links}:
         try:
             source_sync_enqueue(tenant=tenant, source=source, trigger="access")
-        except FolderNotAllowed as exc:  # the notes keep the stricter list until the vault is synced
+        except SourceProblem as exc:  # the notes keep the stricter list until the vault is synced
             logger.warning("Vault %s was not synced after an access change: %s", source.source_id, exc)
 
 
@@ -609,7 +610,7 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
         raise PermissionError("Sources of another tenant cannot be deleted here.")
     versions = DocumentVersion.objects.for_tenant(tenant).filter(document__source=source)
     _points_delete(tenant=tenant, versions=versions, source_ids=[source.source_id])
-    for job in source.jobs.filter(kind="upload"):  # the raw uploaded files go too: "cannot be undone" means it
+    for job in source.jobs.filter(kind=IngestJob.Kind.UPLOAD):  # the raw uploaded files go too: "cannot be undone" means it
         upload_files_remove(job)
     source_schedule_remove(source)
     _git_clone_remove(source)

@@ -11,7 +11,6 @@ from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline, sources
 from knowledge.ingest.producer import SourceProblem
 from knowledge.jobs import SourceBusy, recover_orphaned_jobs
-from knowledge.locations import FolderNotAllowed
 from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
 from knowledge.services import source_sync_enqueue, upload_files_done
@@ -84,7 +83,7 @@ def sync_due(source: Source, operator: bool) -> IngestJob | None:
         return None
     try:
         return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")
-    except FolderNotAllowed as exc:
+    except SourceProblem as exc:
         kind = sources.kind_of(source).job_kind
         job = IngestJob.objects.create(tenant=source.tenant, source=source, kind=kind,
                                        params={"trigger": "schedule", "path": source.path})  # fmt: skip

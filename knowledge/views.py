@@ -95,7 +95,7 @@ def source_list(request: TenantRequest) -> HttpResponse:
             syncing = (" " + _("Its first sync is running: the table shows its progress.")
                        if source_kinds.kind_of(source).syncable else "")  # fmt: skip
             messages.success(request, created + syncing)
-        except (ids.InvalidIdentifier, services.FolderNotAllowed, services.SourceExists) as exc:
+        except (ids.InvalidIdentifier, services.SourceProblem, services.SourceExists) as exc:
             messages.error(request, str(exc))
         except IntegrityError:
             messages.error(request, _("A source with that name already exists."))
@@ -184,7 +184,7 @@ def source_schedule(request: TenantRequest, source_id: str) -> HttpResponse:
         return redirect("knowledge:source-list", request.tenant.slug)
     try:
         schedules.source_set_sync_every(tenant=request.tenant, source=source, minutes=minutes)
-    except (schedules.ScheduleRefused, services.FolderNotAllowed) as exc:
+    except (schedules.ScheduleRefused, services.SourceProblem) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
@@ -303,7 +303,7 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
         job = services.source_sync_enqueue(
             tenant=request.tenant, source=source, options=_ingest_options(request, mode=source.default_mode)
         )
-    except (services.FolderNotAllowed, ValueError) as exc:
+    except (services.SourceProblem, ValueError) as exc:
         messages.error(request, str(exc))
         return redirect("knowledge:source-list", request.tenant.slug)
     return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
@@ -387,7 +387,7 @@ def job_retry(request: TenantRequest, job_id: str) -> HttpResponse:
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
     try:
         retried = services.job_retry(tenant=request.tenant, job=job)
-    except (services.UploadFilesGone, services.FolderNotAllowed, services.UploadQuotaExceeded,
+    except (services.UploadFilesGone, services.SourceProblem, services.UploadQuotaExceeded,
             services.UploadNotStored) as exc:  # fmt: skip
         messages.error(request, str(exc))
         return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)

@@ -4,6 +4,7 @@ which app may import which; scripts/test.sh runs them)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +96,35 @@ def test_only_the_source_registry_and_the_model_compare_a_source_or_job_kind():
                 ]
                 if of_source_or_job or "Source.Kind." in text or "IngestJob.Kind." in text:
                     offences.append(f"{name}:{node.lineno}")
+    assert offences == []
+
+
+def test_no_query_filters_and_no_template_names_a_source_kind():
+    """Which kinds exist and what they do is the registry's: no query outside it filters sources or jobs by a kind
+    written out (`filter(kind="git")`), and no template compares a source's or a job's kind."""
+    offences = []
+    for app in ("knowledge", "chat", "feedback", "mcp_tools", "tenants", "ragsite", "core", "identity"):
+        for path in (ROOT / app).rglob("*.py"):
+            name = str(path.relative_to(ROOT))
+            if "migrations" in path.parts or name in KIND_OWNERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=name)):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ("filter", "exclude", "get", "update", "create")):  # fmt: skip
+                    continue
+                receiver = ast.unparse(node.func.value)
+                if not any(word in receiver for word in ("source", "Source", "job", "IngestJob")):
+                    continue
+                for keyword in node.keywords:
+                    value = ast.unparse(keyword.value) if keyword.value is not None else ""
+                    literal = isinstance(keyword.value, ast.Constant) or "Source.Kind." in value
+                    if keyword.arg in ("kind", "kind__in", "source__kind", "source__kind__in") and literal:
+                        offences.append(f"{name}:{node.lineno}")
+    pattern = re.compile(r"(source|job)\.kind\s*(==|!=|in\b)|\.source\.kind\s*(==|!=)")
+    for path in (ROOT / "templates").rglob("*.html"):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if pattern.search(line):
+                offences.append(f"{path.relative_to(ROOT)}:{number}")
     assert offences == []
 
 

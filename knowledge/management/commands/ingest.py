@@ -17,7 +17,6 @@ from knowledge.jobs import SourceBusy
 from knowledge.models import IngestJob, Source
 from knowledge.schedules import MAX_MINUTES, source_set_sync_every
 from knowledge.services import (
-    FolderNotAllowed,
     ingest_options,
     source_create_for,
     source_set_access,
@@ -110,7 +109,7 @@ class Command(BaseCommand):
             given = dict(option.split("=", 1) for option in options.get("kind_options") or [] if "=" in option)
             given.update({"branch": options.get("branch") or "", "history_depth": depth})
             folder = _source(owner, kind, name, location, given)
-        except (ids.InvalidIdentifier, FolderNotAllowed) as exc:
+        except (ids.InvalidIdentifier, SourceProblem) as exc:
             raise CommandError(str(exc)) from exc
         if wanted is not None and sorted(wanted) != sorted(folder.access):
             changed = source_set_access(tenant=owner, source=folder, access=wanted, actor="manage.py ingest")
