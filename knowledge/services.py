@@ -610,7 +610,8 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
         raise PermissionError("Sources of another tenant cannot be deleted here.")
     versions = DocumentVersion.objects.for_tenant(tenant).filter(document__source=source)
     _points_delete(tenant=tenant, versions=versions, source_ids=[source.source_id])
-    for job in source.jobs.filter(kind=IngestJob.Kind.UPLOAD):  # the raw uploaded files go too: "cannot be undone" means it
+    # the raw uploaded files go too: "cannot be undone" means it
+    for job in source.jobs.filter(kind=IngestJob.Kind.UPLOAD):
         upload_files_remove(job)
     source_schedule_remove(source)
     _git_clone_remove(source)

@@ -104,15 +104,17 @@ def test_a_throwaway_kind_syncs_resyncs_retires_and_refuses_uploads_through_rest
     assert upload.status_code == 400 and "read from a shelf" in upload.json()["source"][0]
 
 
-def test_a_throwaway_kind_is_offered_created_and_refused_uploads_on_the_pages(tenant_a, shelf_kind,
-                                                                               django_capture_on_commit_callbacks):  # fmt: skip
+def test_a_throwaway_kind_is_offered_created_and_refused_uploads_on_the_pages(
+    tenant_a, shelf_kind, django_capture_on_commit_callbacks
+):
     admin = Client()
     admin.force_login(make_member(tenant_a, role="admin"))
     page = admin.get("/t/acme/sources/").content.decode()
     assert '<option value="shelf">Shelf</option>' in page
     with django_capture_on_commit_callbacks(execute=True):
-        done = admin.post("/t/acme/sources/", {"kind": "shelf", "name": "handbook", "path": "shelf://handbook"},
-                          follow=True)  # fmt: skip
+        done = admin.post(
+            "/t/acme/sources/", {"kind": "shelf", "name": "handbook", "path": "shelf://handbook"}, follow=True
+        )
     assert "Created src:acme:shelf:handbook" in done.content.decode()
     source = Source.objects.get(tenant=tenant_a, kind="shelf")
     assert _documents(source) == {"leave.md": "active", "expenses.md": "active"}
@@ -125,8 +127,7 @@ def test_a_throwaway_kind_is_offered_created_and_refused_uploads_on_the_pages(te
     assert "read from a shelf" in refused.content.decode()
 
 
-def test_a_throwaway_kind_is_synced_by_the_operators_command_line_and_says_why_it_cannot(tenant_a, shelf_kind,
-                                                                                          capsys):  # fmt: skip
+def test_a_throwaway_kind_is_synced_by_the_operators_command_line_and_says_why_it_cannot(tenant_a, shelf_kind, capsys):
     call_command("ingest", "acme", "shelf://handbook", "--kind", "shelf", "--source", "handbook")
     assert "2 added" in capsys.readouterr().out
     source = Source.objects.get(tenant=tenant_a, kind="shelf")
