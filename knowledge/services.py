@@ -614,15 +614,15 @@ def source_delete(*, tenant: Tenant, source: Source) -> None:
     for job in source.jobs.filter(kind=IngestJob.Kind.UPLOAD):
         upload_files_remove(job)
     source_schedule_remove(source)
-    _git_clone_remove(source)
+    _kept_outside_remove(source)
     source.delete()
 
 
-def _git_clone_remove(source: Source) -> None:
-    """A git URL source's bare clone (RAG_GIT_CACHE_DIR) goes with the source."""
-    from knowledge.ingest.git_sync import cache_dir
-
-    shutil.rmtree(cache_dir(source), ignore_errors=True)  # none for other kinds
+def _kept_outside_remove(source: Source) -> None:
+    """What the source's kind keeps outside the database (a git URL's bare clone) goes with the source."""
+    forget = sources.kind_of(source).forget
+    if forget is not None:
+        forget(source)
 
 
 def tenant_delete(*, tenant: Tenant) -> None:
@@ -632,7 +632,7 @@ def tenant_delete(*, tenant: Tenant) -> None:
     shutil.rmtree(uploads, ignore_errors=True)
     for source in Source.objects.for_tenant(tenant):
         source_schedule_remove(source)  # django-q2's rows are not the tenant's: no cascade reaches them
-        _git_clone_remove(source)
+        _kept_outside_remove(source)
     tenant.delete()  # sources, documents, chunks, jobs, keys, memberships, chats: by cascade
 
 

@@ -12,6 +12,7 @@ the repository; this yields what it found, and the sync — knowledge/ingest/syn
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,11 @@ from knowledge.models import Source
 def cache_dir(source: Source) -> Path:
     """Where the clone of a URL source is kept between syncs."""
     return Path(settings.RAG_GIT_CACHE_DIR) / f"{source.public_id}.git"
+
+
+def forget_clone(source: Source) -> None:
+    """A URL source's bare clone goes with the source (a local repository has none)."""
+    shutil.rmtree(cache_dir(source), ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from knowledge.ingest import website
 from knowledge.ingest.folder_sync import produce_folder
-from knowledge.ingest.git_sync import GitConfig, produce_git
+from knowledge.ingest.git_sync import GitConfig, forget_clone, produce_git
 from knowledge.ingest.producer import KindConfig, NoConfig, Produce
 from knowledge.ingest.sync_run import SyncRun
 from knowledge.ingest.vault_sync import produce_vault
@@ -48,7 +48,8 @@ class SourceKind:
     - `operator_location`: the location as the operator's command line gave it (not checked);
     - `config`: its typed options (stored on the source); `reads_ahead`: its files are embedded ahead of their
       writes; `links`: its documents link to each other (stored and resolved after each sync);
-    - `available`: whether a web or API user may create one on this server now (a website needs an allowed prefix)."""
+    - `available`: whether a web or API user may create one on this server now (a website needs an allowed prefix);
+    - `forget`: removes what it keeps outside the database (a clone) when its source is deleted."""
 
     name: str
     label: Any
@@ -64,6 +65,7 @@ class SourceKind:
     reads_ahead: bool = False
     links: bool = False
     available: Callable[[], bool] = lambda: True
+    forget: Callable[[Source], None] | None = None  # what it keeps outside the database, removed with the source
 
     @property
     def syncable(self) -> bool:
@@ -121,6 +123,7 @@ register(
         produce_git,
         what="a git repository",
         config=GitConfig,
+        forget=forget_clone,
     )
 )
 register(
