@@ -15,7 +15,8 @@ from rest_framework.response import Response
 from chat import recipe, records, services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, session_fields, verdict_payload
 from chat.streaming import EventStreamRenderer, sse_response, stream_events
-from knowledge import memory, transport
+from core import transport
+from knowledge import memory
 from knowledge.shapes import scope_filters
 from tenants.access import TenantApiView
 from tenants.models import ApiKey

@@ -12,7 +12,7 @@ from chat.excerpts import Sources
 from knowledge.claims import (
     Claim,
 )
-from knowledge.ingest.obsidian import embedded_source
+from knowledge.links import embedded_source
 from knowledge.search.retrieval import RetrievedChunk, page_of
 from knowledge.selectors import embedded_origin
 from tenants.principals import Viewer

@@ -18,13 +18,13 @@ from chat import history
 from chat.focus import FocusedExcerpt, focus_excerpts
 from chat.models import Assistant
 from chat.prompting import GroundedPrompt, PromptExcerpt, build_grounded_history
+from core import languages
 from inference.embedders import get_embedder
 from inference.llm import configured_paths, model_path_allowed
 from knowledge.claims import (
     EvidenceText,
     missing_identifiers,
 )
-from knowledge.index import languages
 from knowledge.models import Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.search.when import TimeRead, read_time

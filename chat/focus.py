@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from knowledge.claims import RECORD_LINE_RE, TABLE_ROW_RE, TABLE_RULE_RE
-from knowledge.index.lexical import document_vector, query_vector
+from knowledge.terms import passage_terms, question_terms
 
 SENTENCE_END_RE = re.compile(
     r"(?<=[.!?;:])\s+(?=[\"'(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9`*])"  # a sentence end before a capital, digit or quote
@@ -110,12 +110,12 @@ def split_units(text: str, *, code: bool) -> list[FocusUnit]:
 
 def relevance(question: str, units: Sequence[str], embed: Callable[[list[str]], np.ndarray] | None) -> np.ndarray:
     """Lexical overlap (IDF over these units) plus embedding similarity of each unit to the question."""
-    question_terms = set(query_vector(question)[0])
-    unit_terms = [set(document_vector(u)[0]) for u in units]
-    frequency = {t: sum(1 for terms in unit_terms if t in terms) for t in question_terms}
-    idf = {t: math.log(1 + len(units) / (1 + frequency[t])) for t in question_terms}
+    asked = question_terms(question)
+    unit_terms = [passage_terms(u) for u in units]
+    frequency = {t: sum(1 for terms in unit_terms if t in terms) for t in asked}
+    idf = {t: math.log(1 + len(units) / (1 + frequency[t])) for t in asked}
     best_possible = sum(idf.values()) or 1.0
-    lexical = np.array([sum(idf[t] for t in terms & question_terms) / best_possible for terms in unit_terms])
+    lexical = np.array([sum(idf[t] for t in terms & asked) / best_possible for terms in unit_terms])
     if embed is None:
         return lexical
     vectors = embed([question, *units])

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from knowledge.claims import SENTENCE_RE, SPECIFIC_OR_NUMBER_RE, fold, specifics
-from knowledge.index.lexical import query_vector
 from knowledge.models import Document, Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import version_get
+from knowledge.terms import question_terms
 from tenants.principals import Viewer
 
 
@@ -196,8 +196,8 @@ def earlier_state(viewer: Viewer, hit: RetrievedChunk, claim: str) -> EarlierSta
     if not before:
         return None
     sentences = [s for s in SENTENCE_RE.split(before[0].chunk.text) if s.strip() and not s.lstrip().startswith("#")]
-    terms = set(query_vector(SPECIFIC_OR_NUMBER_RE.sub(" ", claim))[0])
-    scored = [(len(terms & set(query_vector(s)[0])), s) for s in sentences]
+    terms = question_terms(SPECIFIC_OR_NUMBER_RE.sub(" ", claim))
+    scored = [(len(terms & question_terms(s)), s) for s in sentences]
     shared, sentence = max(scored, default=(0, ""), key=lambda pair: pair[0])
     if shared < max(2, len(terms) // 2) or all(value in fold(sentence) for value in values):
         return None  # no sentence of the same thing, or it said the same

@@ -29,8 +29,9 @@ from rest_framework.views import APIView
 from chat import citations, excerpts, recipe, services, verdicts
 from chat.models import AnswerRecord, Assistant
 from chat.streaming import EventStreamRenderer, sse_response, stream_failure
+from core import transport
 from core.parsers import SafeJSONParser
-from knowledge import memory, transport
+from knowledge import memory
 from knowledge.models import AgentSession
 from knowledge.shapes import plain_errors
 from tenants.authentication import OpenAIKeyAuthentication

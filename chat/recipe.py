@@ -1,7 +1,7 @@
 """One answer, as every door makes it (REST `answer` and its SSE, the OpenAI door, the staff chat, MCP `answer`):
 the assistant named (or the door's own), its settings with the caller's scope, size and time, then the answer as one
 JSON result or as a stream whose first step (admission, retrieval) is taken before a byte is sent, and its record.
-A door only reads its input and writes its shape; the domain errors it may meet are mapped by knowledge/transport.py.
+A door only reads its input and writes its shape; the domain errors it may meet are mapped by core/transport.py.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from chat import recipe, services
+from core import transport
 from core.audit import audit
-from knowledge import selectors, transport
+from knowledge import selectors
 from knowledge.shapes import RetrieveInput, retrieve_asked
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import ApiKey, Group, Membership, MembershipEvent
@@ -63,14 +64,11 @@ def see_as(request: TenantRequest) -> HttpResponse:
             context["error"] = str(exc)
             return render(request, "chat/see_as.html", context, status=400)
         wants_answer = request.GET.get("answer") == "1"
-        try:
-            context.update(seen(viewer, question, answer=wants_answer), sees_all=viewer.sees_all)
-        except Exception as exc:  # the model busy or restarting, the index busy: said, as the chat says it
-            problem = transport.problem_of(exc)
-            if problem is None:
-                raise
+        found, problem = transport.attempt(seen, viewer, question, answer=wants_answer)
+        if problem is not None:  # the model busy or restarting, the index busy: said, as the chat says it
             context["error"] = problem.detail
             return render(request, "chat/see_as.html", context, status=problem.status)
+        context.update(found or {}, sees_all=viewer.sees_all)
         MembershipEvent.objects.create(tenant=tenant, actor=request.user, username=who[:150],
                                        action=MembershipEvent.Action.SEE_AS,
                                        detail=f"question: {question[:200]}" if question else "documents")  # fmt: skip

@@ -30,6 +30,7 @@ from chat.verdicts import (
     verified,
     weak_evidence,
 )
+from core.problems import DomainError
 from inference.llm import LLMGateway, ModelUnavailable, get_gateway
 from knowledge.claims import (
     NOTHING_RETRIEVED,
@@ -65,12 +66,13 @@ class Answer:
     computed: dict[str, Any] | None = None
 
 
-class AnswersBusy(Exception):
+class AnswersBusy(DomainError):
     """More answers are pending in this process than RAG_ANSWER_MAX_PENDING: come back after `retry_after` s."""
 
+    status, code = 503, "answers_busy"
+
     def __init__(self, retry_after: int) -> None:
-        super().__init__(f"The answer model is busy; retry in {retry_after} s.")
-        self.retry_after = retry_after
+        super().__init__(f"The answer model is busy; retry in {retry_after} s.", retry_after=retry_after)
 
 
 class AnswerAdmission:

@@ -14,7 +14,7 @@ from rest_framework.renderers import BaseRenderer
 
 from chat import excerpts, services, verdicts
 from chat.shapes import answer_payload, sentence_payload, sources_payload
-from knowledge import transport
+from core import transport
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from knowledge.claims import (
     says_not_found,
     split_claims,
 )
-from knowledge.index.lexical import query_vector
 from knowledge.search.when import TimeRead
+from knowledge.terms import question_terms
 from tenants.principals import Viewer
 
 
@@ -213,12 +213,12 @@ REPEAT_SHARE = 0.8  # of a sentence's content terms found in one sentence the pr
 def repeats(claim: Claim, said: Sequence[str]) -> bool:
     """Whether a sentence of a follow-up's answer says again what a sentence of the previous answer said: nearly all
     its content terms, its numbers included, are that sentence's (chat clients show the previous answer already)."""
-    terms = set(query_vector(claim.text)[0])
+    terms = question_terms(claim.text)
     if not said or len(terms) < 2:
         return False
     for answer in said:
         for sentence in CLAIM_SPLIT_RE.split(answer):
-            before = set(query_vector(sentence)[0])
+            before = question_terms(sentence)
             if before and len(terms & before) >= REPEAT_SHARE * len(terms):
                 return True
     return False

@@ -12,9 +12,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chat import recipe, records, services
 from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession, Verdict
 from chat.streaming import sse_response, stream_events
-from inference.llm import ModelUnavailable
+from core import transport
+from core.problems import DomainError
 from inference.runtime import model_status
-from knowledge import selectors, transport
+from knowledge import selectors
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import TenantQuerySet
 
@@ -93,14 +94,9 @@ def chat_ask(request: TenantRequest) -> HttpResponse | StreamingHttpResponse:
     asked = recipe.Asked(question=question, assistant=assistant or (session.assistant if session else None),
                          earlier=earlier, said=said)  # fmt: skip
     answering = recipe.Answering(viewer=request.viewer, asked=asked, channel="chat", user=request.user)
-    try:
-        stream = _started(answering.stream)
-    except (services.AnswersBusy, ModelUnavailable) as busy:
-        problem = transport.problem_of(busy)
-        assert problem is not None
-        response = HttpResponse(problem.detail, status=problem.status, content_type="text/plain; charset=utf-8")
-        response["Retry-After"] = str(problem.retry_after)
-        return response
+    stream, problem = transport.attempt(_started, answering.stream)
+    if problem is not None or stream is None:
+        return transport.plain_response(problem)  # type: ignore[arg-type]
     tenant, user = request.tenant, request.user
 
     def on_done(result: services.Answer) -> dict[str, Any]:
@@ -124,7 +120,7 @@ def _started(start: Callable[[], Iterator[Any]]) -> Iterator[Any]:
     the response starts; any other failure of that step is reported in the stream, as later ones are."""
     try:
         return start()
-    except (services.AnswersBusy, ModelUnavailable):
+    except DomainError:  # a full answer queue, a restarting model: the door answers it before the stream starts
         raise
     except StopIteration:
         return iter(())

@@ -33,6 +33,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core.problems import DomainError
 from inference.gguf import FAMILY_FORMATS as FAMILY_FORMATS
 from inference.gguf import SYSTEMLESS_FORMATS as SYSTEMLESS_FORMATS
 from inference.gguf import GGUFInfo as GGUFInfo
@@ -53,12 +54,15 @@ CHARS_PER_TOKEN = 3  # conservative for English/Spanish prose and code; the budg
 CONNECT_TIMEOUT_S = 5.0
 
 
-class ModelUnavailable(Exception):
-    """The model server cannot answer now (starting, restarting, or it died mid-answer): retry later."""
+class ModelUnavailable(DomainError):
+    """The model server cannot answer now (starting, restarting, or it died mid-answer): retry later. `upstream`:
+    the model server's own HTTP status, when it answered one."""
+
+    status, code = 503, "model_unavailable"
 
     def __init__(self, reason: str, retry_after: int = 5, status: int | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.retry_after, self.status = reason, retry_after, status
+        super().__init__(reason, retry_after=retry_after)
+        self.reason, self.upstream = reason, status
 
 
 def approximate_tokens(text: str) -> int:
@@ -162,7 +166,7 @@ class ChatModel:
                         raise TimeoutError(f"the model took longer than {timeout_s:.0f} s")
             except ModelUnavailable as exc:
                 # A server that rejects this JSON mode (400/422; llama.cpp's says 500) may take the next one.
-                if n == len(formats) - 1 or exc.status not in (400, 422, 500):
+                if n == len(formats) - 1 or exc.upstream not in (400, 422, 500):
                     raise
                 logger.info("The chat model server refused %s; trying the next JSON mode", response_format["type"])
                 continue

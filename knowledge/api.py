@@ -18,9 +18,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core import transport
 from core.multipart import RawNameMultiPartParser, raw_name
 from core.parsers import SafeJSONParser
-from knowledge import changes, ids, memory, selectors, services, transport, validity
+from knowledge import changes, ids, memory, selectors, services, validity
 from knowledge.ids import OCR_LANGUAGES_RE
 from knowledge.ingest import sources as source_kinds
 from knowledge.ingest.uploads import request_too_large
@@ -675,14 +676,11 @@ class DifyRetrievalApi(APIView):
             return _dify_error(2001, "The knowledge does not exist.", 404)
         kind, name = scope
         filters = RetrieveFilters(source_ids=[name]) if kind == "source" else RetrieveFilters(tags=[name])
-        try:
-            hits = retrieve(
-                viewer=viewer, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
-            )
-        except Exception as exc:
-            if transport.problem_of(exc) is None:
-                raise
-            logger.exception("Dify retrieval could not search")
+        hits, problem = transport.attempt(
+            retrieve, viewer=viewer, query=data["query"], top_k=data["retrieval_setting"]["top_k"], filters=filters
+        )
+        if problem is not None or hits is None:  # Dify's own error shape
+            logger.warning("Dify retrieval could not search: %s", problem.detail if problem else "")
             return _dify_error(500, "The knowledge index is unavailable; retry shortly.", 503)
         best = 2.0 / (60 + 1) + settings.RAG_CRITICAL_BOOST
         threshold = data["retrieval_setting"]["score_threshold"]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from knowledge.index import languages
+from core import languages
 from knowledge.index.lexical import document_vector, query_vector
 from knowledge.search.when import MONTHS, PRESENT_RE, TIME_WORDS_RE, TimeRead, read_time
 

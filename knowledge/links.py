@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 
 from knowledge.ingest.obsidian import Link, Vault
+from knowledge.ingest.obsidian import embedded_source as embedded_source  # published: a citation of an embed
 from knowledge.models import Document, DocumentLink, DocumentVersion, Source, Status, carries_record
 from knowledge.selectors import readers_match
 from tenants.principals import Viewer

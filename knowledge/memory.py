@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, Case, F, Q, Value, When
 from django.utils import timezone
 
+from core.problems import DomainError
 from knowledge import validity
 from knowledge.models import (
     AgentSession,
@@ -53,19 +54,25 @@ CLEANUP_SCHEDULE = "ragsite: agent sessions cleanup"  # the worker's hourly task
 TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
-class SessionNotFound(LookupError):
+class SessionNotFound(DomainError, LookupError):
     """No such session for this caller (another tenant's or another key's is not found either)."""
+
+    status, code = 404, "session_not_found"
 
     def __init__(self) -> None:
         super().__init__("No session with that id for this caller.")
 
 
-class SessionGone(LookupError):
+class SessionGone(DomainError, LookupError):
     """The session ended or expired: start a new one."""
 
+    status, code = 410, "session_gone"
 
-class SessionQuota(Exception):
+
+class SessionQuota(DomainError):
     """The caller holds RAG_SESSION_MAX_PER_OWNER live sessions: end one (or let one expire) first."""
+
+    status, code = 429, "session_quota"
 
 
 def count_tokens(text: str) -> int:
@@ -485,8 +492,8 @@ def change_shape(change: SessionChange) -> dict[str, Any]:
     return {**item, "document_id": change.document_id_text, **change.detail}
 
 
-class BadSessionCursor(ValueError):
-    pass
+class BadSessionCursor(DomainError, ValueError):
+    status, code = 400, "bad_cursor"
 
 
 def changes_page(session: AgentSession, viewer: Viewer, *, cursor: str = "", limit: int = 100) -> dict[str, Any]:

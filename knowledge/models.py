@@ -457,7 +457,7 @@ class Chunk(TenantOwned):
     embedding_model = models.CharField(max_length=300, blank=True)
     embedding_dims = models.PositiveIntegerField(null=True, blank=True)
     indexing_version = models.PositiveIntegerField(default=0)
-    # The language of the text (knowledge/index/languages.py), which the lexical leg stems it as.
+    # The language of the text (core/languages.py), which the lexical leg stems it as.
     language = models.CharField(max_length=8, blank=True, default="")
     # The vectors live in SQL too (the source of truth): the indexer applies them to Qdrant, and a
     # repair or a store rebuild never needs to re-embed. With a multilingual leg (an embedding model named

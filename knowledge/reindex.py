@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core import languages
 from inference import embedders
-from knowledge.index import indexer, languages
+from knowledge.index import indexer
 from knowledge.index.lexical import document_vector
 from knowledge.ingest import prepare
 from knowledge.models import Chunk, Document, DocumentVersion, Status

@@ -10,7 +10,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from knowledge import memory, transport, validity
+from core import transport
+from knowledge import memory, validity
 from knowledge.index.vectorstore import StoreBusy as StoreBusy  # for doors that may not import the store
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
@@ -25,7 +26,7 @@ def token_budget(help_text: str) -> serializers.IntegerField:
 
 
 def run_retrieval(fn, *args, **kwargs):
-    """A retrieval step of a REST request: its domain errors as knowledge/transport.py maps them."""
+    """A retrieval step of a REST request: its domain errors as core/transport.py maps them."""
     return transport.guarded(fn, *args, **kwargs)
 
 

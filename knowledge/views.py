@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from core import transport
 from core.multipart import raw_name
 from inference.catalog import catalog_choices
 from inference.models import ModelEntry
@@ -31,8 +32,7 @@ from knowledge.links import document_links
 from knowledge.models import RANKING_ONLY_MODES, AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
-from knowledge.search.retrieval import IndexMismatch, RetrieveFilters, retrieve
-from knowledge.shapes import StoreBusy
+from knowledge.search.retrieval import RetrieveFilters, retrieve
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
 from tenants.principals import (
     UnknownPrincipal,
@@ -282,10 +282,9 @@ def document_access(request: TenantRequest, document_id: str) -> HttpResponse:
 def source_delete(request: TenantRequest, source_id: str) -> HttpResponse:
     source = _source(request, source_id)
     if request.method == "POST":
-        try:
-            services.source_delete(tenant=request.tenant, source=source)
-        except StoreBusy:
-            messages.error(request, _("The vector store is busy; try again in a moment."))
+        _deleted, problem = transport.attempt(services.source_delete, tenant=request.tenant, source=source)
+        if problem is not None:
+            messages.error(request, problem.detail)
             return redirect("knowledge:source-list", request.tenant.slug)
         messages.success(
             request, _("Deleted %(source)s with its documents and vectors.") % {"source": source.source_id}
@@ -564,11 +563,9 @@ def search_preview(request: TenantRequest) -> HttpResponse:
     context: dict[str, Any] = {"tenant": request.tenant, "query": query, "hits": [], "error": "", "pack": None}
     if query:
         filters = RetrieveFilters(mode=request.GET.get("mode") or "auto")
-        try:
-            context["hits"] = retrieve(viewer=request.viewer, query=query, top_k=10, filters=filters,
-                                       specific=request.GET.get("specific") == "1")  # fmt: skip
-        except (IndexMismatch, StoreBusy) as exc:
-            context["error"] = str(exc)
+        hits, problem = transport.attempt(retrieve, viewer=request.viewer, query=query, top_k=10, filters=filters,
+                                          specific=request.GET.get("specific") == "1")  # fmt: skip
+        context["hits"], context["error"] = hits or [], problem.detail if problem else ""
     if request.GET.get("bootstrap") == "1":
         context["pack"] = bootstrap(viewer=request.viewer, intent=query)
     template = "knowledge/partials/_search_results.html" if _is_htmx(request) else "knowledge/search.html"

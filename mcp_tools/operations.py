@@ -17,7 +17,8 @@ from rest_framework import serializers
 from chat import recipe
 from chat import records as chat_records
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
-from knowledge import memory, selectors, transport
+from core import transport
+from knowledge import memory, selectors
 from knowledge.changes import BadCursor, changes_page
 from knowledge.links import document_links
 from knowledge.models import AgentSession, Document
@@ -51,7 +52,7 @@ def _valid(serializer_class: type[serializers.Serializer], data: dict[str, Any])
 
 def _guarded(fn, *args, **kwargs):
     """Domain errors (an index built with another embedder, a busy store, a full answer queue, a restarting model)
-    as tool errors, worded as the REST API words them (knowledge/transport.py)."""
+    as tool errors, worded as the REST API words them (core/transport.py)."""
     try:
         return fn(*args, **kwargs)
     except Exception as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from core.problems import DomainError
 from tenants.models import ApiKey, Group, Membership, Tenant
 
 TENANT = "tenant"
@@ -230,8 +231,10 @@ def access_change(tenant: Tenant, before: Iterable[str], after: Iterable[str]) -
     return gains, loses
 
 
-class AccessEnded(PermissionError):
+class AccessEnded(DomainError, PermissionError):
     """The requester lost its access while a long request of theirs was running (an answer being streamed)."""
+
+    status, code = 403, "access_ended"
 
 
 def still_admitted(*, tenant: Tenant, user: object = None, api_key: ApiKey | None = None) -> bool:

@@ -213,3 +213,53 @@ def test_no_import_cycle_among_the_apps_modules_imports_inside_functions_include
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+DOOR_APPS = ("knowledge", "chat", "feedback", "identity", "tenants")
+ERROR_DOORS = [
+    *(f"{app}/{module}.py" for app in DOOR_APPS for module in ("api", "views")),
+    "chat/openai_api.py",
+    "chat/see_as.py",
+    "chat/streaming.py",
+    "identity/signin.py",
+    *(str(p.relative_to(ROOT)) for p in (ROOT / "mcp_tools").glob("*.py")),
+]
+
+
+def _domain_errors() -> set[str]:
+    """The names of every DomainError subclass the apps define (every app's modules imported first)."""
+    import importlib
+
+    from core.problems import DomainError
+
+    for app in ("core", "inference", "tenants", "knowledge", "chat", "feedback", "mcp_tools", "identity"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts or "management" in path.parts:
+                continue
+            importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"))
+    found, queue = set(), [DomainError]
+    while queue:
+        error = queue.pop()
+        found.add(error.__name__)
+        queue.extend(error.__subclasses__())
+    return found
+
+
+def test_no_door_catches_a_domain_error_itself():
+    """The map from domain errors (core/problems.py) to each door's shape is core/transport.py's alone: a door runs a
+    step through transport.guarded / attempt / stream_failure / tool_message, and never names a domain error in an
+    `except` (one that only raises it again, to let the door answer it, excepted)."""
+    errors = _domain_errors()
+    assert {"IndexMismatch", "StoreBusy", "SessionGone", "AnswersBusy", "ModelUnavailable", "AccessEnded"} <= errors
+    offences = []
+    for name in ERROR_DOORS:
+        tree = ast.parse((ROOT / name).read_text(), filename=name)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ExceptHandler) or node.type is None:
+                continue
+            caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            names = {c.attr if isinstance(c, ast.Attribute) else getattr(c, "id", "") for c in caught}
+            only_raises = len(node.body) == 1 and isinstance(node.body[0], ast.Raise) and node.body[0].exc is None
+            if names & errors and not only_raises:
+                offences.append(f"{name}:{node.lineno} catches {', '.join(sorted(names & errors))}")
+    assert offences == []

@@ -27,10 +27,10 @@ from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from core.languages import DEFAULT as DEFAULT_LANGUAGE
 from inference.embedders import EmbedderIdentity
 from knowledge import timeline, validity
 from knowledge.index import storage
-from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
 from knowledge.index.shared import OwnerStore, StoreServer
 from knowledge.index.vectorstore import (
     Scope,

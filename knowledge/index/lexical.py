@@ -3,7 +3,7 @@
 The Code tokenizer keeps identifiers whole *and* splits them (`X-Api-Key`, `snake_case`,
 `camelCase` all match their parts); ASCII folding lets `configuracion` find `configuración` and
 `istanbul` find `İstanbul`. A chunk is stemmed (Snowball, inside Qdrant's Bm25) as its own language
-(knowledge/index/languages.py), with that language's stop words and English's dropped. An English chunk's
+(core/languages.py), with that language's stop words and English's dropped. An English chunk's
 vector is what it always was (English stemming, English and Spanish stop words). IDF is applied by Qdrant
 at query time (the sparse vector is configured with the IDF modifier), per tenant.
 
@@ -19,7 +19,7 @@ import functools
 
 from qdrant_edge import Bm25, Bm25Config, Language, StopwordsSet, TokenizerType
 
-from knowledge.index.languages import DEFAULT, LANGUAGES
+from core.languages import DEFAULT, LANGUAGES
 
 LEXICAL_MODEL = "qdrant-edge-bm25-code-ascii-per-language-v2"
 

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 
+from core.problems import DomainError
 from inference.embedders import EmbedderIdentity
 
 logger = logging.getLogger(__name__)
@@ -46,8 +48,11 @@ WINDOW_FIELDS = ("valid_from", "valid_until", "served_from", "served_until", "su
 POINT_NAMESPACE = uuid.UUID("6f1c2b0e-3f55-4c39-9a53-1f0d6c7e2a41")
 
 
-class StoreBusy(Exception):
+class StoreBusy(DomainError):
     """Another process owns the embedded store; this one must leave writes to it."""
+
+    status, code = 503, "store_busy"
+    public = _("The vector store is busy or unavailable; retry shortly.")
 
 
 def point_id(chunk_id: str, version: int) -> str:

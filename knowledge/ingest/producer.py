@@ -171,7 +171,8 @@ class KindConfig:
         return described
 
 
-def option(label: str, help_text: str = "", *, default: Any = "", max_length: int = 250) -> Any:
+def option(label: Any, help_text: Any = "", *, default: Any = "", max_length: int = 250) -> Any:
+    """A kind option's field: its label and help (lazily translated strings), its default."""
     return field(default=default, metadata={"label": label, "help": help_text, "max_length": max_length})
 
 

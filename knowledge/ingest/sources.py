@@ -81,7 +81,11 @@ KINDS: dict[str, SourceKind] = {}
 def register(kind: SourceKind) -> Callable[[], None]:
     """Add a kind to the registry; returns what removes it again (a test's throwaway kind)."""
     KINDS[kind.name] = kind
-    return lambda: KINDS.pop(kind.name, None)  # type: ignore[func-returns-value]
+
+    def remove() -> None:
+        KINDS.pop(kind.name, None)
+
+    return remove
 
 
 register(SourceKind("upload", _("Uploaded files"), IngestJob.Kind.UPLOAD, what="uploaded files", accepts_uploads=True))

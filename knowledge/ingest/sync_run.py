@@ -194,7 +194,9 @@ class _Skips:
             self.more[reason[:200]] = self.more.get(reason[:200], 0) + 1
 
     def record(self, job: IngestJob) -> None:
-        summary = [(f"… and {n:,} more", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()]
+        summary: list[tuple[str, str, str]] = [
+            (f"… and {n:,} more", JobFile.Status.SKIPPED, reason) for reason, n in self.more.items()
+        ]
         job.skipped += self.count
         job.skips = [*job.skips, *({"key": key, "reason": reason} for key, _, reason in self.listed + summary)]
         files_listed(job, self.listed + summary)

@@ -11,10 +11,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.languages import DEFAULT as DEFAULT_LANGUAGE
+from core.languages import detect_many
 from inference.embedders import Embedder, get_embedder
 from knowledge import claims, ids, timeline, validity
-from knowledge.index.languages import DEFAULT as DEFAULT_LANGUAGE
-from knowledge.index.languages import detect_many
 from knowledge.index.lexical import document_vector
 from knowledge.index.vectorstore import point_id
 from knowledge.ingest.chunkers import ChunkDraft

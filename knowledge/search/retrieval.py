@@ -17,9 +17,10 @@ from typing import Any
 
 from django.conf import settings
 
+from core import languages
+from core.problems import DomainError
 from inference import translation
 from inference.embedders import EmbedderIdentity, get_embedder
-from knowledge.index import languages
 from knowledge.index.lexical import query_vector, search_vector
 from knowledge.index.vectorstore import RRF_K, Fusion, Hit, Scope, Weights, get_store
 from knowledge.models import RANKING_ONLY_MODES, Chunk, DocumentVersion, Status
@@ -34,8 +35,10 @@ MODES = ("auto", "documental", "code")
 CANDIDATES = 50  # fused candidates considered before boosts and the cut to top_k
 
 
-class IndexMismatch(Exception):
+class IndexMismatch(DomainError):
     """The tenant's vectors come from another embedder than the configured one: a reindex is needed."""
+
+    status, code = 409, "index_mismatch"
 
 
 def location_label(*, document_key: str, line_start: int | None, line_end: int | None, page: int | None,
@@ -197,7 +200,7 @@ _tenant_languages: dict[Any, tuple[float, list[str]]] = {}
 
 
 def found_languages(tenant: Tenant) -> list[str]:
-    """The languages of the tenant's chunks (knowledge/index/languages.py); kept a minute."""
+    """The languages of the tenant's chunks (core/languages.py); kept a minute."""
     cached = _tenant_languages.get(tenant.public_id)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
