@@ -121,7 +121,8 @@ def retrieval_costs(viewers: dict, title: str) -> None:  # type: ignore[type-arg
     from inference.embedders import get_embedder
     from knowledge.index.lexical import query_vector
     from knowledge.index.vectorstore import get_store, reset_store
-    from knowledge.search.retrieval import RetrieveFilters, retrieve, viewer_scope
+    from knowledge.search.retrieval import RetrieveFilters, retrieve
+    from knowledge.search.scopes import viewer_scope
 
     reset_store()  # reopen the store, as a server finds it after the writes
     embedder = get_embedder()

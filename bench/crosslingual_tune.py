@@ -5,7 +5,7 @@
 Ingests the three corpora once (as bench/crosslingual.py does), then for each candidate weighting retrieves every
 tune-half question of bench/data/crosslingual/questions.jsonl (and its English twin) and every question of the public
 set (../shared/eval/questions.jsonl), and prints recall@5 and MRR@10 per group. A question's weights are chosen by its
-language and each chunk's (knowledge/search/retrieval.py SAME_ENGLISH, SAME_OTHER, CROSS); each set is varied in
+language and each chunk's (knowledge/search/question.py SAME_ENGLISH, SAME_OTHER, CROSS); each set is varied in
 turn, the others as in the code, and every group is printed for each. `--gloss`: a Spanish question's English gloss
 off, then each GLOSSED_CROSS weighting (the groups of questions not in English).
 The held-out half is never read here.
@@ -31,7 +31,7 @@ def main() -> None:
     corpora = Path(sys.argv[1])
     setup()
     from knowledge.ingest import pipeline
-    from knowledge.search import retrieval
+    from knowledge.search import question as retrieval  # the weights live with the question
     from knowledge.search.retrieval import retrieve
     from tenants.models import Tenant
     from tenants.principals import Viewer

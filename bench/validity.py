@@ -96,7 +96,8 @@ def costs(tenant, reads: dict, title: str) -> None:  # type: ignore[no-untyped-d
     from inference.embedders import get_embedder
     from knowledge.index.lexical import query_vector
     from knowledge.index.vectorstore import get_store, reset_store
-    from knowledge.search.retrieval import retrieve, viewer_scope
+    from knowledge.search.retrieval import retrieve
+    from knowledge.search.scopes import viewer_scope
     from tenants.principals import Viewer
 
     reset_store()  # reopen the store, as a server finds it after the writes

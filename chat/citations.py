@@ -13,7 +13,7 @@ from knowledge.claims import (
     Claim,
 )
 from knowledge.links import embedded_source
-from knowledge.search.retrieval import RetrievedChunk, page_of
+from knowledge.search.hits import RetrievedChunk, page_of
 from knowledge.selectors import embedded_origin
 from tenants.principals import Viewer
 

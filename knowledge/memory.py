@@ -40,7 +40,8 @@ from knowledge.models import (
     readers_match,
 )
 from knowledge.search.bootstrap import bootstrap
-from knowledge.search.retrieval import Held, HeldMatch, RetrievedChunk, RetrieveFilters, retrieve
+from knowledge.search.held import Held, HeldMatch
+from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
 from knowledge.selectors import visible_chunks, visible_documents
 from tenants.models import Tenant
 from tenants.principals import Viewer

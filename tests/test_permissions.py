@@ -167,7 +167,8 @@ def test_the_restriction_is_in_the_vector_query_itself(company):
     from inference.embedders import get_embedder
     from knowledge.index.lexical import query_vector
     from knowledge.index.vectorstore import get_store
-    from knowledge.search.retrieval import RetrieveFilters, viewer_scope
+    from knowledge.search.retrieval import RetrieveFilters
+    from knowledge.search.scopes import viewer_scope
 
     tenant = company["tenant"]
     embedder = get_embedder()

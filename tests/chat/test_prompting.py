@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from chat.prompting import NO_MATCH, PromptExcerpt, build_grounded_history
-from knowledge.search.retrieval import location_label
+from knowledge.search.hits import location_label
 
 
 def _excerpts(n: int) -> list[PromptExcerpt]:

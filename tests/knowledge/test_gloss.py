@@ -15,6 +15,7 @@ import pytest
 
 from inference import translation
 from knowledge.ingest import pipeline
+from knowledge.search import question as question_module
 from knowledge.search import retrieval
 from tenants.principals import Viewer
 from tests.knowledge.test_languages import ENGLISH_DOCS, SPANISH_DOCS, _folder
@@ -75,19 +76,19 @@ def test_the_gloss_lets_the_lexical_leg_find_an_english_document_that_shares_no_
 ):
     # "días", "vacaciones", "pagadas", "año" are in no English document; "days", "paid", "holidays", "year" are
     assert _lexical_first(bilingual, HOLIDAYS) == "holidays.md"
-    question = retrieval.Question.of(bilingual, HOLIDAYS, retrieval.check_index(bilingual))
-    assert question.gloss and question.fusion.cross == retrieval.GLOSSED_CROSS
-    assert retrieval.Question.of(bilingual, "How many paid holidays do I get?", question.index).gloss is None
+    question = question_module.Question.of(bilingual, HOLIDAYS, retrieval.check_index(bilingual))
+    assert question.gloss and question.fusion.cross == question_module.GLOSSED_CROSS
+    assert question_module.Question.of(bilingual, "How many paid holidays do I get?", question.index).gloss is None
     settings.RAG_GLOSS = False
     assert _lexical_first(bilingual, HOLIDAYS) != "holidays.md"
-    assert retrieval.Question.of(bilingual, HOLIDAYS, question.index).fusion.cross == retrieval.CROSS
+    assert question_module.Question.of(bilingual, HOLIDAYS, question.index).fusion.cross == question_module.CROSS
 
 
 def test_a_tenant_without_english_text_is_not_glossed_for(tenant_a, tmp_path):
     root = _folder(tmp_path, SPANISH_DOCS)
     source = pipeline.folder_source_get_or_create(tenant=tenant_a, name="docs", path=root)
     pipeline.sync_folder(source=source, root=root)
-    question = retrieval.Question.of(tenant_a, "¿Cómo reservo una plaza de aparcamiento?",
+    question = question_module.Question.of(tenant_a, "¿Cómo reservo una plaza de aparcamiento?",
                                      retrieval.check_index(tenant_a))  # fmt: skip
     assert question.gloss is None
     hits = retrieval.retrieve(viewer=Viewer.everything(tenant_a), query=question.text, top_k=3)
@@ -130,7 +131,7 @@ def test_a_glossed_question_of_another_tenant_finds_only_that_tenants_documents(
     source = pipeline.folder_source_get_or_create(tenant=tenant_b, name="docs", path=root)
     pipeline.sync_folder(source=source, root=root)
     other = Viewer.everything(tenant_b)
-    assert retrieval.Question.of(tenant_b, HOLIDAYS, retrieval.check_index(tenant_b)).gloss  # glossed there too
+    assert question_module.Question.of(tenant_b, HOLIDAYS, retrieval.check_index(tenant_b)).gloss  # glossed there too
     hits = retrieval.retrieve(viewer=other, query=HOLIDAYS, top_k=8)
     assert hits and {h.chunk.tenant_id for h in hits} == {tenant_b.pk}
     assert "holidays.md" not in [h.chunk.document.document_key for h in hits]
