@@ -72,7 +72,8 @@ def main() -> None:
 
     from chat.excerpts import AnswerSettings, focused_prompt, prepare
     from chat.models import Assistant
-    from inference.llm import STOP, approximate_tokens, server_threads
+    from core.tokens import estimate_tokens
+    from inference.llm import STOP, server_threads
     from inference.packaged import packaged_llm_path
     from inference.runtime import READY, read_state
     from tenants.services import api_key_issue, tenant_create
@@ -87,7 +88,7 @@ def main() -> None:
     prompts = []
     for question in ["warm up", *QUESTIONS]:  # the first, untimed, evaluates the system prefix everywhere
         sources = prepare(viewer=Viewer.everything(tenant), question=question, options=options)
-        prompt, _ = focused_prompt(question, sources, options, approximate_tokens, n_ctx - MAX_TOKENS - 64)
+        prompt, _ = focused_prompt(question, sources, options, estimate_tokens, n_ctx - MAX_TOKENS - 64)
         prompts.append(prompt.messages)
     from knowledge.index.vectorstore import reset_store
 

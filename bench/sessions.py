@@ -8,7 +8,7 @@
 agent: the tasks of bench/data/sessions/tasks.jsonl (written before sessions were built; alternate tune and held-out)
   over the public corpora (flask-docs, click-code ingested as two folder sources of one tenant through the real
   pipeline). Each task's questions are asked in order by a scripted agent, `top_k` hits each, once without a
-  session (every retrieve from zero) and once in a session (`knowledge.memory.session_retrieve`, what every door
+  session (every retrieve from zero) and once in a session (`knowledge.reads.session_retrieve`, what every door
   calls), asking `--session-top-k` new hits each (an agent that is told what it holds may ask for fewer; `5,3`:
   5 for the first question of a task, 3 for each follow-up). Printed
   per task and per split: chunks delivered twice, tokens delivered until every relevant document the stateless
@@ -48,7 +48,9 @@ def _tenant(slug: str):  # type: ignore[no-untyped-def]
 
 
 def agent(corpora: Path, top_k: int, session_top_k: list[int]) -> None:
-    from knowledge import memory
+    from agent_sessions import reads
+    from agent_sessions import services as sessions
+    from core.tokens import estimate_tokens
     from knowledge.index import indexer
     from knowledge.ingest import pipeline
     from knowledge.models import Document
@@ -66,25 +68,29 @@ def agent(corpora: Path, top_k: int, session_top_k: list[int]) -> None:
     key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
     viewer = viewer_for(tenant=tenant, api_key=key)
     tasks = [json.loads(line) for line in TASKS.open()]
-    memory.session_retrieve(viewer=viewer, session=None, query="warm up", top_k=1, filters=RetrieveFilters())
+    reads.session_retrieve(viewer=viewer, session=None, query="warm up", top_k=1, filters=RetrieveFilters())
     rows = []
     for task in tasks:
         relevant = set(task["relevant_docs"])
         runs = {}
         for mode in ("stateless", "session"):
             session = (
-                memory.session_create(tenant=tenant, api_key=key, purpose=task["title"]) if mode == "session" else None
+                sessions.session_create(tenant=tenant, api_key=key, purpose=task["title"])
+                if mode == "session"
+                else None
+                if mode == "session"
+                else None
             )
             seen_chunks: set[str] = set()
             twice = tokens = 0
             reached: dict[str, int] = {}  # relevant document → tokens delivered when it was first seen
             for number, question in enumerate(task["questions"]):
                 asked = session_top_k[min(number, len(session_top_k) - 1)] if session is not None else top_k
-                read = memory.session_retrieve(viewer=viewer, session=session, query=question, top_k=asked,
+                read = reads.session_retrieve(viewer=viewer, session=session, query=question, top_k=asked,
                                                filters=RetrieveFilters())  # fmt: skip
                 for hit in read.hits:
                     chunk = hit.chunk
-                    tokens += memory.count_tokens(chunk.text)
+                    tokens += estimate_tokens(chunk.text)
                     twice += chunk.chunk_id in seen_chunks
                     seen_chunks.add(chunk.chunk_id)
                     key_ = chunk.document.document_key
@@ -167,7 +173,9 @@ def transcript(corpora: Path) -> None:
 def stale(corpora: Path) -> None:
     import datetime as dt
 
-    from knowledge import memory, services
+    from agent_sessions import changes, reads
+    from agent_sessions import services as sessions
+    from knowledge import services
     from knowledge.index import indexer
     from knowledge.ingest import pipeline
     from knowledge.models import Document
@@ -188,16 +196,16 @@ def stale(corpora: Path) -> None:
     indexer.drain()
     key = api_key_issue(tenant=tenant, name="agent", scope="read")[0]
     viewer = viewer_for(tenant=tenant, api_key=key)
-    session = memory.session_create(tenant=tenant, api_key=key)
+    session = sessions.session_create(tenant=tenant, api_key=key)
     documents = {d.document_key: d for d in Document.objects.filter(source=source)}
     for name in files:  # the agent is given chunks of every document
         title = documents[name].title or name
-        memory.session_retrieve(viewer=viewer, session=session, query=f"{title} {name}", top_k=2,
+        reads.session_retrieve(viewer=viewer, session=session, query=f"{title} {name}", top_k=2,
                                 filters=RetrieveFilters(source_ids=[source.source_id]))  # fmt: skip
-    held = memory.ledger(session, viewer)["deliveries"]
+    held = reads.ledger(session, viewer)["deliveries"]
     given = {d["document_id"] for d in held}
     print(f"given: {len(held)} chunks of {len(given)} documents")
-    before = memory.changes_page(session, viewer)["changes"]
+    before = changes.changes_page(session, viewer)["changes"]
 
     edited, superseded, expired, retired, restricted = files[:5]
     text = (root / edited).read_text()
@@ -213,9 +221,9 @@ def stale(corpora: Path) -> None:
     indexer.drain()
     expected = {"changed": edited, "superseded": superseded, "expired": expired, "retired": retired,
                 "no_longer_available": restricted}  # fmt: skip
-    page = memory.changes_page(session, viewer)
+    page = changes.changes_page(session, viewer)
     reported = page["changes"]
-    again = memory.changes_page(session, viewer)["changes"]
+    again = changes.changes_page(session, viewer)["changes"]
     print(f"before any change: {len(before)} reported")
     for change in reported:
         print("  ", json.dumps(change)[:220])
@@ -234,10 +242,10 @@ def stale(corpora: Path) -> None:
     print(f"changes reported {len(reported)} (expected {len(expected)}), right {right} of {len(expected)}, about "
           f"untouched documents {len(false)}, reported again at the next call {len(again)}")  # fmt: skip
     secret = {c.text for c in documents[restricted].chunks.all()}
-    later = [memory.session_retrieve(viewer=viewer, session=session, query=q, top_k=8, filters=RetrieveFilters())
+    later = [reads.session_retrieve(viewer=viewer, session=session, query=q, top_k=8, filters=RetrieveFilters())
              for q in ("command line interface click commands", documents[restricted].title or restricted)]  # fmt: skip
     leaked = sum(1 for read in later for hit in read.hits if hit.chunk.text in secret)
-    shown = json.dumps(reported) + json.dumps(memory.ledger(session, viewer), default=str)
+    shown = json.dumps(reported) + json.dumps(reads.ledger(session, viewer), default=str)
     print(f"restricted text in later reads: {leaked} chunks; its title in changes or ledger: "
           f"{bool(documents[restricted].title) and documents[restricted].title in shown}")  # fmt: skip
 
@@ -246,7 +254,9 @@ def cost(chunks: int) -> None:
     import numpy as np
     from _corpus import QUERIES, line, load, text_pool
 
-    from knowledge import memory, services
+    from agent_sessions import changes, reads
+    from agent_sessions import services as session_services
+    from knowledge import services
     from knowledge.models import Chunk, Document
     from knowledge.search.retrieval import RetrieveFilters
     from tenants.principals import viewer_for
@@ -267,9 +277,9 @@ def cost(chunks: int) -> None:
         ("spread", list(every.order_by("?")[:1000])),  # 1,000 chunks of every document
         ("focused", list(every.filter(document__in=few).order_by("?")[:1000])),
     ):  # of 10 documents
-        session = memory.session_create(tenant=tenant, api_key=key)
+        session = session_services.session_create(tenant=tenant, api_key=key)
         started = time.perf_counter()
-        memory.record_call(session, [memory.Given(c, c.text) for c in held], via="retrieve", call=1)
+        session_services.record_call(session, [session_services.Given(c, c.text) for c in held], via="retrieve", call=1)
         documents = len({c.document_id for c in held})
         print(f"{name}: a ledger of {len(held)} chunks of {documents} documents recorded in "
               f"{(time.perf_counter() - started) * 1000:.0f} ms")  # fmt: skip
@@ -285,7 +295,7 @@ def cost(chunks: int) -> None:
             kinds = list(times)
             for kind in kinds[n % 3 :] + kinds[: n % 3]:
                 started = time.perf_counter()
-                memory.session_retrieve(viewer=viewer, session=sessions.get(kind), query=query, top_k=8,
+                reads.session_retrieve(viewer=viewer, session=sessions.get(kind), query=query, top_k=8,
                                         filters=RetrieveFilters())  # fmt: skip
                 times[kind].append((time.perf_counter() - started) * 1000)
         plain = times["stateless"][10:]  # the first ones warm the caches
@@ -300,10 +310,10 @@ def cost(chunks: int) -> None:
         ledger_ms, changes_ms = [], []
         for _ in range(20):
             started = time.perf_counter()
-            page = memory.ledger(session, viewer)
+            page = reads.ledger(session, viewer)
             ledger_ms.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            memory.changes_page(session, viewer)
+            changes.changes_page(session, viewer)
             changes_ms.append((time.perf_counter() - started) * 1000)
         print(line(f"{name}: ledger read ({page['deliveries_total']} deliveries, first 1000)", ledger_ms))
         print(line(f"{name}: changes read (nothing changed)", changes_ms))

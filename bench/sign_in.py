@@ -102,9 +102,9 @@ def deprovision_to_refusal(tenant) -> list[str]:  # type: ignore[no-untyped-def]
     from django.contrib.auth import get_user_model
     from django.test import Client
 
+    from agent_sessions import services as sessions
+    from agent_sessions.models import AgentSession
     from identity.scim import token_issue
-    from knowledge import memory
-    from knowledge.models import AgentSession
     from mcp_tools.http import Refused, authenticate
     from tenants.services import api_key_issue
 
@@ -121,7 +121,7 @@ def deprovision_to_refusal(tenant) -> list[str]:  # type: ignore[no-untyped-def]
     browser.force_login(account)
     own = api_key_issue(tenant=tenant, created_by=account, scope="read")[1]
     acting = api_key_issue(tenant=tenant, scope="read", acts_for=["user:leaver"])[1]
-    agent = memory.session_create(tenant=tenant, user=account)
+    agent = sessions.session_create(tenant=tenant, user=account)
     started = time.perf_counter()
     patch = {
         "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],

@@ -12,11 +12,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agent_sessions import services as sessions
 from chat import recipe, records, services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, session_fields, verdict_payload
 from chat.streaming import EventStreamRenderer, sse_response, stream_events
 from core import transport
-from knowledge import memory
 from knowledge.shapes import scope_filters
 from tenants.access import TenantApiView
 from tenants.models import ApiKey
@@ -41,7 +41,7 @@ class AnswerApi(TenantApiView):
         session = None
         if data.get("session"):
             owner = {"api_key": key} if key else {"user": request.user}
-            session = transport.guarded(memory.session_get, tenant=self.tenant, public_id=data["session"], **owner)
+            session = transport.guarded(sessions.session_get, tenant=self.tenant, public_id=data["session"], **owner)
         asked = recipe.Asked(question=data["question"], assistant_name=data.get("assistant"), top_k=data.get("top_k"),
                              filters=scope_filters(data["scope"]) if "scope" in data else None, when=data,
                              session=session, max_tokens=data.get("max_tokens"))  # fmt: skip

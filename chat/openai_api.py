@@ -26,13 +26,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agent_sessions import services as sessions
+from agent_sessions.models import AgentSession
 from chat import citations, excerpts, recipe, services, verdicts
 from chat.models import AnswerRecord, Assistant
 from chat.streaming import EventStreamRenderer, sse_response, stream_failure
 from core import transport
 from core.parsers import SafeJSONParser
-from knowledge import memory
-from knowledge.models import AgentSession
 from knowledge.shapes import plain_errors
 from tenants.authentication import OpenAIKeyAuthentication
 from tenants.models import ApiKey, Tenant
@@ -160,7 +160,7 @@ class OpenAIApiView(APIView):
             )
         response = super().handle_exception(exc)  # 401 with WWW-Authenticate: Bearer; Retry-After on 429 and 503
         response.data = error_body(response.status_code, response.data)
-        if isinstance(exc.__cause__, memory.SessionNotFound):  # the session the conversation names, not the model
+        if isinstance(exc.__cause__, sessions.SessionNotFound):  # the session the conversation names, not the model
             response.data["error"].update(code="session_not_found", param="session")
         return response
 
@@ -246,7 +246,7 @@ class ChatCompletionsApi(OpenAIApiView):
             public_id = uuid.UUID(named)
         except ValueError:
             raise serializers.ValidationError({"session": [f"{named[:60]!r} is not a session id."]}) from None
-        return transport.guarded(memory.session_get, tenant=self.tenant, public_id=public_id, api_key=self.key)
+        return transport.guarded(sessions.session_get, tenant=self.tenant, public_id=public_id, api_key=self.key)
 
     def _events(self, chunks: Chunks, stream: Iterator[Any], question: str) -> Iterator[str]:
         """The verified sentences as content deltas (a sentence that failed its check is never sent), then what

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.tokens import estimate_tokens
+
 NO_MATCH = "No matching chunks were found."
 SYSTEM_RULES = (
     "Only use facts that appear in the excerpts. If the answer is not in them, say so plainly.\n"
@@ -46,17 +48,13 @@ class GroundedPrompt:
     dropped: int  # excerpts left out to fit the context window
 
 
-def _approximate_tokens(text: str) -> int:
-    return len(text) // 3 + 1  # conservative for English/Spanish prose and code
-
-
 def build_grounded_history(
     question: str,
     hits: Sequence[PromptExcerpt],
     *,
     persona: str = "",
     max_prompt_tokens: int | None = None,
-    count_tokens: Callable[[str], int] = _approximate_tokens,
+    count_tokens: Callable[[str], int] = estimate_tokens,
 ) -> GroundedPrompt:
     """Messages for a chat model: system rules (+ persona), then one user turn with excerpts and the question.
 

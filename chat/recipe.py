@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent_sessions import reads
+from agent_sessions.models import AgentSession
 from chat import excerpts, records, services
 from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession
-from knowledge import memory
-from knowledge.models import AgentSession
 from knowledge.search.retrieval import RetrieveFilters
 from knowledge.shapes import with_when
 from tenants.principals import AccessEnded, Viewer, still_admitted
@@ -52,7 +52,7 @@ class Asked:
     earlier: Sequence[str] = ()
     said: Sequence[str] = ()  # what was answered before in the conversation (a follow-up's answer does not repeat it)
     tune: Callable[[excerpts.AnswerSettings], None] | None = None  # a door's own settings (the OpenAI door's)
-    session: AgentSession | None = None  # an agent's session (knowledge/memory.py): hits it holds are not given again
+    session: AgentSession | None = None  # an agent's session (agent_sessions/): hits it holds are not given again
     max_tokens: int | None = None  # a budget for the hits given back (not for the answer the model writes)
 
 
@@ -80,7 +80,7 @@ class Answering:
     channel: str
     user: Any = None
     api_key: Any = None
-    read: memory.Read | None = None  # in a session: what this answer gave and what the session already held
+    read: reads.Read | None = None  # in a session: what this answer gave and what the session already held
     # False for a door that gives the answer and its citations but no excerpt text (the OpenAI door): in a session,
     # the cited chunks are recorded (their changes are reported) without being held back from later reads.
     gives_text: bool = True
@@ -135,7 +135,7 @@ class Answering:
     def _deliver(self, hits: list[Any]) -> list[Any]:
         """Record in the session the hits this answer gives; the ones the session did not hold (that fit the
         budget)."""
-        self.read = memory.answer_delivered(viewer=self.viewer, session=self.asked.session, hits=hits,
+        self.read = reads.answer_delivered(viewer=self.viewer, session=self.asked.session, hits=hits,
                                             whole=self.gives_text, max_tokens=self.asked.max_tokens)  # fmt: skip
         return self.read.hits
 

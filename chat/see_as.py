@@ -12,11 +12,12 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from agent_sessions.shapes import retrieve_asked
 from chat import recipe, services
 from core import transport
 from core.audit import audit
 from knowledge import selectors
-from knowledge.shapes import RetrieveInput, retrieve_asked
+from knowledge.shapes import RetrieveInput
 from tenants.access import TenantRequest, tenant_member_required
 from tenants.models import ApiKey, Group, Membership, MembershipEvent
 from tenants.principals import UnknownPrincipal, Viewer, viewer_of

@@ -8,10 +8,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from agent_sessions.shapes import held_payload
 from chat import citations, excerpts, services, verdicts
 from chat.models import Verdict
 from chat.recipe import MAX_QUESTION_CHARS
-from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput, held_payload, token_budget
+from knowledge.shapes import HitSerializer, ScopeSerializer, WhenInput, token_budget
 
 
 @extend_schema_serializer(component_name="AnswerInput")
@@ -52,7 +53,7 @@ def sentence_payload(sentence: verdicts.Sentence) -> dict[str, Any]:
 
 
 def session_fields(read: Any) -> dict[str, Any]:
-    """An answer in a session or with a budget (knowledge.memory.Read): only the hits it gives back, and the ones
+    """An answer in a session or with a budget (agent_sessions.reads.Read): only the hits it gives back, and the ones
     the session held or the budget left out."""
     if read is None:
         return {}

@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 
 from core.problems import DomainError
+from core.tokens import estimate_tokens
 from inference.gguf import FAMILY_FORMATS as FAMILY_FORMATS
 from inference.gguf import SYSTEMLESS_FORMATS as SYSTEMLESS_FORMATS
 from inference.gguf import GGUFInfo as GGUFInfo
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 
 # A model that starts writing the next "Question:" (or another excerpt) has finished its answer.
 STOP = ["\nQuestion:", "\nExcerpts:"]
-CHARS_PER_TOKEN = 3  # conservative for English/Spanish prose and code; the budget never overflows the context
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -63,11 +63,6 @@ class ModelUnavailable(DomainError):
     def __init__(self, reason: str, retry_after: int = 5, status: int | None = None) -> None:
         super().__init__(reason, retry_after=retry_after)
         self.reason, self.upstream = reason, status
-
-
-def approximate_tokens(text: str) -> int:
-    """An upper estimate of a text's tokens: asking the server would queue behind the answer it is writing."""
-    return len(text) // CHARS_PER_TOKEN + 1
 
 
 @dataclass
@@ -101,7 +96,7 @@ class ChatModel:
         self.prefill_rate = rate if self.prefill_rate is None else 0.7 * self.prefill_rate + 0.3 * rate
 
     def count_tokens(self, text: str) -> int:
-        return approximate_tokens(text)
+        return estimate_tokens(text)  # the product's one estimate: the server's tokenizer would queue behind answers
 
     def stream(
         self,

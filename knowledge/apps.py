@@ -8,10 +8,9 @@ class KnowledgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from tenants.signals import member_deprovisioned, principal_removed
+        from tenants.signals import principal_removed
 
         principal_removed.connect(_principal_removed, dispatch_uid="knowledge-principal-removed")
-        member_deprovisioned.connect(_member_deprovisioned, dispatch_uid="knowledge-member-deprovisioned")
         if sys.argv[1:2] == ["qcluster"]:  # a django-q worker: ingestion jobs embed in bulk here
             from inference.embedders import become_batch_process
 
@@ -23,8 +22,3 @@ def _principal_removed(sender: object, *, tenant: object, principal: str, **kwar
 
     return principal_forget(tenant=tenant, principal=principal)  # type: ignore[arg-type]
 
-
-def _member_deprovisioned(sender: object, *, tenant: object, user: object, keys: list, **kwargs: object) -> int:
-    from knowledge.memory import sessions_end_for
-
-    return sessions_end_for(tenant=tenant, user=user, api_keys=keys)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from core import transport
-from knowledge import memory, validity
+from knowledge import validity
 from knowledge.index.vectorstore import StoreBusy as StoreBusy  # for doors that may not import the store
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
@@ -175,46 +175,6 @@ class BootstrapInput(WhenInput):
     session = serializers.UUIDField(required=False, help_text="An agent session (sessions/): the pack is its base.")
     max_tokens = token_budget("Fit the pack to this many tokens, most important first, cut at item boundaries; "
                               "what was left out is listed.")  # fmt: skip
-
-
-class SessionInput(serializers.Serializer):
-    purpose = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    scope = ScopeSerializer(required=False)
-    ttl = serializers.FloatField(
-        min_value=0.01, max_value=720, required=False,
-        help_text="Hours the session lives after its last call (default RAG_SESSION_TTL_HOURS).",
-    )  # fmt: skip
-
-
-def retrieve_asked(viewer: Any, session: Any, data: dict[str, Any]) -> Any:
-    """A validated RetrieveInput, read as every door reads it (REST, MCP): its filters, then the read, in the
-    caller's session when it names one (knowledge.memory.Read)."""
-    filters = scope_filters(data.get("scope"), mode=data["mode"], critical_only=data["critical_only"], when=data)
-    if data["include_superseded"]:
-        filters.statuses = [Status.ACTIVE, Status.SUPERSEDED]
-    return memory.session_retrieve(
-        viewer=viewer, session=session, query=data["query"], top_k=data["top_k"], filters=filters,
-        specific=data["specific"], rerank=data["rerank"], include_delivered=data["include_delivered"],
-        max_tokens=data.get("max_tokens"),
-    )  # fmt: skip
-
-
-def held_payload(read: Any) -> list[dict[str, Any]]:
-    """The chunks a session read matched that the session already holds: no text, they are the agent's already."""
-    return [{"chunk_id": held.chunk_id, "document_id": held.document_id, "rank": held.rank} for held in read.already]
-
-
-def read_payload(query: str, read: Any) -> dict[str, Any]:
-    """A retrieve's answer (knowledge.memory.Read): its hits and, in a session or with a budget, what it held back."""
-    out: dict[str, Any] = {"query": query, "hits": HitSerializer(read.hits, many=True).data}
-    if read.session is not None:
-        out.update(session=str(read.session.public_id), already_delivered=held_payload(read),
-                   memory_changes=read.memory_changes)  # fmt: skip
-    if read.session is not None or read.left_out:
-        out["tokens"] = read.tokens
-    if read.left_out:
-        out["left_out"] = read.left_out
-    return out
 
 
 class ScheduleOutput(serializers.Serializer):

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from core.errors import error_reference
-from knowledge import jobs, memory, schedules
+from knowledge import jobs, schedules
 from knowledge.index.storage import StorageFull
 from knowledge.ingest import pipeline, sources
 from knowledge.ingest.producer import SourceProblem
@@ -89,8 +89,3 @@ def sync_due(source: Source, operator: bool) -> IngestJob | None:
                                        params={"trigger": "schedule", "path": source.path})  # fmt: skip
         jobs.fail(job, f"The scheduled sync was not run: {exc}")
         return job
-
-
-def session_cleanup_task() -> int:
-    """Hourly (the schedule is made by migration 0023): agent sessions ended or expired a day ago are deleted."""
-    return memory.sessions_cleanup()

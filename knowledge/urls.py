@@ -7,8 +7,6 @@ app_name = "knowledge-api"
 T = "tenants/<slug:tenant_slug>/"
 
 urlpatterns = [
-    path(f"{T}retrieve/", api.RetrieveApi.as_view(), name="retrieve"),
-    path(f"{T}bootstrap/", api.BootstrapApi.as_view(), name="bootstrap"),
     path(f"{T}sources/", api.SourceListApi.as_view(), name="source-list"),
     path(f"{T}sources/<uuid:source_id>/", api.SourceDetailApi.as_view(), name="source-detail"),
     path(f"{T}sources/<uuid:source_id>/upload/", api.SourceUploadApi.as_view(), name="source-upload"),
@@ -21,8 +19,5 @@ urlpatterns = [
     path(f"{T}documents/<uuid:document_id>/", api.DocumentDetailApi.as_view(), name="document-detail"),
     path(f"{T}documents/<uuid:document_id>/retire/", api.DocumentRetireApi.as_view(), name="document-retire"),
     path(f"{T}changes/", api.ChangesApi.as_view(), name="changes"),
-    path(f"{T}sessions/", api.SessionListApi.as_view(), name="session-list"),
-    path(f"{T}sessions/<uuid:session_id>/", api.SessionDetailApi.as_view(), name="session-detail"),
-    path(f"{T}sessions/<uuid:session_id>/changes/", api.SessionChangesApi.as_view(), name="session-changes"),
     path(f"{T}dify/retrieval", api.DifyRetrievalApi.as_view(), name="dify-retrieval"),
 ]

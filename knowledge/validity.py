@@ -95,6 +95,40 @@ def covers(valid_from: dt.date | None, valid_until: dt.date | None, at: dt.datet
     return (start is None or start <= moment) and (end is None or moment < end)
 
 
+def expired(valid_until: dt.date | None, today: dt.date) -> bool:
+    """Whether a document whose validity ends `valid_until` is past it on `today` (its last day is still in force)."""
+    return valid_until is not None and valid_until < today
+
+
+def expired_filter(today: dt.date, *, path: str = "") -> Q:
+    """Rows (documents, or through `path` another row's) of documents past their validity on `today`."""
+    return Q(**{f"{path}valid_until__lt": today})
+
+
+def window_filter(today: dt.date, *, path: str = "") -> Q:
+    """Rows of documents whose stated window covers `today` (supersession aside: `Clock.in_force` adds it)."""
+    return (Q(**{f"{path}valid_from__isnull": True}) | Q(**{f"{path}valid_from__lte": today})) & (
+        Q(**{f"{path}valid_until__isnull": True}) | Q(**{f"{path}valid_until__gte": today})
+    )
+
+
+def successors_in_force(pks: list[int], tenant: Any, at: dt.datetime) -> dict[int, tuple[int, str]]:
+    """Document pk → (pk, document_id) of the live document in force at `at` that supersedes it, the first made."""
+    found: dict[int, tuple[int, str]] = {}
+    live = Document.objects.for_tenant(tenant).filter(supersedes_id__in=pks, status=Status.ACTIVE).order_by("pk")
+    rows = live.values_list("pk", "supersedes_id", "document_id", "valid_from", "valid_until")
+    for pk, supersedes, document_id, valid_from, valid_until in rows:
+        if covers(valid_from, valid_until, at):
+            found.setdefault(supersedes, (pk, document_id))
+    return found
+
+
+def live_successors(predecessors: Any, today: dt.date) -> Any:
+    """The live documents in force on `today` that supersede one of `predecessors` (a queryset of document pks)."""
+    live = Document.objects.filter(supersedes__in=predecessors, status=Status.ACTIVE)
+    return live.filter(window_filter(today))
+
+
 # --- what the vector payload carries ----------------------------------------------------------------------------
 def version_payload(version: DocumentVersion, *, first: bool) -> dict[str, float | None]:
     """The validity and serving window of a version's points. The first version served is open to the past."""
@@ -290,11 +324,7 @@ class Clock:
     def in_force(self, *, path: str = "") -> Q:
         """Rows (documents, or through `path` chunks) of documents in force at the instant, for reads made in SQL."""
         day = timezone.localdate(self.at)
-        return (
-            (Q(**{f"{path}valid_from__isnull": True}) | Q(**{f"{path}valid_from__lte": day}))
-            & (Q(**{f"{path}valid_until__isnull": True}) | Q(**{f"{path}valid_until__gte": day}))
-            & ~Q(**{f"{path}pk__in": list(self.superseded)})
-        )
+        return window_filter(day, path=path) & ~Q(**{f"{path}pk__in": list(self.superseded)})
 
     def rules_apply(self) -> bool:
         """Whether any document of the tenant has a window or supersedes another (the partial index

@@ -14,23 +14,24 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agent_sessions import changes as what_changed
+from agent_sessions import reads, services
+from agent_sessions.models import AgentSession
+from agent_sessions.shapes import SessionInput, read_payload, retrieve_asked
 from chat import recipe
 from chat import records as chat_records
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from core import transport
-from knowledge import memory, selectors
+from knowledge import selectors
 from knowledge.changes import BadCursor, changes_page
 from knowledge.links import document_links
-from knowledge.models import AgentSession, Document
+from knowledge.models import Document
 from knowledge.shapes import (
     BootstrapInput,
     RetrieveInput,
-    SessionInput,
     SourceOutput,
     VersionOutput,
     plain_errors,
-    read_payload,
-    retrieve_asked,
     scope_filters,
 )
 from tenants.models import ApiKey
@@ -75,7 +76,7 @@ def _session(key: ApiKey, session: Any) -> AgentSession | None:
         public_id = uuid.UUID(str(session))
     except ValueError:
         raise OperationError(f"session: {str(session)[:60]!r} is not a session id (session_start gives one).") from None
-    return _guarded(memory.session_get, tenant=key.tenant, public_id=public_id, api_key=key)
+    return _guarded(services.session_get, tenant=key.tenant, public_id=public_id, api_key=key)
 
 
 def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def retrieve(key: ApiKey, **arguments: Any) -> dict[str, Any]:
 def bootstrap(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(BootstrapInput, arguments)
     return _guarded(
-        memory.session_bootstrap, viewer=_viewer(key), session=_session(key, data.get("session")),
+        reads.session_bootstrap, viewer=_viewer(key), session=_session(key, data.get("session")),
         intent=data["intent"], filters=scope_filters(data.get("scope"), when=data), max_tokens=data.get("max_tokens"),
     )  # fmt: skip
 
@@ -107,27 +108,27 @@ def answer(key: ApiKey, **arguments: Any) -> dict[str, Any]:
 
 def session_start(key: ApiKey, **arguments: Any) -> dict[str, Any]:
     data = _valid(SessionInput, arguments)
-    session = _guarded(memory.session_create, tenant=key.tenant, api_key=key, purpose=data["purpose"],
+    session = _guarded(services.session_create, tenant=key.tenant, api_key=key, purpose=data["purpose"],
                        scope=data.get("scope"), ttl_hours=data.get("ttl"))  # fmt: skip
-    return memory.session_shape(session)
+    return reads.session_shape(session)
 
 
 def session_changes(key: ApiKey, *, session: str, cursor: str = "", limit: int = 100) -> dict[str, Any]:
     found = _session(key, session)
     assert found is not None
-    return _guarded(memory.changes_page, found, _viewer(key), cursor=cursor or "", limit=limit)
+    return _guarded(what_changed.changes_page, found, _viewer(key), cursor=cursor or "", limit=limit)
 
 
 def session_ledger(key: ApiKey, *, session: str, offset: int = 0) -> dict[str, Any]:
     found = _session(key, session)
     assert found is not None
-    return _guarded(memory.ledger, found, _viewer(key), offset=max(0, int(offset or 0)))
+    return _guarded(reads.ledger, found, _viewer(key), offset=max(0, int(offset or 0)))
 
 
 def session_end(key: ApiKey, *, session: str) -> dict[str, Any]:
     found = _session(key, session)
     assert found is not None
-    memory.session_end(found)
+    services.session_end(found)
     return {"id": str(found.public_id), "ended": True}
 
 

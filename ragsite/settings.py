@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "identity",  # the company's directory: SCIM provisioning (docs/identity.md)
     "inference",
     "knowledge",
+    "agent_sessions",  # agents' sessions: above knowledge, below chat (docs/sessions.md)
     "chat",
     "feedback",  # verdicts → curation queue → the tenant's own evaluation set
     "mcp_tools",  # the MCP server at /mcp/ and `manage.py mcp`
@@ -367,7 +368,7 @@ RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, mi
 # the queue drains faster (bench/company.py --concurrency), each answer read from fewer excerpts.
 RAG_ANSWER_SHARE_UNDER_LOAD = env_bool("RAG_ANSWER_SHARE_UNDER_LOAD", default=True)
 
-# --- Agent sessions (knowledge/memory.py, docs/sessions.md) ------------------------------------------------------
+# --- Agent sessions (agent_sessions/, docs/sessions.md) ------------------------------------------------------
 # A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker
 # deletes sessions a day after they expired (until then they answer 410 Gone, then 404).
 RAG_SESSION_TTL_HOURS = env_float("RAG_SESSION_TTL_HOURS", default=24.0, minimum=0.01)

@@ -25,6 +25,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.urls")),
     path("api/v1/", include("knowledge.urls")),
+    path("api/v1/", include("agent_sessions.urls")),  # retrieve, bootstrap, sessions: the agent doors
     path("api/v1/", include((chat_api, "chat-api"))),
     path("api/v1/", include("feedback.urls_api")),
     path("api/v1/", include("identity.urls")),  # SCIM 2.0 provisioning (docs/identity.md)

@@ -12,7 +12,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.test import APIClient
 
-from knowledge import memory
+from agent_sessions import services as sessions
 from knowledge.models import Document, IngestJob, Source, Status
 from tenants.access import TenantApiView
 from tenants.models import ApiKey, Membership, Tenant
@@ -47,7 +47,7 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
     job = IngestJob.objects.filter(source=source).first()
     group_create(tenant=tenant_a, name="hr")
     agent = api_key_issue(tenant=tenant_a, name="agent")[0]
-    session = memory.session_create(tenant=tenant_a, api_key=agent)
+    session = sessions.session_create(tenant=tenant_a, api_key=agent)
     return {"tenant_slug": "acme", "session_id": session.public_id, "source_id": source.public_id,
             "job_id": job.public_id, "document_id": document.public_id, "answer_id": make_answer(tenant_a).public_id,
             "group_name": "hr", "username": "sam", "key_id": agent.public_id}  # fmt: skip
@@ -59,7 +59,7 @@ def _url(route: str, values: dict, **owner: object) -> str:  # type: ignore[type
 
     if owner and "<uuid:session_id>" in route:
         tenant = Tenant.objects.get(slug=values["tenant_slug"])
-        values = {**values, "session_id": memory.session_create(tenant=tenant, **owner).public_id}
+        values = {**values, "session_id": sessions.session_create(tenant=tenant, **owner).public_id}
     return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
 
 

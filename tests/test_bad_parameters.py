@@ -59,7 +59,7 @@ def test_api_errors_are_json_with_generic_messages_never_html_or_exception_text(
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]  # a bug deep inside (fault injection)
         raise RuntimeError("secret detail /srv/ragsite/var/secret_key")
 
-    monkeypatch.setattr("knowledge.memory.retrieve", broken)
+    monkeypatch.setattr("agent_sessions.reads.retrieve", broken)
     failed = client.post("/api/v1/tenants/acme/retrieve/", {"query": "x"}, format="json")
     assert failed.status_code == 500 and failed["Content-Type"] == "application/json"
     assert "secret" not in failed.content.decode() and "RuntimeError" not in failed.content.decode()

@@ -20,7 +20,8 @@ from django.core.management import call_command
 from django.test import TestCase
 from rest_framework.test import APIClient
 
-from knowledge import compute, memory, services, tasks
+from agent_sessions import services as sessions
+from knowledge import compute, services, tasks
 from knowledge.index import indexer
 from knowledge.ingest import pipeline, sources
 from knowledge.models import Document, IngestJob, JobFile, Source, Status
@@ -393,7 +394,7 @@ def test_a_ledger_read_far_past_its_end_is_an_empty_page(tenant_a):
     from mcp_tools import operations
 
     key, _raw = api_key_issue(tenant=tenant_a, name="agent", scope="read")
-    session = memory.session_create(tenant=tenant_a, api_key=key, purpose="p")
+    session = sessions.session_create(tenant=tenant_a, api_key=key, purpose="p")
     for offset in (10, 2**63, 10**30):
         page = operations.session_ledger(key, session=str(session.public_id), offset=offset)
         assert page["deliveries"] == [] and page["next_offset"] is None

@@ -1,4 +1,4 @@
-"""What an agent's session already holds (knowledge/memory.py): a held chunk is not counted among a read's top_k;
+"""What an agent's session already holds (agent_sessions/): a held chunk is not counted among a read's top_k;
 the read goes deeper instead and lists the held chunks it matched."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class HeldMatch:
 
 @dataclass
 class Held:
-    """What an agent's session already holds (knowledge/memory.py), by chunk id and text: an unchanged chunk of a
+    """What an agent's session already holds (agent_sessions/), by chunk id and text: an unchanged chunk of a
     newer version is still held, an edited one is new. retrieve() does not count a held chunk among its top_k: it
     reads deeper instead, and lists in `matched` each held chunk the query matched before its last new hit.
 

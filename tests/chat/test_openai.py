@@ -127,16 +127,16 @@ def test_a_conversation_in_a_session_records_what_its_answers_rest_on_and_says_w
 ):  # type: ignore[no-untyped-def]
     """X-Ragsite-Session (plain) and `user: "session:<id>"` (streamed): the cited chunks go in the session's ledger
     (not as held text: the client never got it), and an edit of the cited document is counted in memory_changes."""
-    from knowledge import memory
+    from agent_sessions import services as sessions
+    from agent_sessions.models import SessionDelivery
     from knowledge.ingest import pipeline
-    from knowledge.models import SessionDelivery
 
     tenant = make_tenant(slug="acme", name="Acme")
     root = tmp_path / "handbook"
     source = make_folder_source(tenant=tenant, root=root, files=HANDBOOK)
     key, raw = api_key_issue(tenant=tenant, scope="read")
     sdk = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=raw, max_retries=0, timeout=600)
-    session = str(memory.session_create(tenant=tenant, api_key=key).public_id)
+    session = str(sessions.session_create(tenant=tenant, api_key=key).public_id)
     messages = [{"role": "user", "content": WARRANTY}]
     plain = sdk.chat.completions.create(model="acme", messages=messages, extra_headers={"X-Ragsite-Session": session})
     extra = plain.model_extra or {}

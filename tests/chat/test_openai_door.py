@@ -236,14 +236,14 @@ def test_a_session_the_conversation_names_must_be_the_keys_own_and_live(tenant_a
 
     from django.utils import timezone
 
-    from knowledge import memory
-    from knowledge.models import AgentSession
+    from agent_sessions import services as sessions
+    from agent_sessions.models import AgentSession
 
     mine, raw = api_key_issue(tenant=tenant_a, name="agent")
     other_raw = api_key_issue(tenant=tenant_a, name="other")[1]
     theirs = api_key_issue(tenant=tenant_b, name="theirs")[0]
-    session = memory.session_create(tenant=tenant_a, api_key=mine)
-    foreign = memory.session_create(tenant=tenant_b, api_key=theirs)
+    session = sessions.session_create(tenant=tenant_a, api_key=mine)
+    foreign = sessions.session_create(tenant=tenant_b, api_key=theirs)
     body = {"model": "acme", "messages": [{"role": "user", "content": "How long is the warranty?"}]}
     url = "/v1/chat/completions"
 

@@ -11,10 +11,10 @@ from django.contrib.auth.models import User as Account
 from django.core.management import call_command
 from django.test import Client
 
+from agent_sessions import services as sessions
+from agent_sessions.models import AgentSession
 from identity.models import ScimUser
 from identity.scim import token_issue
-from knowledge import memory
-from knowledge.models import AgentSession
 from mcp_tools.http import Refused as McpRefused
 from mcp_tools.http import authenticate as mcp_authenticate
 from tenants.models import ApiKey, Group, Membership, MembershipEvent
@@ -174,7 +174,7 @@ def test_deprovisioning_ends_every_way_in_at_the_next_request(scim, tenant_a, tm
     own_key = api_key_issue(tenant=tenant_a, created_by=account, scope="read")[1]
     acting = api_key_issue(tenant=tenant_a, scope="read", acts_for=["user:dave"])[1]
     everyone = api_key_issue(tenant=tenant_a, scope="read")[1]
-    agent = memory.session_create(tenant=tenant_a, user=account)
+    agent = sessions.session_create(tenant=tenant_a, user=account)
     retrieve = f"/api/v1/tenants/{tenant_a.slug}/retrieve/"
 
     def status(key: str) -> int:

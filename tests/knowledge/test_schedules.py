@@ -12,7 +12,7 @@ from django_q.models import Schedule
 from django_q.scheduler import scheduler
 from rest_framework.test import APIClient
 
-from knowledge.memory import CLEANUP_SCHEDULE as SESSIONS_CLEANUP
+from agent_sessions.services import CLEANUP_SCHEDULE as SESSIONS_CLEANUP
 from knowledge.models import Document, IngestJob
 from knowledge.schedules import source_set_sync_every
 from knowledge.services import source_create, source_delete

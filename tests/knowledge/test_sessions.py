@@ -15,11 +15,14 @@ from django.utils import timezone
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
-from knowledge import memory, services
+from agent_sessions import services as sessions
+from agent_sessions.models import AgentSession, SessionChange
+from agent_sessions.tasks import session_cleanup_task
+from core.tokens import estimate_tokens
+from knowledge import services
 from knowledge.index import indexer
 from knowledge.ingest import pipeline
-from knowledge.models import AgentSession, Document, SessionChange
-from knowledge.tasks import session_cleanup_task
+from knowledge.models import Document
 from tenants.services import api_key_issue, group_create, group_delete, group_get
 from tests.factories import CommittingClientMixin, make_folder_source
 
@@ -150,7 +153,7 @@ def test_specific_retrieve_and_a_budget_in_a_session(kb):  # type: ignore[no-unt
     cut = _retrieve(client, tenant, "returns refunds damaged parcels warranty", top_k=6, session=session,
                     max_tokens=budget)  # fmt: skip
     assert 0 < cut["tokens"] <= budget and cut["left_out"]
-    assert all(memory.count_tokens(h["text"]) for h in cut["hits"])
+    assert all(estimate_tokens(h["text"]) for h in cut["hits"])
     given = {h["chunk_id"] for h in cut["hits"]}
     left = [item["chunk_id"] for item in cut["left_out"]]
     assert not given & set(left) and [item["rank"] for item in cut["left_out"]] == sorted(
@@ -325,9 +328,9 @@ def test_sessions_belong_to_their_key_expire_and_are_cleaned_up(kb, tenant_b):  
     gone = mine.post(_url(tenant, "retrieve/"), {"query": "express", "session": session}, format="json")
     assert gone.status_code == 410 and "expired" in gone.json()["detail"]
     assert mine.get(_url(tenant, f"sessions/{session}/")).status_code == 410
-    assert memory.sessions_cleanup() == 0  # expired a minute ago: still answers 410
-    schedule = Schedule.objects.get(name=memory.CLEANUP_SCHEDULE)  # the worker runs the cleanup every hour
-    assert (schedule.func, schedule.schedule_type) == ("knowledge.tasks.session_cleanup_task", Schedule.HOURLY)
+    assert sessions.sessions_cleanup() == 0  # expired a minute ago: still answers 410
+    schedule = Schedule.objects.get(name=sessions.CLEANUP_SCHEDULE)  # the worker runs the cleanup every hour
+    assert (schedule.func, schedule.schedule_type) == ("agent_sessions.tasks.session_cleanup_task", Schedule.HOURLY)
     AgentSession.objects.filter(pk=row.pk).update(expires_at=timezone.now() - dt.timedelta(days=2))
     assert session_cleanup_task() >= 1
     assert mine.get(_url(tenant, f"sessions/{session}/")).status_code == 404
