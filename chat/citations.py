@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chat import history
+from chat import history, wording
 from chat.excerpts import Sources
 from knowledge.claims import (
     Claim,
@@ -38,15 +38,6 @@ def citation_of(n: int, hit: RetrievedChunk, cited_text: str = "") -> dict[str, 
     return citation
 
 
-STALE_NOTES = {
-    "en": {"review_due": "Note: this rests on {docs}, due a review since {date}; it may be out of date.",
-           "other": "Note: this rests on {docs}, which is {status} (not in force today)."},
-    "es": {"review_due": "Nota: esto se basa en {docs}, pendiente de revisión desde {date}; puede estar "
-                         "desactualizado.",
-           "other": "Nota: esto se basa en {docs}, que está {status} (no vigente hoy)."},
-}  # fmt: skip
-
-
 def stale_note(citations: list[dict[str, Any]], claims: list[dict[str, Any]], language: str) -> str:
     """When cited evidence is not current (due a review; or expired, superseded, not yet valid, when the read asked
     for those too): each claim standing on it says which status, and the answer gets a sentence saying so."""
@@ -58,13 +49,12 @@ def stale_note(citations: list[dict[str, Any]], claims: list[dict[str, Any]], la
     stale_citations = [c for c in citations if status_of[c["n"]] != "current"]
     if not stale_citations:
         return ""
-    notes = STALE_NOTES.get(language, STALE_NOTES["en"])
     docs = ", ".join(dict.fromkeys(c["document_key"] for c in stale_citations))
     statuses = {status_of[c["n"]] for c in stale_citations}
     if statuses == {"review_due"}:
         dates = sorted(str((c.get("freshness") or {}).get("review_by") or "") for c in stale_citations)
-        return notes["review_due"].format(docs=docs, date=dates[0])
-    return notes["other"].format(docs=docs, status=", ".join(sorted(s.replace("_", " ") for s in statuses)))
+        return wording.stale_review_due(language, docs=docs, date=dates[0])
+    return wording.stale_other(language, docs=docs, status=", ".join(sorted(s.replace("_", " ") for s in statuses)))
 
 
 def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:

@@ -21,11 +21,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chat import wording
 from chat.citations import citation_of
 from chat.constraints import COMPUTE_WORDS, COVERAGE, coverage, terms, unkept, values_meant
 from chat.excerpts import embed_multilingual
+from chat.prompting import (
+    TABLE_ASK_QUERY,
+    TABLE_NOT_ASKED_AGAIN,
+    TABLE_ONE_VALUE_AGAIN,
+    TABLE_SYSTEM,
+    table_messages,
+)
+from core.languages import answer_language
 from inference import translation
-from knowledge.claims import fold, language_of
+from knowledge.claims import fold
 from knowledge.compute import (
     Computed,
     QueryRefused,
@@ -56,26 +65,8 @@ ONE_VALUE = re.compile(
     re.IGNORECASE,
 )
 PER_GROUP = re.compile(r"\b(each|per|every|broken down|grouped|por cada)\b", re.IGNORECASE)
-ONE_VALUE_AGAIN = ("The question asks for one value, and the query returned {n} rows. Write the SQLite query again so "
-                   "that it returns a single value, in a ```sql block.")  # fmt: skip
 LIST_WORDS = re.compile(r"^[\s¿¡\"'(]*(which|what|list|show|name|give|who|qu[eé]|cu[aá]les|lista|muestra)\b",
                         re.IGNORECASE)  # fmt: skip
-SYSTEM = (
-    "You answer a question about one table by writing one SQLite SELECT query over it; the table is named data. "
-    "Use only the columns listed, and the values exactly as listed. Text comparisons ignore case. Dates are text "
-    "'YYYY-MM-DD'. Name each computed column with AS. Then write one short sentence in the question's language "
-    "that answers it, with {result} where the query's result goes. Reply in exactly this form:\n\n"
-    "Table data:\nCREATE TABLE data (\n  title TEXT, -- \"Title\", e.g. 'Dune', 'Emma'\n  author TEXT, -- "
-    "\"Author\", one of 'Austen', 'Herbert', 'Le Guin'\n  price REAL -- \"Price\", from 4 to 30\n);\n\n"
-    "Question: How many books by Le Guin cost more than 10?\n\n"
-    "```sql\nSELECT COUNT(*) AS books FROM data WHERE author = 'Le Guin' AND price > 10\n```\n"
-    "Answer: {result} books by Le Guin cost more than 10."
-)
-
-
-ASK_QUERY = "Now write the SQLite query, in a ```sql block."
-NOT_ASKED_AGAIN = ("That query does not answer the question: {why}. Write the SQLite query again so that it computes "
-                   "exactly what the question asks, in a ```sql block.")  # fmt: skip
 
 
 @dataclass
@@ -159,7 +150,7 @@ def fit(question: str, table: DocumentTable) -> float:
 def english_of(question: str, viewer: Viewer) -> str:
     """The question's English gloss when it is asked in Spanish (a table's columns and values are read in it too),
     else ""."""
-    if language_of(question) != "es":
+    if answer_language(question) != "es":
         return ""
     return translation.gloss(question, "es", scope=str(viewer.tenant.pk)) or ""
 
@@ -185,8 +176,7 @@ def choose_table(question: str, hits: Sequence[RetrievedChunk], viewer: Viewer) 
 
 def prompt(question: str, table: DocumentTable) -> list[dict[str, str]]:
     where = f"“{table.name}” of {table.document.display_key}, {table.row_count} rows"
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": f"Table data ({where}):\n{schema(table)}\n\nQuestion: {question}"}]  # fmt: skip
+    return table_messages(question, where, schema(table))
 
 
 def parsed(reply: str) -> tuple[str, str]:
@@ -217,10 +207,9 @@ def result_text(result: Computed, language: str) -> str:
     rows = [[shown_value(v) for v in row] for row in result.rows]
     said = [row[0] if len(row) == 1 else f"{row[0]} ({', '.join(row[1:])})" for row in rows[:LISTED]]
     more = len(rows) - len(said) + (1 if result.truncated else 0)
-    joiner = " y " if language == "es" else " and "
     if more > 0:
-        return ", ".join(said) + f" (+{more} {'más' if language == 'es' else 'more'})"
-    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + joiner + said[-1]
+        return wording.and_more(language, ", ".join(said), more)
+    return wording.joined(language, said)
 
 
 def sensible(result: Computed) -> str:
@@ -277,7 +266,7 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     label = f"“{table.name}” ({table.document.display_key})"
     gloss = choice.across  # read once, when the table was chosen
     messages = prompt(question, table)
-    model.warm(SYSTEM)
+    model.warm(TABLE_SYSTEM)
     started = clock()
     pieces: list[str] = []
     for delta in model.stream(messages, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]):
@@ -285,7 +274,7 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     reply = "".join(pieces)
     sql, sentence = parsed(reply)
     if not sql:  # a small model may write the sentence alone: asked once more, for the query only
-        again = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": ASK_QUERY}]
+        again = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": TABLE_ASK_QUERY}]
         more = list(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]))
         pieces += more
         sql = parsed("".join(more))[0]
@@ -298,7 +287,7 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
     why = unkept(question, gloss, table, sql, changes)  # a constraint dropped, a direction reversed
     if why:  # the model is told what its query missed, once; the query it writes then is checked the same way
         again = [*messages, {"role": "assistant", "content": reply},
-                 {"role": "user", "content": NOT_ASKED_AGAIN.format(why=why)}]  # fmt: skip
+                 {"role": "user", "content": TABLE_NOT_ASKED_AGAIN.format(why=why)}]  # fmt: skip
         told = "".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[]))
         rewritten = parsed(told)[0]
         if rewritten:
@@ -321,7 +310,7 @@ def computed_answer(*, question: str, choice: Choice, model: Any, clock: Any) ->
                 return Fallback(f"the question asks for one value and the query over the table {label} returned "
                                 f"{len(result.rows)}", sql=sql, table=label)  # fmt: skip
         used = rows_used(connection, sql, result)
-    language = language_of(question)
+    language = answer_language(question)
     value_text = result_text(result, language)
     text = stated(sentence, value_text, question, result)
     if not holds(text, result, question):
@@ -346,7 +335,7 @@ def one_value(question: str, table: DocumentTable, connection: Any, model: Any, 
     """The model's query written again to return one value, when the first returned several for a question that
     asks for one; the first query and result when the second does not run or returns several too."""
     again = [*messages, {"role": "assistant", "content": reply},
-             {"role": "user", "content": ONE_VALUE_AGAIN.format(n=len(first[1].rows))}]  # fmt: skip
+             {"role": "user", "content": TABLE_ONE_VALUE_AGAIN.format(n=len(first[1].rows))}]  # fmt: skip
     written = parsed("".join(model.stream(again, max_tokens=SQL_MAX_TOKENS, temperature=0.0, top_p=1.0, stop=[])))[0]
     if not written:
         return first

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from chat import wording
 from knowledge.claims import SENTENCE_RE, SPECIFIC_OR_NUMBER_RE, fold, specifics
 from knowledge.models import Document, Status
 from knowledge.search.retrieval import RetrievedChunk, RetrieveFilters, retrieve
@@ -149,10 +150,6 @@ def _day(value: object) -> str:
 
 
 # --- a question about now, answered from a value that changed: what it was before -----------------------------------
-EARLIER_NOTES = {
-    "en": "Before {day}, {document} said: “{text}”",
-    "es": "Antes del {day}, {document} decía: “{text}”",
-}
 
 
 @dataclass(frozen=True)
@@ -206,6 +203,5 @@ def earlier_state(viewer: Viewer, hit: RetrievedChunk, claim: str) -> EarlierSta
 
 
 def earlier_note(state: EarlierState, language: str) -> str:
-    template = EARLIER_NOTES.get(language, EARLIER_NOTES["en"])
     document = state.hit.chunk.document.display_key
-    return template.format(day=_day(state.day.isoformat()), document=document, text=state.text)
+    return wording.earlier_note(language, day=_day(state.day.isoformat()), document=document, text=state.text)

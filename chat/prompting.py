@@ -1,4 +1,7 @@
-"""The seam between retrieval and generation: `build_grounded_history(question, hits)`.
+"""Every prompt an answer sends a chat model, with the constants it depends on: the grounded answer's
+(`build_grounded_history(question, hits)`, the seam between retrieval and generation) and the computed answer's
+(`table_messages`, one SQLite query over a table). (A document's enrichment prompt is the ingest stage's own:
+knowledge/ingest/enrichment.py.)
 
 A pure function: it knows nothing of embeddings or models. Excerpts are numbered [1]…[n] and
 labelled with where they come from; the rules come first; exactly one user turn, the question last.
@@ -76,3 +79,36 @@ def build_grounded_history(
             kept.pop()  # the lowest-ranked excerpt goes first
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user_turn(kept)}]
     return GroundedPrompt(messages=messages, excerpts=kept, dropped=len(hits) - len(kept))
+
+
+# --- a computed answer (chat/computing.py): the model writes one SQLite query over a table -------------------------
+TABLE_SYSTEM = (
+    "You answer a question about one table by writing one SQLite SELECT query over it; the table is named data. "
+    "Use only the columns listed, and the values exactly as listed. Text comparisons ignore case. Dates are text "
+    "'YYYY-MM-DD'. Name each computed column with AS. Then write one short sentence in the question's language "
+    "that answers it, with {result} where the query's result goes. Reply in exactly this form:\n\n"
+    "Table data:\nCREATE TABLE data (\n  title TEXT, -- \"Title\", e.g. 'Dune', 'Emma'\n  author TEXT, -- "
+    "\"Author\", one of 'Austen', 'Herbert', 'Le Guin'\n  price REAL -- \"Price\", from 4 to 30\n);\n\n"
+    "Question: How many books by Le Guin cost more than 10?\n\n"
+    "```sql\nSELECT COUNT(*) AS books FROM data WHERE author = 'Le Guin' AND price > 10\n```\n"
+    "Answer: {result} books by Le Guin cost more than 10."
+)
+
+TABLE_ASK_QUERY = "Now write the SQLite query, in a ```sql block."
+TABLE_NOT_ASKED_AGAIN = (
+    "That query does not answer the question: {why}. Write the SQLite query again so that it computes "
+    "exactly what the question asks, in a ```sql block."
+)
+TABLE_ONE_VALUE_AGAIN = (
+    "The question asks for one value, and the query returned {n} rows. Write the SQLite query again so "
+    "that it returns a single value, in a ```sql block."
+)
+
+
+def table_messages(question: str, where: str, schema: str) -> list[dict[str, str]]:
+    """The messages that ask for a query over one table: the rules with their worked example, then the table's
+    schema (`where` says which table of which document) and the question."""
+    return [
+        {"role": "system", "content": TABLE_SYSTEM},
+        {"role": "user", "content": f"Table data ({where}):\n{schema}\n\nQuestion: {question}"},
+    ]

@@ -15,10 +15,10 @@ from agent_sessions.models import AgentSession
 from chat import excerpts, records, services
 from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession
 from knowledge.search.retrieval import RetrieveFilters
-from knowledge.shapes import with_when
+from knowledge.shapes import MAX_QUERY_CHARS, with_when
 from tenants.principals import AccessEnded, Viewer, still_admitted
 
-MAX_QUESTION_CHARS = 2000  # every door's limit on a question (its own input checks say it in its own words)
+MAX_QUESTION_CHARS = MAX_QUERY_CHARS  # every door's limit on a question or a query (one constant, knowledge.shapes)
 
 
 class UnknownAssistant(ValueError):

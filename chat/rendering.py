@@ -17,8 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.languages import answer_language
 from inference import translation
-from knowledge.claims import MARKER_RE, NUMBER_RE, SPECIFIC_RE, language_of
+from knowledge.claims import MARKER_RE, NUMBER_RE, SPECIFIC_RE
 
 # What a translation must not touch, besides SPECIFIC_RE and NUMBER_RE: a code with a dash ("TIL-", "ORD-1042"),
 # a word with a digit, an acronym ("EUR", "CET"), a name in the middle of a sentence ("Acme Retail", "Madrid"),
@@ -38,7 +39,6 @@ NOT_NAMES = frozenset(
 )
 PLACEHOLDER = "Qx{}q"  # a word no dictionary knows: Apertium passes it through, where the sentence puts it
 PLACEHOLDER_RE = re.compile(r"\*?Qx(\d+)q")
-LANGUAGE_NAMES = {"en": "English", "es": "Spanish"}
 
 
 def evidence_language(hits: Sequence, asked: str) -> str:
@@ -88,7 +88,7 @@ class Rendering:
 def rendering_for(question: str, hits: Sequence, *, scope: str = "") -> Rendering:
     """How an answer to `question` from `hits` is written: across languages when the asker's language (en/es) is not
     the excerpts' and the question can be translated into theirs; otherwise in the asker's."""
-    asked = language_of(question)
+    asked = answer_language(question)
     drafted = evidence_language(hits, asked)
     same = Rendering(asked, asked, question, scope)
     if drafted == asked or (drafted, asked) not in translation.MODES or (asked, drafted) not in translation.MODES:

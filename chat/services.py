@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from chat import computing
+from chat import computing, wording
 from chat.citations import extractive_answer
 from chat.excerpts import AnswerSettings, Sources, across_languages, context_budget, focused_prompt, in_context
 from chat.models import Assistant, ChatMessage, ChatSession
@@ -30,12 +30,9 @@ from chat.verdicts import (
     verified,
     weak_evidence,
 )
+from core.languages import answer_language
 from core.problems import DomainError
 from inference.llm import LLMGateway, ModelUnavailable, get_gateway
-from knowledge.claims import (
-    NOTHING_RETRIEVED,
-    language_of,
-)
 from knowledge.search.retrieval import RetrievedChunk
 from tenants.models import Tenant
 from tenants.principals import Viewer
@@ -134,7 +131,7 @@ def _stream_answer(
     timings = {**sources.timings, "sources_ms": elapsed(), "context_chars": budget}
     yield sources
     if not sources.excerpts:
-        text = NOTHING_RETRIEVED[language_of(question)]
+        text = wording.nothing_retrieved(answer_language(question))
         yield _unanswered(text, "no_evidence", "Retrieval found nothing.", sources, elapsed(), question=question)
         return
     fell_back: computing.Fallback | None = None
@@ -149,7 +146,7 @@ def _stream_answer(
                           elapsed(), question=question)  # fmt: skip
         return
     if weak_evidence(sources):
-        text = not_verified_text(language_of(question), sources)
+        text = not_verified_text(answer_language(question), sources)
         reason = (f"The best excerpt sentence does not answer the question (cross-encoder logit "
                   f"{sources.strength:.1f} < {WEAK_EVIDENCE_LOGIT}).")  # fmt: skip
         yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings, question=question)
@@ -198,7 +195,7 @@ def _stream_answer(
     timings["verify_ms"] = elapsed() - checked_at
     text, computed = verdict.text, None
     if fell_back is not None:
-        note = fell_back_note(fell_back, language_of(question))
+        note = fell_back_note(fell_back, answer_language(question))
         text, computed = f"{text}\n\n{note}", {"status": "fell_back", "reason": fell_back.reason, "sql": fell_back.sql}
     yield Answer(
         answer=text, generated=True, model=model.name, status=verdict.status, citations=verdict.citations,
@@ -243,14 +240,8 @@ def _computed(
     return True
 
 
-FELL_BACK = {
-    "en": "Note: this could not be computed over the table ({reason}); the answer above is from the excerpts.",
-    "es": "Nota: no se pudo calcular sobre la tabla ({reason}); la respuesta de arriba sale de los extractos.",
-}
-
-
 def fell_back_note(fell_back: computing.Fallback, language: str) -> str:
-    return FELL_BACK.get(language, FELL_BACK["en"]).format(reason=fell_back.reason)
+    return wording.computed_fell_back(language, fell_back.reason)
 
 
 def follow_up_prompt(message: str, together: str) -> str:

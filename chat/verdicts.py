@@ -10,18 +10,18 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from chat import wording
 from chat.citations import citation_of, earlier_notes, stale_note
 from chat.excerpts import Sources, cross_encoder, embed, embed_multilingual
 from chat.rendering import Rendering, in_asker_language
+from core.languages import answer_language
 from knowledge.claims import (
     CLAIM_SPLIT_RE,
     NOT_FOUND_RE,
     PROBLEM_REASONS,
-    REFUSALS,
     Claim,
     EvidenceText,
     Verifier,
-    language_of,
     render,
     says_not_found,
     split_claims,
@@ -44,9 +44,7 @@ class Sentence:
 
 def unknown_identifiers_refusal(question: str, names: list[str]) -> str:
     listed = ", ".join(f"`{name}`" for name in names)
-    if language_of(question) == "es":
-        return f"Los documentos disponibles no mencionan {listed}, así que no contienen la respuesta a esta pregunta."
-    return f"The documents available to me do not mention {listed}, so they do not contain the answer to this question."
+    return wording.unknown_identifiers(answer_language(question), listed)
 
 
 @dataclass(kw_only=True)
@@ -95,7 +93,7 @@ def verified(
     `not_found` when it read none. `said`: the previous answer, when the question is a follow-up; a sentence that
     says it again is left out of the text (problem "repeat"), unless nothing else answers. `rendering`: the draft
     was written and checked in the evidence's language, and its shown sentences are rendered in the asker's."""
-    language = language_of(question)
+    language = answer_language(question)
     verifier = verifier or answer_verifier(question, evidence, sources.when, sources.multilingual)
     claims = verifier.check(draft)
     checked = [c for c in claims if c.supported is not None]
@@ -137,10 +135,6 @@ def verified(
 # on something else. Chosen on the tuning half of the public set only (docs/evaluation.md).
 WHERE_TO_LOOK_LOGIT = 0.0
 WHERE_TO_LOOK_MAX = 3
-WHERE_TO_LOOK = {
-    "en": "I could not find a verifiable answer in the documents; these passages may hold it:",
-    "es": "No se encuentra una respuesta verificable en los documentos; estos pasajes pueden contenerla:",
-}
 
 
 def where_to_look(question: str, sources: Sources) -> list[dict[str, Any]]:  # question: in the evidence's language
@@ -174,12 +168,12 @@ def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[s
     """No sentence could be verified: the passages that may hold the answer (not_verified), or, when the model read
     nothing that bears on the question (not_found), a refusal that says no answer could be verified (never that the
     documents lack it: retrieval found them) and names the documents it read."""
-    language = language_of(question)
+    language = answer_language(question)
     passages = where_to_look(rendering.question if rendering is not None else question, sources)
     if not passages:
         return Verdict(status="not_found", text=not_verified_text(language, sources), citations=[],
                        claims=claims or [], reason=reason)  # fmt: skip
-    lines = [WHERE_TO_LOOK[language], *(f"> [{p['n']}] “{p['text']}”" for p in passages)]
+    lines = [wording.where_to_look(language), *(f"> [{p['n']}] “{p['text']}”" for p in passages)]
     numbers = sorted({p["n"] for p in passages})
     citations = [
         citation_of(n, sources.excerpts[n - 1], " ".join(p["text"] for p in passages if p["n"] == n)) for n in numbers
@@ -188,7 +182,6 @@ def refusal(question: str, sources: Sources, reason: str, *, claims: list[dict[s
                    reason=reason, evidence=passages)  # fmt: skip
 
 
-READ = {"en": "The documents I read for it: {documents}.", "es": "Los documentos que he leído: {documents}."}
 READ_LISTED = 3
 
 
@@ -196,9 +189,9 @@ def not_verified_text(language: str, sources: Sources) -> str:
     """The refusal when no passage bears on the question: no answer could be verified, and which documents were read
     (where to look), never a claim that the documents lack it."""
     documents = list(dict.fromkeys(hit.chunk.document.display_key for hit in sources.excerpts))[:READ_LISTED]
-    text = REFUSALS[language]
+    text = wording.refusal(language)
     if documents:
-        text += " " + READ.get(language, READ["en"]).format(documents=", ".join(documents))
+        text += " " + wording.documents_read(language, ", ".join(documents))
     return text
 
 

@@ -15,6 +15,7 @@ from typing import Any
 # ISO 639-1 code → the name Qdrant's Bm25 and Lingua use. English first: the language of code and the default.
 LANGUAGES = {"en": "english", "es": "spanish", "pt": "portuguese", "fr": "french", "de": "german", "it": "italian"}
 DEFAULT = "en"
+SPOKEN = ("en", "es")  # the languages answers are written in: the pages' (settings.LANGUAGES), through gettext
 SAMPLE_CHARS = 1200  # a chunk's language is read from its first characters: the rest rarely changes it
 MIN_LETTERS = 12  # fewer letters than this (an identifier, a number): the default
 # How sure Lingua must be (the distance between its two likeliest languages): "proxy installer" could be German or
@@ -53,14 +54,22 @@ def _codes() -> dict[Any, str]:
 def detect(text: str) -> str:
     """The ISO code of the text's language among LANGUAGES, or DEFAULT when it cannot be told."""
     sample = text[:SAMPLE_CHARS]
+    if SPANISH_MARKS_RE.search(sample) and len(sample) < 300:  # "¿Horario?" is Spanish, however short
+        return "es"
     if sum(char.isalpha() for char in sample) < MIN_LETTERS:
         return DEFAULT
-    if SPANISH_MARKS_RE.search(sample) and len(sample) < 300:
-        return "es"
     if len(sample) < 300 and sample.isascii() and len(ENGLISH_WORDS & set(WORD_RE.findall(sample.lower()))) >= 2:
         return DEFAULT
     found = _detector().detect_language_of(sample)
     return _codes().get(found, DEFAULT) if found is not None else DEFAULT
+
+
+def answer_language(question: str) -> str:
+    """The language an answer to `question` is written in — its refusals, notes and labels as well as its sentences:
+    the question's own (`detect`, the same decision retrieval reads) when answers are written in it (SPOKEN, the
+    pages' languages), else English. A Portuguese question is read as Portuguese and answered in English."""
+    found = detect(question)
+    return found if found in SPOKEN else DEFAULT
 
 
 def detect_many(texts: list[str]) -> list[str]:

@@ -877,33 +877,6 @@ def says_not_found(answer: str) -> bool:
     return not answer.strip() or bool(NOT_FOUND_RE.search(head))
 
 
-SPANISH_HINTS = {
-    "qué", "que", "cómo", "como", "cuál", "cuáles", "cuándo", "dónde", "por", "para", "los", "las", "el", "la",
-    "del", "una", "un", "es", "se", "con", "en", "puedo", "hay", "debo", "sirve", "hace", "y", "o", "al",
-}  # fmt: skip
-ENGLISH_HINTS = {
-    "what", "how", "which", "when", "where", "why", "the", "is", "are", "do", "does", "can", "of", "to", "in",
-    "for", "a", "an", "and", "or", "with", "i", "you", "it", "my",
-}  # fmt: skip
-
-
-def language_of(text: str) -> str:
-    words = re.findall(r"[a-záéíóúñü¿¡]+", text.lower())
-    spanish = sum(w in SPANISH_HINTS for w in words) + 2 * text.count("¿")
-    english = sum(w in ENGLISH_HINTS for w in words)
-    return "es" if spanish > english else "en"
-
-
-REFUSALS = {  # retrieval found documents, and no answer in them could be verified (never "they do not contain it")
-    "en": "I could not find an answer to this question that the documents available to me support.",
-    "es": "No se encuentra una respuesta a esta pregunta que los documentos disponibles respalden.",
-}
-NOTHING_RETRIEVED = {
-    "en": "The knowledge base does not contain anything that matches this question.",
-    "es": "La base de conocimiento no contiene nada que coincida con esta pregunta.",
-}
-
-
 # --- model-written text checked against its document ---------------------------------------
 PASSAGE_CHARS = 1200  # the document is cut into passages of about this size, at blank lines, to check against
 PROBLEM_REASONS = {  # why a model-written sentence is not supported by its source text (excerpts, a document)

@@ -16,7 +16,7 @@ from knowledge.index.vectorstore import StoreBusy as StoreBusy  # for doors that
 from knowledge.models import ChunkLocation, Document, IngestJob, Source, Status
 from knowledge.search.retrieval import MODES, RetrievedChunk, RetrieveFilters
 
-MAX_QUERY_CHARS = 2000
+MAX_QUERY_CHARS = 2000  # every door's limit on a question or a query: REST, MCP, the OpenAI door, the pages
 MAX_TOKENS = 1_000_000  # a budget (max_tokens) above any model's context
 
 

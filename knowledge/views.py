@@ -33,6 +33,7 @@ from knowledge.models import RANKING_ONLY_MODES, AllowedLocation, Chunk, Documen
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import RetrieveFilters, retrieve
+from knowledge.shapes import MAX_QUERY_CHARS
 from tenants.access import TenantRequest, found_or_404, operator_required, tenant_member_required
 from tenants.principals import (
     UnknownPrincipal,
@@ -559,7 +560,7 @@ def chunk_tags(request: TenantRequest, chunk_id: str) -> HttpResponse:
 @admin_required
 @require_GET
 def search_preview(request: TenantRequest) -> HttpResponse:
-    query = (request.GET.get("q") or "").strip()[:2000]
+    query = (request.GET.get("q") or "").strip()[:MAX_QUERY_CHARS]
     context: dict[str, Any] = {"tenant": request.tenant, "query": query, "hits": [], "error": "", "pack": None}
     if query:
         filters = RetrieveFilters(mode=request.GET.get("mode") or "auto")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from chat import excerpts, services, verdicts
+from chat import excerpts, services, verdicts, wording
 from inference.catalog import catalog_register_packaged
 from inference.embedders import get_embedder
 from knowledge import claims
@@ -193,7 +193,7 @@ def test_a_refusal_shows_the_passages_that_may_hold_the_answer_and_nothing_when_
     sources = excerpts.prepare(viewer=viewer, question=question, options=options)
     _, evidence = excerpts.focused_prompt(question, sources, options)
     refused = verdicts.verified(question, "The warranty lasts five years.", sources, evidence)  # not what it says
-    assert refused.status == "not_verified" and refused.text.startswith(verdicts.WHERE_TO_LOOK["en"])
+    assert refused.status == "not_verified" and refused.text.startswith(wording.where_to_look("en"))
     assert 1 <= len(refused.evidence) <= 3 and "two year warranty" in refused.evidence[0]["text"]
     assert all(p["text"] in " ".join(sources.excerpts[p["n"] - 1].chunk.text.split()) for p in refused.evidence)
     assert [c["document_key"] for c in refused.citations] == ["warranty.md"]
