@@ -4,6 +4,7 @@ which app may import which; scripts/test.sh runs them)."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -298,3 +299,40 @@ def test_no_door_catches_a_domain_error_itself():
             if names & errors and not only_raises:
                 offences.append(f"{name}:{node.lineno} catches {', '.join(sorted(names & errors))}")
     assert offences == []
+
+
+FMT_SKIPS = ROOT / "tests" / "fmt_skips.json"
+FORMATTED = ("ragsite", "core", "tenants", "identity", "inference", "knowledge", "agent_sessions", "chat", "feedback",
+             "mcp_tools")  # fmt: skip
+
+
+def test_fmt_skip_only_falls():
+    """`# fmt: skip` lines keep a hand layout the formatter cannot check: their count per file (tests/fmt_skips.json)
+    may only fall, and a module not listed there (any new one) has none. Lower the file's number when you remove
+    some; never raise it."""
+    allowed = json.loads(FMT_SKIPS.read_text())
+    over = []
+    for app in FORMATTED:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            name = str(path.relative_to(ROOT))
+            found = path.read_text().count("# fmt: skip")
+            if found > allowed.get(name, 0):
+                over.append(f"{name}: {found} (allowed {allowed.get(name, 0)})")
+    assert over == []
+
+
+def test_the_readme_layout_names_every_module_over_150_lines():
+    """The README's layout is the map a new engineer reads first: every module over 150 lines is named in it."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("\n## ", 4)] if "\n## " in layout[4:] else layout
+    unnamed = []
+    for app in FORMATTED:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts or len(path.read_text().splitlines()) <= 150:
+                continue
+            if path.name not in layout and path.stem not in layout:
+                unnamed.append(str(path.relative_to(ROOT)))
+    assert unnamed == []
