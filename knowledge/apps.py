@@ -21,4 +21,3 @@ def _principal_removed(sender: object, *, tenant: object, principal: str, **kwar
     from knowledge.services import principal_forget
 
     return principal_forget(tenant=tenant, principal=principal)  # type: ignore[arg-type]
-
