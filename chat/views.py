@@ -120,11 +120,11 @@ def _started(start: Callable[[], Iterator[Any]]) -> Iterator[Any]:
     the response starts; any other failure of that step is reported in the stream, as later ones are."""
     try:
         return start()
-    except DomainError:  # a full answer queue, a restarting model: the door answers it before the stream starts
-        raise
     except StopIteration:
         return iter(())
     except Exception as exc:  # stream_events logs it and reports it in-band
+        if isinstance(exc, DomainError) and exc.retry_after is not None:
+            raise  # a full answer queue, a restarting model: the door answers it (503) before the stream starts
         failure = exc
 
         def failed() -> Iterator[Any]:

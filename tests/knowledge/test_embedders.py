@@ -159,6 +159,7 @@ def test_changing_the_embedder_refuses_retrieval_until_reindex(
     other = OpenAIEmbedder(url=embedding_server, model="test-embed")
     monkeypatch.setattr(embedders, "get_embedder", lambda: other)
     monkeypatch.setattr("knowledge.search.question.get_embedder", lambda: other)
+    monkeypatch.setattr("knowledge.search.retrieval.get_embedder", lambda: other)
     with pytest.raises(IndexMismatch, match="manage.py reindex acme"):
         retrieve(viewer=Viewer.everything(tenant_a), query="refunds", top_k=3)
     call_command("reindex", "acme")
