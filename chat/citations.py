@@ -57,8 +57,8 @@ def stale_note(citations: list[dict[str, Any]], claims: list[dict[str, Any]], la
     return wording.stale_other(language, docs=docs, status=", ".join(sorted(s.replace("_", " ") for s in statuses)))
 
 
-def extractive_answer(excerpts: list[RetrievedChunk]) -> tuple[str, list[dict[str, Any]]]:
-    lines = ["No language model is available, so here are the most relevant excerpts:"]
+def extractive_answer(excerpts: list[RetrievedChunk], language: str) -> tuple[str, list[dict[str, Any]]]:
+    lines = [wording.no_model(language)]
     for n, hit in enumerate(excerpts[:3], 1):
         text = " ".join(hit.chunk.text.split())
         if len(text) > EXTRACTIVE_EXCERPT_CHARS:

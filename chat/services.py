@@ -152,7 +152,7 @@ def _stream_answer(
         yield _unanswered(text, "not_found", reason, sources, elapsed(), timings=timings, question=question)
         return
     if model is None:
-        text, citations = extractive_answer(sources.excerpts)
+        text, citations = extractive_answer(sources.excerpts, answer_language(question))
         yield _unanswered(text, "extractive", gateway.unavailable_reason(), sources, elapsed(), citations=citations,
                           question=question)  # fmt: skip
         return

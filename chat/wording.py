@@ -36,6 +36,10 @@ def where_to_look(language: str) -> str:
     )
 
 
+def no_model(language: str) -> str:
+    return _in(language, lambda: gettext("No language model is available, so here are the most relevant excerpts:"))
+
+
 def documents_read(language: str, documents: str) -> str:
     return _in(language, lambda: gettext("The documents I read for it: %(documents)s."), documents=documents)
 
