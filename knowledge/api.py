@@ -122,8 +122,8 @@ class SourceListApi(TenantApiView):
     class InputSerializer(serializers.Serializer):
         kind = serializers.CharField(
             max_length=20,
-            help_text="one of the registry's kinds a user may create "
-            "(knowledge/ingest/sources.py): upload, folder, obsidian, git, website",
+            help_text="one of the kinds a user may create (the registry, knowledge/ingest/sources.py): "
+            f"{', '.join(source_kinds.creatable_kinds())}",
         )
         name = serializers.CharField(max_length=200)
         path = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="",
