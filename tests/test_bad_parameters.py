@@ -63,7 +63,7 @@ def test_api_errors_are_json_with_generic_messages_never_html_or_exception_text(
     failed = client.post("/api/v1/tenants/acme/retrieve/", {"query": "x"}, format="json")
     assert failed.status_code == 500 and failed["Content-Type"] == "application/json"
     assert "secret" not in failed.content.decode() and "RuntimeError" not in failed.content.decode()
-    monkeypatch.setattr("chat.services.language_of", broken)  # fails after the stream has started
+    monkeypatch.setattr("chat.services.answer_language", broken)  # fails after the stream has started
     streamed = client.post("/api/v1/tenants/acme/answer/", {"question": "x", "stream": True}, format="json")
     body = b"".join(streamed.streaming_content).decode()
     assert "event: error" in body and "secret" not in body and "RuntimeError" not in body

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from chat.focus import focus_excerpts, split_units
+from core.languages import answer_language
 from inference.embedders import get_embedder
-from knowledge.claims import EvidenceText, Verifier, language_of, render, says_not_found, specifics, split_claims
+from knowledge.claims import EvidenceText, Verifier, render, says_not_found, specifics, split_claims
 from tenants.principals import Viewer
 
 RETURNS = "Returns are accepted within thirty days of purchase. Refunds go back to the original card."
@@ -75,8 +76,9 @@ def test_not_found_statements_and_the_question_language_are_recognised():
     assert says_not_found("No information is provided about the exporter's port.")
     assert not says_not_found("Se proporciona información sobre los votos en la tabla 2.")
     assert not says_not_found("Returns are accepted within thirty days [1].")
-    assert language_of("¿Cómo se configura el proxy en aptitude?") == "es"
-    assert language_of("How do I configure the proxy?") == "en"
+    assert answer_language("¿Cómo se configura el proxy en aptitude?") == "es"
+    assert answer_language("How do I configure the proxy?") == "en"
+    assert answer_language("Como faço uma rota aceitar GET e POST?") == "en"  # read as Portuguese, answered in English
 
 
 def test_focus_keeps_the_sentences_that_bear_on_the_question_within_the_budget():
