@@ -15,7 +15,9 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
@@ -91,18 +93,21 @@ def produce_git(reading: Reading) -> Iterator[Event]:
     for number, (key, history) in enumerate(sorted(plan.files.items())):
         yield Activity(f"File {number + 1} of {len(plan.files)}: {key} ({len(history.changes)} commits)")
         changes, last = history.changes, history.changes[-1]
-        past = []
-        for change, following in zip(changes[:-1], changes[1:], strict=True):
-            data = git.blob_bytes(repository, change.blob)
-            if data and len(data) <= limit(key, settings.RAG_MAX_FILE_BYTES):
-                past.append(
-                    Past(
-                        data,
-                        change.commit.date.timestamp(),
-                        change.commit.as_dict(change.blob),
-                        (change.commit.date, following.commit.date),
-                    )
-                )
+        most = limit(key, settings.RAG_MAX_FILE_BYTES)
+
+        def read(blob: Any, most: int = most) -> bytes:
+            data = git.blob_bytes(repository, blob)
+            return data if data and len(data) <= most else b""
+
+        past = [
+            Past(
+                partial(read, change.blob),
+                change.commit.date.timestamp(),
+                change.commit.as_dict(change.blob),
+                (change.commit.date, following.commit.date),
+            )
+            for change, following in zip(changes[:-1], changes[1:], strict=True)
+        ]
         yield Item(
             key,
             data=git.blob_bytes(repository, last.blob),

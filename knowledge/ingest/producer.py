@@ -37,9 +37,11 @@ class SourceProblem(Exception):
 
 @dataclass(frozen=True)
 class Past:
-    """An earlier version of an item (a file's older commit), stored superseded and served over `window`."""
+    """An earlier version of an item (a file's older commit), stored superseded and served over `window`. `read`
+    gives its bytes when the sync writes it (b"": not worth keeping), so a long history is never held in memory at
+    once."""
 
-    data: bytes
+    read: Callable[[], bytes]
     mtime: float | None
     commit: dict
     window: tuple[Any, Any]

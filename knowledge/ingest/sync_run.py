@@ -380,11 +380,14 @@ class SyncRun:
         over (its newest version is what the job reports on). Returns how many were written."""
         made = 0
         for past in item.history:
+            data = past.read()  # one old version in memory at a time
+            if not data:
+                continue
             try:
                 outcome = ingest_bytes(
                     source=self.source,
                     key=item.key,
-                    data=past.data,
+                    data=data,
                     source_path=item.key,
                     mtime=past.mtime,
                     job=job,
