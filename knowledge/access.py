@@ -5,12 +5,14 @@ list, made stricter by the notes whose text it carries); who a request reads as 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db import transaction
 
 from knowledge.models import (
     Document,
     DocumentVersion,
+    Source,
     carried_lists,
     enforced_access,
     readers_text,
@@ -52,3 +54,33 @@ def access_enforce(documents: Iterable[Document]) -> int:
     if 0 < changed <= INLINE_ACCESS_DOCUMENTS:
         transaction.on_commit(indexer.drain)
     return changed
+
+
+@dataclass(frozen=True)
+class AccessChange:
+    """One document whose readers changed: the principals its list gained and lost."""
+
+    key: str
+    opened: tuple[str, ...]
+    closed: tuple[str, ...]
+
+
+def documents_access_set(source: Source, lists: dict[str, list[str]]) -> list[AccessChange]:
+    """The source's documents (by document key) given their own access lists, as their system says now (a wiki's
+    page rights): each list that differs is stored and enforced like any access change (access_enforce: the stricter
+    of old and new in SQL at once, the payloads by the indexer), never re-embedded. Returns what opened and closed."""
+    changed: list[Document] = []
+    changes: list[AccessChange] = []
+    for document in Document.objects.filter(source=source, document_key__in=list(lists)).select_related("source"):
+        new = sorted(set(lists[document.document_key]))
+        if document.access is not None and sorted(set(document.access)) == new:
+            continue
+        old = set(document.effective_access)
+        Document.objects.filter(pk=document.pk).update(access=new)
+        document.access = new
+        changed.append(document)
+        if set(new) != old:
+            opened, closed = tuple(sorted(set(new) - old)), tuple(sorted(old - set(new)))
+            changes.append(AccessChange(document.document_key, opened, closed))
+    access_enforce(changed)
+    return changes

@@ -45,6 +45,7 @@ class Source(TenantOwned):
         GIT = "git", _("Git repository")
         OBSIDIAN = "obsidian", _("Obsidian vault")
         WEBSITE = "website", _("Website")
+        DOKUWIKI = "dokuwiki", _("DokuWiki")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")
@@ -570,6 +571,7 @@ class IngestJob(TenantOwned):
         WEB = "web", _("Website sync")
         UPLOAD = "upload", _("Upload")
         REINDEX = "reindex", _("Reindex")
+        PERMISSIONS = "permissions", _("Permission sync")
 
     source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=20, choices=Kind.choices)

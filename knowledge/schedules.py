@@ -20,6 +20,7 @@ from tenants.models import Tenant
 
 MAX_MINUTES = 525_600  # a year
 TASK = "knowledge.tasks.scheduled_sync_task"
+PERMISSIONS_TASK = "knowledge.tasks.scheduled_permissions_task"
 BUSY = (IngestJob.State.QUEUED, IngestJob.State.RUNNING, IngestJob.State.INDEXING)
 
 
@@ -54,7 +55,33 @@ def source_set_sync_every(*, tenant: Tenant, source: Source, minutes: int | None
 
 
 def source_schedule_remove(source: Source) -> None:
-    Schedule.objects.filter(name=source.schedule_name).delete()
+    Schedule.objects.filter(name__in=[source.schedule_name, permission_schedule_name(source)]).delete()
+
+
+def permission_schedule_name(source: Source) -> str:
+    return f"{source.schedule_name}-rights"
+
+
+def source_permissions_schedule(source: Source) -> None:
+    """A source whose kind has a permission sync (a wiki's read rights) runs it every `permission_minutes` of its
+    options, whatever its content schedule: set when the source is made and again when its options change."""
+    kind = sources.kind_of(source)
+    name = permission_schedule_name(source)
+    if kind.permissions is None:
+        Schedule.objects.filter(name=name).delete()
+        return
+    minutes = kind.permission_minutes(kind.config_of(source))
+    Schedule.objects.update_or_create(
+        name=name,
+        defaults={
+            "func": PERMISSIONS_TASK,
+            "args": repr(source.pk),
+            "schedule_type": Schedule.MINUTES,
+            "minutes": minutes,
+            "repeats": -1,
+            "next_run": timezone.now() + timedelta(minutes=minutes),
+        },
+    )
 
 
 def source_schedule(source: Source) -> dict[str, Any]:

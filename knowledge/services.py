@@ -38,7 +38,7 @@ from knowledge.models import (
     VersionCarry,
 )
 from knowledge.options import DEFAULT_OPTIONS, EnrichmentRequest, IngestOptions
-from knowledge.schedules import source_schedule_remove
+from knowledge.schedules import source_permissions_schedule, source_schedule_remove
 from knowledge.source_rows import source_create
 from tenants.models import Tenant, TenantQuerySet
 from tenants.principals import Viewer, principals_check
@@ -295,6 +295,24 @@ def source_sync_enqueue(*, tenant: Tenant, source: Source, options: IngestOption
     return job
 
 
+def source_permissions_enqueue(*, tenant: Tenant, source: Source, trigger: str = "request") -> IngestJob:
+    """Queue a permission sync of a source whose kind has one (a wiki's read rights, knowledge/ingest/sources.py):
+    its location checked here and again by the worker, like a sync's."""
+    from django_q.tasks import async_task
+
+    if source.tenant_id != tenant.pk:
+        raise PermissionError("Sources of another tenant cannot be synced here.")
+    if sources.kind_of(source).permissions is None:
+        raise FolderNotAllowed(f"{source.label} has no read rights of its own to sync.")
+    _kind, location = sources.sync_params(source, operator=False)
+    params: dict[str, Any] = {"operator": False, "trigger": trigger, **location}
+    job = IngestJob.objects.create(tenant=tenant, source=source, kind=IngestJob.Kind.PERMISSIONS, params=params)
+    transaction.on_commit(
+        lambda: async_task("knowledge.tasks.ingest_job_task", job.pk, task_name=f"rights-{job.public_id}")
+    )
+    return job
+
+
 def upload_files_remove(job) -> None:
     """Delete an upload job's raw files (their text is in the index by now, or the job is gone)."""
     folder = (job.params or {}).get("dir")
@@ -406,6 +424,7 @@ def source_create_for(
         source.save(update_fields=["config"])
     if sync and sources.kind_of(source).syncable:
         source_sync_enqueue(tenant=tenant, source=source, operator=operator, trigger="created")
+    source_permissions_schedule(source)
     return source
 
 
@@ -416,6 +435,7 @@ def source_set_config(*, source: Source, values: dict) -> Source:
     except (TypeError, ValueError) as exc:
         raise FolderNotAllowed(str(exc)) from exc
     source.save(update_fields=["config"])
+    source_permissions_schedule(source)
     return source
 
 

@@ -264,6 +264,17 @@ class JobOutput(serializers.Serializer):
     git = serializers.SerializerMethodField(help_text="A git sync: the head read, the base it started after, commits "
                                             "read, whether the branch was rewritten.")  # fmt: skip
     link_problems = serializers.SerializerMethodField(help_text="A vault sync: links that resolve to no one note.")
+    access = serializers.SerializerMethodField(
+        help_text="A sync or permission sync of a system with read rights of its "
+        "own: how many documents opened, closed, and are read by admins only."
+    )
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_access(self, job: IngestJob) -> dict[str, int] | None:
+        access = (job.params or {}).get("access")
+        if not access:
+            return None
+        return {name: int(access.get(name, 0)) for name in ("documents", "opened", "closed", "admins_only")}
 
     @extend_schema_field(serializers.DictField(allow_null=True))
     def get_git(self, job: IngestJob) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from knowledge.ingest.producer import SourceProblem
 from knowledge.jobs import SourceBusy, recover_orphaned_jobs
 from knowledge.models import IngestJob, Source
 from knowledge.options import IngestOptions
-from knowledge.services import source_sync_enqueue, upload_files_done
+from knowledge.services import source_permissions_enqueue, source_sync_enqueue, upload_files_done
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +76,26 @@ def scheduled_sync_task(source_id: int, operator: bool = False) -> None:
         sync_due(source, operator)
 
 
+def scheduled_permissions_task(source_id: int) -> None:
+    """A source's scheduled permission sync (knowledge/schedules.py): skipped while one is queued or running."""
+    source = Source.objects.select_related("tenant").filter(pk=source_id).first()  # unscoped: the id is ours
+    busy = IngestJob.objects.filter(source=source, kind=IngestJob.Kind.PERMISSIONS, state__in=schedules.BUSY)
+    if source is None or busy.exists():
+        return
+    try:
+        source_permissions_enqueue(tenant=source.tenant, source=source, trigger="schedule")
+    except SourceProblem as exc:
+        job = IngestJob.objects.create(
+            tenant=source.tenant, source=source, kind=IngestJob.Kind.PERMISSIONS, params={"trigger": "schedule"}
+        )
+        jobs.fail(job, f"The scheduled permission sync was not run: {exc}")
+
+
 def sync_due(source: Source, operator: bool) -> IngestJob | None:
     """One scheduled run: the sync's job, or None when a sync of the source is already queued or running (or the
     source is no longer scheduled). A folder no longer allowed fails the run's job with the reason."""
-    if source.sync_every_minutes is None or IngestJob.objects.filter(source=source, state__in=schedules.BUSY).exists():
+    busy = IngestJob.objects.filter(source=source, state__in=schedules.BUSY).exclude(kind=IngestJob.Kind.PERMISSIONS)
+    if source.sync_every_minutes is None or busy.exists():
         return None
     try:
         return source_sync_enqueue(tenant=source.tenant, source=source, operator=operator, trigger="schedule")

@@ -410,6 +410,9 @@ RAG_WEB_MAX_BYTES = env_int("RAG_WEB_MAX_BYTES", default=50 * 1024 * 1024, minim
 RAG_WEB_TIMEOUT_S = env_int("RAG_WEB_TIMEOUT_S", default=15, minimum=1)  # one page in all, redirects included
 RAG_WEB_MAX_PAGE_BYTES = env_int("RAG_WEB_MAX_PAGE_BYTES", default=5 * 1024 * 1024, minimum=1024)  # decompressed
 RAG_WEB_SYNC_DEADLINE_S = env_int("RAG_WEB_SYNC_DEADLINE_S", default=1800, minimum=10)  # one sync's reading in all
+# A wiki's API (knowledge/ingest/dokuwiki.py): each call checked and capped like a web page, a sync's reading in all.
+RAG_WIKI_MAX_BYTES = env_int("RAG_WIKI_MAX_BYTES", default=2 * 1024**3, minimum=1024)
+RAG_WIKI_SYNC_DEADLINE_S = env_int("RAG_WIKI_SYNC_DEADLINE_S", default=4 * 3600, minimum=10)
 
 # The audit stream (core/audit.py): JSON lines to this file, `-` for stdout, `off` for none.
 RAG_AUDIT_LOG = env_str("RAG_AUDIT_LOG", default=str(DATA_DIR / "audit.jsonl")) or "off"

@@ -18,6 +18,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/_apertium.sh"
 apertium_install || echo "Installing Apertium failed; Spanish questions will not be glossed into English." >&2
 source "$(dirname "${BASH_SOURCE[0]}")/_identity.sh"
 identity_install || echo "Installing xmlsec1 failed; SAML sign-in will be refused until it is installed." >&2
+source "$(dirname "${BASH_SOURCE[0]}")/_connectors.sh"
+connectors_install || echo "Installing the connectors' test servers failed; their tests will be skipped." >&2
 source "$(dirname "${BASH_SOURCE[0]}")/_llama.sh"
 # Before the project: its requirement is then already met, so pip never builds (or reuses) a native wheel.
 llama_install "$VENV" || exit 1

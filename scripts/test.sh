@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS="[test]"
 export IDENTITY_TEST_SERVERS=1  # scripts/_identity.sh: node, npm and slapd for the identity tests' real servers
+export CONNECTOR_TEST_SERVERS=1  # scripts/_connectors.sh: DokuWiki and PHP for the connectors' real servers
 source scripts/_venv.sh
 # Browser tests drive Debian's Chromium (Playwright's own browser download does not work offline).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -13,6 +13,8 @@ document's access list) but never writes: no job, no document, no source row. Wh
   not yield);
 - `Note`: a remark on what it left out that is not a document (links not followed); `Activity`: what it is doing
   now, for the job's page;
+- `Access`: who may read a document now, as a system with permissions of its own says (a wiki's page rights); an
+  `Item` carries its own, set before any of its text is stored;
 - `Done`, last: its new sync state (stored on the source for the next sync), its report (on the job), and for a
   kind with commits the set still reachable (the others are marked `unreachable`).
 
@@ -68,6 +70,7 @@ class Item:
     moved_how: str = "moved"  # in words on the job's list: "moved" or "renamed"
     tags: tuple[str, ...] = ()  # added to the sync's own
     links: tuple[Any, ...] | None = None  # the links it holds (knowledge/links.py), stored after the sync
+    access: tuple[str, ...] | None = None  # who may read it, as its system says (None: its source's list)
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,17 @@ class Gone:
 
 
 @dataclass(frozen=True)
+class Access:
+    """Who may read a document now, as its system says (principals of knowledge/access.py; () admits only the
+    tenant's admins): applied to the document's access list and its vector payloads, never re-embedded. A kind whose
+    system has permissions of its own yields one for every document it still holds, in a sync and in a permission
+    sync (`SourceKind.permissions`)."""
+
+    key: str
+    access: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Activity:
     text: str
 
@@ -118,7 +132,7 @@ class Done:
     reachable: frozenset[str] | None = None  # commits the history still holds (a rewritten branch)
 
 
-Event = Planned | Item | Unchanged | Skipped | Failed | Gone | Note | Activity | Done
+Event = Planned | Item | Unchanged | Skipped | Failed | Gone | Note | Access | Activity | Done
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from typing import Any
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.ingest import website
+from knowledge.ingest.dokuwiki import WikiConfig, dokuwiki_permissions, produce_dokuwiki, wiki_location_check
 from knowledge.ingest.folder_sync import produce_folder
 from knowledge.ingest.git_sync import GitConfig, forget_clone, produce_git
 from knowledge.ingest.producer import KindConfig, NoConfig, Produce
-from knowledge.ingest.sync_run import SyncRun
+from knowledge.ingest.sync_run import PermissionRun, SyncRun
 from knowledge.ingest.vault_sync import produce_vault
 from knowledge.locations import (
     FolderNotAllowed,
@@ -49,7 +50,9 @@ class SourceKind:
     - `config`: its typed options (stored on the source); `reads_ahead`: its files are embedded ahead of their
       writes; `links`: its documents link to each other (stored and resolved after each sync);
     - `available`: whether a web or API user may create one on this server now (a website needs an allowed prefix);
-    - `forget`: removes what it keeps outside the database (a clone) when its source is deleted."""
+    - `forget`: removes what it keeps outside the database (a clone) when its source is deleted;
+    - `permissions`: for a kind whose system has read rights of its own (a wiki), the producer of a permission sync
+      (an `Access` for each document, nothing else read), run every `permission_minutes(config)` minutes."""
 
     name: str
     label: Any
@@ -66,6 +69,8 @@ class SourceKind:
     links: bool = False
     available: Callable[[], bool] = lambda: True
     forget: Callable[[Source], None] | None = None  # what it keeps outside the database, removed with the source
+    permissions: Produce | None = None
+    permission_minutes: Callable[[Any], int] = lambda config: 5
 
     @property
     def syncable(self) -> bool:
@@ -139,6 +144,22 @@ register(
         website.produce_website,
         what="a website",
         available=lambda: bool(web_prefixes()),
+    )
+)
+
+
+register(
+    SourceKind(
+        "dokuwiki",
+        _("DokuWiki (its pages, revisions and read rights)"),
+        check=wiki_location_check,
+        produce=produce_dokuwiki,
+        what="a DokuWiki wiki",
+        config=WikiConfig,
+        links=True,
+        available=lambda: bool(web_prefixes()),
+        permissions=dokuwiki_permissions,
+        permission_minutes=lambda config: config.every,
     )
 )
 
@@ -248,9 +269,22 @@ def sync(
     return SyncRun(kind_of(source), source, location, options=options, job=job, progress=progress).run()
 
 
+def permission_sync(source: Source, location: str, job: IngestJob | None = None) -> IngestJob:
+    """One permission sync of a source whose kind has one (`SourceKind.permissions`), from `location` (checked by
+    the caller): who may read each document, applied as payload changes."""
+    return PermissionRun(kind_of(source), source, location, options=IngestOptions(), job=job).run()
+
+
+def is_permission_sync(job: IngestJob) -> bool:
+    return job.kind == IngestJob.Kind.PERMISSIONS and job.source is not None
+
+
 def run_sync(job: IngestJob, options: IngestOptions) -> IngestJob:
-    """Run a sync job: its location checked again right before reading, then its kind's producer."""
+    """Run a sync job (or a permission sync): its location checked again right before reading, then its kind's
+    producer."""
     assert job.source is not None
+    if is_permission_sync(job):
+        return permission_sync(job.source, job_location(job), job)
     return sync(job.source, job_location(job), options, job)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,14 @@ from core.errors import error_reference
 from inference.embedders import Embedder, get_embedder
 from knowledge import ids, jobs, timeline
 from knowledge import links as link_graph
-from knowledge.access import access_enforce
+from knowledge.access import AccessChange, access_enforce, documents_access_set
 from knowledge.index import indexer
 from knowledge.index.storage import StorageFull, check_free_space, is_storage_full, storage_full_reason
 from knowledge.ingest.extraction import EmptyDocument, ExtractionError, NeedsOCR
 from knowledge.ingest.lookahead import Lookahead, lookahead_for
 from knowledge.ingest.metadata import problem_text
 from knowledge.ingest.producer import (
+    Access,
     Activity,
     Done,
     Event,
@@ -42,7 +43,7 @@ from knowledge.ingest.producer import (
 )
 from knowledge.ingest.versions import document_move, ingest_bytes, retire_documents
 from knowledge.jobs import report_activity, source_locked
-from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source
+from knowledge.models import Document, DocumentVersion, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.sealed import CredentialUnreadable, split_credential, unseal
 
@@ -69,7 +70,7 @@ def ingest_one(
     *, job: IngestJob, source: Source, key: str, options: IngestOptions, embedder: Embedder | Lookahead,
     path: Path | None = None, mtime: float | None = None, data: bytes | None = None,
     lookahead: Lookahead | None = None, position: int = 0, commit: dict | None = None, force: bool = False,
-    size: int | None = None, location: str | None = None,
+    size: int | None = None, location: str | None = None, access: list[str] | None = None,
 ) -> bool:  # fmt: skip
     """Ingest one file into the job's counts and its row of the job's file list; False when it was skipped
     (empty), so a sync retires its old version. A failure is recorded on the job and keeps the old version (True),
@@ -85,6 +86,7 @@ def ingest_one(
             source=source, key=key, data=data, source_path=location or str(path or key), mtime=mtime, options=options,
             size=size,
             job=job, embedder=embedder, lookahead=lookahead, commit=commit, force=force,  # a Lookahead embeds too
+            access=access,
         )  # fmt: skip
     except EmptyDocument:
         job.skipped += 1
@@ -229,13 +231,16 @@ class SyncRun:
         self.source, self.options, self.job, self.progress = source, options, job, progress
         self.location, given = split_credential(location)
         self.given = given
+        self.access = _AccessReport()
 
-    def run(self) -> IngestJob:
+    def _started(self, job_kind: str) -> tuple[IngestJob, Reading]:
+        """The job (made here for the operator's command line: a retry re-reads this location), started, and what the
+        producer reads."""
         source, kind = self.source, self.kind
-        job = self.job or IngestJob.objects.create(  # the operator's command line: a retry re-reads this location
+        job = self.job or IngestJob.objects.create(
             tenant=source.tenant,
             source=source,
-            kind=kind.job_kind,
+            kind=job_kind,
             params={kind.param: self.location, "operator": True},
         )
         self.job = job
@@ -253,6 +258,11 @@ class SyncRun:
             options=self.options,
             credential=credential,
         )
+        return job, reading
+
+    def run(self) -> IngestJob:
+        source, kind = self.source, self.kind
+        job, reading = self._started(kind.job_kind)
         assert kind.produce is not None
         wanted = self.options.enrichment is None and kind.reads_ahead  # enrichment adds a chunk: no reading ahead
         embedder = get_embedder()
@@ -279,6 +289,9 @@ class SyncRun:
                 continue
             if isinstance(event, Note):
                 job.skips = [*job.skips, {"key": event.key[:1000], "reason": event.text[:500]}]
+                continue
+            if isinstance(event, Access):
+                self.access.apply(self.source, {event.key: event.access})
                 continue
             if isinstance(event, Planned):
                 job.documents_total = event.total
@@ -335,6 +348,8 @@ class SyncRun:
             and bool(item.history)
             and not Document.objects.filter(source=source, document_key=stored).exists()
         )
+        if item.access is not None:  # an existing document's readers change before any new text is stored
+            self.access.apply(source, {item.key: item.access})
         made = self._history(job, item, embedder) if item.history else 0
         if lookahead is not None:
             lookahead.fill(item.position)
@@ -356,6 +371,7 @@ class SyncRun:
             force=moved and not made,
             size=item.size,
             location=item.location,
+            access=None if item.access is None else list(item.access),
         ):
             self.keep.add(stored)
         if lookahead is not None:
@@ -394,6 +410,7 @@ class SyncRun:
                     embedder=embedder,
                     commit=past.commit,
                     history=past.window,
+                    access=None if item.access is None else list(item.access),
                 )
             except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
                 logger.info("%s (%s) not imported: %s", item.key, str(past.commit.get("sha", ""))[:12], exc)
@@ -419,7 +436,7 @@ class SyncRun:
             for value in report.values():
                 if isinstance(value, dict):
                     value.update(history_versions=self.imported, unreachable=lost)
-        job.params = {**(job.params or {}), **report}
+        job.params = {**(job.params or {}), **report, **self.access.report()}
         if self.kind.links:
             link_graph.links_store(source, self.links)
             job.params = {**job.params, "link_problems": link_graph.links_resolve(source)}
@@ -438,6 +455,45 @@ class SyncRun:
         return finish(job, self.progress)
 
 
+class _AccessReport:
+    """The access changes of one sync or permission sync: applied as they come (knowledge/access.py), then reported on
+    the job — how many documents opened to someone and closed to someone, the first MAX_SKIPS_LISTED by key, and the
+    documents its system lets no one here read (admins only)."""
+
+    def __init__(self) -> None:
+        self.changes: list[AccessChange] = []
+        self.admins_only: list[str] = []
+        self.seen = 0
+
+    def apply(self, source: Source, lists: Mapping[str, Sequence[str]]) -> None:
+        keyed: dict[str, list[str]] = {}
+        for key, access in lists.items():
+            try:
+                stored = ids.normalise_document_key(key)
+            except ids.InvalidIdentifier:
+                continue
+            keyed[stored] = list(access)
+            self.seen += 1
+            if not access:
+                self.admins_only.append(stored)
+        self.changes += documents_access_set(source, keyed)
+
+    def report(self) -> dict[str, Any]:
+        if not self.seen:
+            return {}
+        listed = self.changes[:MAX_SKIPS_LISTED]
+        return {
+            "access": {
+                "documents": self.seen,
+                "opened": sum(bool(change.opened) for change in self.changes),
+                "closed": sum(bool(change.closed) for change in self.changes),
+                "changes": [{"key": c.key, "opened": list(c.opened), "closed": list(c.closed)} for c in listed],
+                "admins_only": len(self.admins_only),
+                "admins_only_keys": self.admins_only[:MAX_SKIPS_LISTED],
+            }
+        }
+
+
 def _mark_unreachable(source: Source, reachable: frozenset[str]) -> int:
     """After a rewritten history (a force-push): the versions of commits it no longer holds are kept, marked."""
     lost = []
@@ -449,3 +505,43 @@ def _mark_unreachable(source: Source, reachable: frozenset[str]) -> int:
         for pk, commit in lost:
             DocumentVersion.objects.filter(pk=pk).update(commit=commit)
     return len(lost)
+
+
+class PermissionRun(SyncRun):
+    """A permission sync: only who may read each document, as its kind's system says now (`SourceKind.permissions`
+    yields an `Access` for every document it still shows), applied as payload changes — nothing read, embedded or
+    retired. A document its system no longer shows to the connector closes to all but the tenant's admins until the
+    next sync retires it."""
+
+    def run(self) -> IngestJob:
+        source, kind = self.source, self.kind
+        job, reading = self._started(IngestJob.Kind.PERMISSIONS)
+        assert kind.permissions is not None
+        lists: dict[str, tuple[str, ...]] = {}
+        with source_locked(source, job), stopped_when_full(job):
+            try:
+                for event in kind.permissions(reading):
+                    if isinstance(event, Done):
+                        break
+                    if isinstance(event, Activity):
+                        report_activity(job, event.text)
+                    elif isinstance(event, Access):
+                        self._listed(lists, event)
+            except SourceProblem as exc:
+                jobs.fail(job, str(exc))
+                raise
+            live = Document.objects.filter(source=source).exclude(status=Status.RETIRED)
+            for key in live.values_list("document_key", flat=True):
+                lists.setdefault(key, ())
+            self.access.apply(source, lists)
+            job.documents_total = job.documents_done = self.access.seen
+            job.params = {**(job.params or {}), **self.access.report()}
+            job.save()
+            return finish(job, self.progress)
+
+    @staticmethod
+    def _listed(lists: dict[str, tuple[str, ...]], event: Access) -> None:
+        try:
+            lists[ids.normalise_document_key(event.key)] = event.access
+        except ids.InvalidIdentifier:
+            pass

@@ -62,11 +62,13 @@ def ingest_bytes(
     *, source: Source, key: str, data: bytes, source_path: str = "", mtime: float | None = None,
     options: IngestOptions = DEFAULT_OPTIONS, job: IngestJob | None = None, embedder: Embedder | None = None,
     lookahead: Lookahead | None = None, commit: dict | None = None, history: tuple | None = None,
-    force: bool = False, size: int | None = None,
+    force: bool = False, size: int | None = None, access: list[str] | None = None,
 ) -> Outcome:  # fmt: skip
     """Ingest one document's bytes as a new pending version, unless its content is unchanged (`force`: even then).
-    A git source's version carries its `commit`; `history` = (served_from, served_until) makes it imported history,
-    which the indexer stores as superseded, never serves now (knowledge/ingest/git_sync.py)."""
+        A git source's version carries its `commit`; `history` = (served_from, served_until) makes it imported history,
+        which the indexer stores as superseded, never serves now (knowledge/ingest/git_sync.py). `access`: a new
+    document's own access list, as its system says (a wiki page's rights), set before any of its text is stored; an
+    existing document's list is changed through knowledge/access.py first."""
     mode, tags, enrichment, critical = options.mode, options.tags, options.enrichment, options.critical
     tenant = source.tenant
     normalised_key = ids.normalise_document_key(key)
@@ -102,7 +104,8 @@ def ingest_bytes(
             document = Document.objects.create(
                 tenant=tenant, source=source, document_key=normalised_key, document_id=document_id,
                 source_path=source_path, source_type=source_type, mode=doc_mode, title=title,
-                status=Status.PENDING, critical=critical, readers=readers_text(source.access),
+                status=Status.PENDING, critical=critical, access=access,
+                readers=readers_text(source.access if access is None else access),
             )  # fmt: skip
             result = "added"
         else:

@@ -100,11 +100,29 @@ class Reader:
     followed by hand (each target checked), a byte budget for the whole sync counted on the bytes as decompressed,
     a cap on each page, and a deadline for each page (however slowly its bytes come) and for the whole sync."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, budget: int | None = None, deadline_s: int | None = None) -> None:
         self.client = httpx.Client(follow_redirects=False, timeout=settings.RAG_WEB_TIMEOUT_S,
                                    headers={"User-Agent": USER_AGENT})  # fmt: skip
-        self.bytes_left = settings.RAG_WEB_MAX_BYTES
-        self.sync_deadline = time.monotonic() + settings.RAG_WEB_SYNC_DEADLINE_S
+        self.bytes_left = budget or settings.RAG_WEB_MAX_BYTES
+        self.deadline_s = deadline_s or settings.RAG_WEB_SYNC_DEADLINE_S
+        self.sync_deadline = time.monotonic() + self.deadline_s
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> Fetched:
+        """One call to a system's API (a wiki's XML-RPC): checked like a page, never redirected (a redirect's status
+        comes back to the caller), its answer under the same caps and deadlines."""
+        try:
+            target = web_url(url)
+        except BadURL as exc:
+            raise FolderNotAllowed(str(exc)) from exc
+        if time.monotonic() > self.sync_deadline:
+            raise SyncTimedOut(f"over the sync's time limit ({self.deadline_s} s)")
+        deadline = time.monotonic() + settings.RAG_WEB_TIMEOUT_S
+        address = web_address_check(target.text)
+        pinned, extensions = _pinned(target.text, address)
+        asked = {**headers, "Host": urlsplit(target.text).netloc, "Accept-Encoding": "gzip, deflate"}
+        with self.client.stream("POST", pinned, content=body, headers=asked, extensions=extensions) as response:
+            answer = self._body(response, target, deadline) if response.status_code == 200 else b""
+            return Fetched(response.status_code, target.text, answer, dict(response.headers))
 
     def get(self, url: str | WebURL, headers: dict[str, str] | None = None, *, site_root: bool = False) -> Fetched:
         try:
@@ -112,8 +130,7 @@ class Reader:
         except BadURL as exc:
             raise FolderNotAllowed(str(exc)) from exc
         if time.monotonic() > self.sync_deadline:
-            raise SyncTimedOut(f"over the sync's time limit (RAG_WEB_SYNC_DEADLINE_S = "
-                               f"{settings.RAG_WEB_SYNC_DEADLINE_S})")  # fmt: skip
+            raise SyncTimedOut(f"over the sync's time limit (RAG_WEB_SYNC_DEADLINE_S = {self.deadline_s})")
         deadline = time.monotonic() + settings.RAG_WEB_TIMEOUT_S
         for _ in range(MAX_REDIRECTS + 1):
             address = web_address_check(target.text, site_root=site_root)  # FolderNotAllowed: a host not allowed
