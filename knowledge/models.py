@@ -46,6 +46,7 @@ class Source(TenantOwned):
         OBSIDIAN = "obsidian", _("Obsidian vault")
         WEBSITE = "website", _("Website")
         DOKUWIKI = "dokuwiki", _("DokuWiki")
+        REDMINE = "redmine", _("Redmine")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")

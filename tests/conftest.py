@@ -10,7 +10,16 @@ from tests.factories import make_member, make_tenant
 
 # The slow lane: tests that start a process (Chromium, gunicorn, the model server, a worker, the installer) or load a
 # packaged model; scripts/test.sh runs the others first (`-m "not process"`), then these (`-m process`).
-PROCESS_FIXTURES = {"browser", "chat_model", "model_server", "oidc_provider", "slapd", "saml_idp", "dokuwiki"}
+PROCESS_FIXTURES = {
+    "browser",
+    "chat_model",
+    "model_server",
+    "oidc_provider",
+    "slapd",
+    "saml_idp",
+    "dokuwiki",
+    "redmine",
+}
 PROCESS_MODULES = {"test_answer", "test_backup", "test_clean_stop", "test_faults", "test_install_script",
                    "test_model_process", "test_shared_store", "test_setup_commands", "test_mcp"}  # fmt: skip
 

@@ -34,6 +34,7 @@ import httpx
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
+from knowledge.ingest.connector import PERMISSION_MINUTES, access_list, api_location_check, identities, people_map
 from knowledge.ingest.obsidian import Link
 from knowledge.ingest.producer import (
     Access,
@@ -51,17 +52,12 @@ from knowledge.ingest.producer import (
     option,
 )
 from knowledge.ingest.website import Reader, WebProblem
-from knowledge.locations import web_location_check
 from knowledge.models import Document, Status
-from knowledge.sealed import split_credential
-from tenants.models import Membership
-from tenants.principals import TENANT
 
 READ = 1  # DokuWiki's AUTH_READ
 ENDPOINT = "lib/exe/xmlrpc.php"
 NAMESPACE_RE = re.compile(r"^[a-z0-9_.-]+(:[a-z0-9_.-]+)*$")
-PAIR_RE = re.compile(r"^\s*([^=\s,]+)\s*=\s*([^=\s,]+)\s*$")
-PERMISSION_MINUTES = 5
+wiki_location_check = api_location_check  # the wiki's base URL, where doku.php is, with `user:password@`
 
 
 class WikiProblem(SourceProblem):
@@ -82,7 +78,7 @@ class WikiConfig(KindConfig):
     people: str = option(
         _("People (DokuWiki)"),
         _(
-            "member=wikiuser pairs, comma separated, for members whose wiki user name differs from their user name "
+            "member=login pairs, comma separated, for members whose wiki user name differs from their user name "
             "here; everyone else is looked up under their own name."
         ),
         max_length=4000,
@@ -110,30 +106,6 @@ class WikiConfig(KindConfig):
     @property
     def every(self) -> int:
         return int(self.permission_minutes or PERMISSION_MINUTES)
-
-
-def people_map(text: str) -> dict[str, str]:
-    """The `people` option as {member's user name: wiki user name}; ValueError names a pair it cannot read."""
-    pairs: dict[str, str] = {}
-    for part in filter(str.strip, (text or "").replace("\n", ",").split(",")):
-        match = PAIR_RE.match(part)
-        if match is None:
-            raise ValueError(f"{part.strip()[:60]!r} is not a member=wikiuser pair.")
-        pairs[match.group(1)] = match.group(2)
-    return pairs
-
-
-def wiki_location_check(location: str, tenant_slug: str | None = None) -> str:
-    """The wiki's address (its base URL, where doku.php is), with the connector's `user:password` in it: the address
-    is checked as a website's start URL is (RAG_ALLOWED_WEB_PREFIXES), the credential is kept apart and sealed."""
-    bare, credential = split_credential(location)
-    checked = web_location_check(bare, tenant_slug)
-    if not checked.endswith("/"):
-        checked += "/"
-    if not credential:
-        return checked
-    scheme, rest = checked.split("://", 1)
-    return f"{scheme}://{credential}@{rest}"
 
 
 class WikiClient:
@@ -235,24 +207,16 @@ def markdown(text: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-def members(reading: Reading) -> dict[str, str]:
-    """Each member of the tenant (their user name here) and the wiki user they are looked up as."""
-    mapped = people_map(reading.config.people)
-    names = Membership.objects.filter(tenant_id=reading.source.tenant_id, user__is_active=True).values_list(
-        "user__username", flat=True
-    )
-    return {name: mapped.get(name, name) for name in names}
-
-
-def page_access(client: WikiClient, page_id: str, people: dict[str, str]) -> tuple[str, ...]:
+def page_access(client: WikiClient, page_id: str, people: dict[str, str | None]) -> tuple[str, ...]:
     """Who may read a page, as the wiki itself resolves its rules for each member (see the module); WikiFault when the
     wiki will not say."""
-    readers = sorted(
-        name for name, wiki_user in people.items() if client.call("wiki.aclCheck", page_id, wiki_user) >= READ
-    )
-    if len(readers) == len(people) and client.call("wiki.aclCheck", page_id, "", []) >= READ:
-        return (TENANT,)
-    return tuple(f"user:{name}" for name in readers)
+    readers = [name for name, user in people.items() if _level(client, page_id, user) >= READ]
+    return access_list(readers, len(people), _level(client, page_id, None) >= READ)
+
+
+def _level(client: WikiClient, page_id: str, user: str | None) -> int:
+    """The wiki's answer for a user (their groups as the wiki knows them), or for an anonymous visitor."""
+    return int(client.call("wiki.aclCheck", page_id, user) if user else client.call("wiki.aclCheck", page_id, "", []))
 
 
 def _pages(client: WikiClient, namespace: str) -> list[dict[str, Any]]:
@@ -277,7 +241,7 @@ def produce_dokuwiki(reading: Reading) -> Iterator[Event]:
     try:
         yield Activity(f"Reading the page list of the wiki at {client.base}")
         pages = _pages(client, reading.config.namespace)
-        people = members(reading)
+        people = identities(reading.source, reading.config.people)
         known: dict[str, int] = dict(reading.state.get("pages", {}))
         held = set(
             Document.objects.filter(source=reading.source)
@@ -378,7 +342,7 @@ def dokuwiki_permissions(reading: Reading) -> Iterator[Event]:
     try:
         yield Activity(f"Reading the read rights of the wiki at {client.base}")
         pages = _pages(client, reading.config.namespace)
-        people = members(reading)
+        people = identities(reading.source, reading.config.people)
         for number, page in enumerate(pages):
             if number % 50 == 0:
                 yield Activity(f"Rights of page {number + 1} of {len(pages)}")

@@ -20,6 +20,7 @@ from knowledge.ingest.dokuwiki import WikiConfig, dokuwiki_permissions, produce_
 from knowledge.ingest.folder_sync import produce_folder
 from knowledge.ingest.git_sync import GitConfig, forget_clone, produce_git
 from knowledge.ingest.producer import KindConfig, NoConfig, Produce
+from knowledge.ingest.redmine import RedmineConfig, produce_redmine, redmine_location_check, redmine_permissions
 from knowledge.ingest.sync_run import PermissionRun, SyncRun
 from knowledge.ingest.vault_sync import produce_vault
 from knowledge.locations import (
@@ -159,6 +160,21 @@ register(
         links=True,
         available=lambda: bool(web_prefixes()),
         permissions=dokuwiki_permissions,
+        permission_minutes=lambda config: config.every,
+    )
+)
+
+
+register(
+    SourceKind(
+        "redmine",
+        _("Redmine (its issues, journals and visibility)"),
+        check=redmine_location_check,
+        produce=produce_redmine,
+        what="a Redmine issue tracker",
+        config=RedmineConfig,
+        available=lambda: bool(web_prefixes()),
+        permissions=redmine_permissions,
         permission_minutes=lambda config: config.every,
     )
 )

@@ -271,7 +271,7 @@ def test_a_wiki_location_is_checked_like_a_website_and_its_options_are_checked(c
     refused = admin.post(f"{BASE}/sources/", body, format="json")
     assert refused.status_code == 400 and "this server allows" in json.dumps(refused.json())
     bad = admin.post(f"{BASE}/sources/", {**body, "path": _location(wiki), "people": "carla"}, format="json")
-    assert bad.status_code == 400 and "member=wikiuser" in json.dumps(bad.json())
+    assert bad.status_code == 400 and "member=login" in json.dumps(bad.json())
     staff = APIClient()
     staff.force_login(company["people"]["sam"])
     assert staff.post(f"{BASE}/sources/", {**body, "path": _location(wiki)}, format="json").status_code in (403, 404)
