@@ -47,6 +47,7 @@ class Source(TenantOwned):
         WEBSITE = "website", _("Website")
         DOKUWIKI = "dokuwiki", _("DokuWiki")
         REDMINE = "redmine", _("Redmine")
+        MAILBOX = "mailbox", _("Shared mailbox")
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=400, help_text="Normalised name, part of the source id.")

@@ -413,6 +413,8 @@ RAG_WEB_SYNC_DEADLINE_S = env_int("RAG_WEB_SYNC_DEADLINE_S", default=1800, minim
 # A wiki's API (knowledge/ingest/dokuwiki.py): each call checked and capped like a web page, a sync's reading in all.
 RAG_WIKI_MAX_BYTES = env_int("RAG_WIKI_MAX_BYTES", default=2 * 1024**3, minimum=1024)
 RAG_WIKI_SYNC_DEADLINE_S = env_int("RAG_WIKI_SYNC_DEADLINE_S", default=4 * 3600, minimum=10)
+# A shared mailbox's IMAP server (knowledge/ingest/mailbox.py): only a server the operator names here, as host:port.
+RAG_ALLOWED_MAIL_SERVERS = env_list("RAG_ALLOWED_MAIL_SERVERS", default=[])
 
 # The audit stream (core/audit.py): JSON lines to this file, `-` for stdout, `off` for none.
 RAG_AUDIT_LOG = env_str("RAG_AUDIT_LOG", default=str(DATA_DIR / "audit.jsonl")) or "off"

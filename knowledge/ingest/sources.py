@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from knowledge.ingest import website
 from knowledge.ingest.dokuwiki import WikiConfig, dokuwiki_permissions, produce_dokuwiki, wiki_location_check
 from knowledge.ingest.folder_sync import produce_folder
 from knowledge.ingest.git_sync import GitConfig, forget_clone, produce_git
+from knowledge.ingest.mailbox import MailConfig, mail_location_check, mailbox_permissions, produce_mailbox
 from knowledge.ingest.producer import KindConfig, NoConfig, Produce
 from knowledge.ingest.redmine import RedmineConfig, produce_redmine, redmine_location_check, redmine_permissions
 from knowledge.ingest.sync_run import PermissionRun, SyncRun
@@ -175,6 +177,20 @@ register(
         config=RedmineConfig,
         available=lambda: bool(web_prefixes()),
         permissions=redmine_permissions,
+        permission_minutes=lambda config: config.every,
+    )
+)
+
+register(
+    SourceKind(
+        "mailbox",
+        _("Shared mailbox (IMAP: its conversations and folder ACLs)"),
+        check=mail_location_check,
+        produce=produce_mailbox,
+        what="a shared mailbox",
+        config=MailConfig,
+        available=lambda: bool(settings.RAG_ALLOWED_MAIL_SERVERS),
+        permissions=mailbox_permissions,
         permission_minutes=lambda config: config.every,
     )
 )
