@@ -107,7 +107,8 @@ def source_list(request: TenantRequest) -> HttpResponse:
     for source in sources:
         source.next_sync_at = upcoming.get(source.pk)  # shown beside its schedule
         source.last_scheduled_at = previous.get(source.pk)
-    rows = [(source, last_jobs.get(source.pk), source_kinds.kind_of(source), _options_shown(source))
+    rows = [(source, last_jobs.get(source.pk), source_kinds.kind_of(source), _options_shown(source),
+             _options_editable(source))
             for source in sources]  # fmt: skip
     upgrade = reindex.upgrade_state(tenant)  # the index being rebuilt in the background: how far
     running = any(job is not None and not job.is_finished for _row, job, *_ in rows) or upgrade is not None
@@ -124,6 +125,14 @@ def _options_shown(source: Source) -> list[tuple[str, Any]]:
     """A source's own options as its row shows them: (label, value), the unset ones left out."""
     described = source_kinds.kind_of(source).config.described()
     return [(entry["label"], source.config[entry["name"]]) for entry in described if source.config.get(entry["name"])]
+
+
+def _options_editable(source: Source) -> list[dict[str, Any]]:
+    """A source's own options with their values, for its row's options form (a people map edited after a sync)."""
+    values = source.config or {}
+    return [
+        {**entry, "value": values.get(entry["name"], "")} for entry in source_kinds.kind_of(source).config.described()
+    ]
 
 
 def _kind_options() -> list[dict[str, Any]]:
@@ -304,6 +313,36 @@ def source_sync(request: TenantRequest, source_id: str) -> HttpResponse:
             tenant=request.tenant, source=source, options=_ingest_options(request, mode=source.default_mode)
         )
     except (services.SourceProblem, ValueError) as exc:
+        messages.error(request, str(exc))
+        return redirect("knowledge:source-list", request.tenant.slug)
+    return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)
+
+
+@admin_required
+@require_POST
+def source_options(request: TenantRequest, source_id: str) -> HttpResponse:
+    """Change a source's own options (a connector's people map, its permission interval): checked by its kind, an
+    emptied field cleared; a new permission interval reschedules its permission sync."""
+    source = _source(request, source_id)
+    names = [entry["name"] for entry in source_kinds.kind_of(source).config.described()]
+    try:
+        services.source_set_config(source=source, values={name: request.POST.get(name, "") for name in names})
+    except services.SourceProblem as exc:
+        messages.error(request, str(exc))
+    else:
+        saved = _("The options of %(source)s are saved; the next sync reads with them.")
+        messages.success(request, saved % {"source": source.label})
+    return redirect("knowledge:source-list", request.tenant.slug)
+
+
+@admin_required
+@require_POST
+def source_rights(request: TenantRequest, source_id: str) -> HttpResponse:
+    """Sync a source's read rights now (a system with rights of its own), without waiting for its schedule."""
+    source = _source(request, source_id)
+    try:
+        job = services.source_permissions_enqueue(tenant=request.tenant, source=source)
+    except services.SourceProblem as exc:
         messages.error(request, str(exc))
         return redirect("knowledge:source-list", request.tenant.slug)
     return redirect("knowledge:job-detail", request.tenant.slug, job.public_id)

@@ -79,6 +79,11 @@ class SourceKind:
     def syncable(self) -> bool:
         return self.produce is not None
 
+    @property
+    def syncs_rights(self) -> bool:
+        """Its system has read rights of its own, synced on their own schedule (and on request)."""
+        return self.permissions is not None
+
     def config_of(self, source: Source) -> KindConfig:
         return self.config.from_dict(source.config)
 
