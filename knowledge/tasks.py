@@ -77,11 +77,13 @@ def scheduled_sync_task(source_id: int, operator: bool = False) -> None:
 
 
 def scheduled_permissions_task(source_id: int) -> None:
-    """A source's scheduled permission sync (knowledge/schedules.py): skipped while one is queued or running."""
+    """A source's scheduled permission sync (knowledge/schedules.py): skipped while any sync of the source is queued
+    or running (a sync applies the rights too). The quiet runs before it (nothing opened or closed) are pruned to the
+    last PERMISSION_JOBS_KEPT: a run every 5 minutes leaves no 288 jobs a day."""
     source = Source.objects.select_related("tenant").filter(pk=source_id).first()  # unscoped: the id is ours
-    busy = IngestJob.objects.filter(source=source, kind=IngestJob.Kind.PERMISSIONS, state__in=schedules.BUSY)
-    if source is None or busy.exists():
+    if source is None or IngestJob.objects.filter(source=source, state__in=schedules.BUSY).exists():
         return
+    permission_jobs_prune(source)
     try:
         source_permissions_enqueue(tenant=source.tenant, source=source, trigger="schedule")
     except SourceProblem as exc:
@@ -89,6 +91,23 @@ def scheduled_permissions_task(source_id: int) -> None:
             tenant=source.tenant, source=source, kind=IngestJob.Kind.PERMISSIONS, params={"trigger": "schedule"}
         )
         jobs.fail(job, f"The scheduled permission sync was not run: {exc}")
+
+
+PERMISSION_JOBS_KEPT = 20
+
+
+def permission_jobs_prune(source: Source) -> int:
+    """Delete the source's finished permission syncs that opened and closed nothing, but the newest
+    PERMISSION_JOBS_KEPT; those that changed someone's access are kept. Returns how many went."""
+    finished = IngestJob.objects.filter(
+        source=source, kind=IngestJob.Kind.PERMISSIONS, state__in=(IngestJob.State.SUCCEEDED, IngestJob.State.FAILED)
+    ).order_by("-created_at")
+    quiet = []
+    for pk, params in finished.values_list("pk", "params"):
+        access = (params or {}).get("access") or {}
+        if not access.get("opened") and not access.get("closed"):
+            quiet.append(pk)
+    return IngestJob.objects.filter(pk__in=quiet[PERMISSION_JOBS_KEPT:]).delete()[0]
 
 
 def sync_due(source: Source, operator: bool) -> IngestJob | None:

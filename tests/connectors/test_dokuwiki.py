@@ -294,3 +294,44 @@ def test_the_job_page_lists_what_opened_closed_and_what_the_wiki_admits_no_one_h
     listed.force_login(company["people"]["alice"])
     shown = listed.get(f"{BASE}/jobs/{job.public_id}/").json()
     assert shown["access"] == {"documents": 5, "opened": 0, "closed": 0, "admins_only": 1}
+
+
+def test_a_wiki_that_goes_down_in_the_middle_of_a_sync_loses_nothing_and_the_next_sync_finishes(
+    company, dokuwiki, django_capture_on_commit_callbacks, monkeypatch
+):
+    wiki = dokuwiki
+    source = _create(company, wiki, django_capture_on_commit_callbacks)
+    state = dict(Source.objects.get(pk=source.pk).sync_state)
+    for page in ("hr:policy", "start", "support:vpn"):
+        wiki.edit(page, PAGES[page] + "\nRevised for 2027.\n", "revised for 2027", wait=False)
+    from knowledge.ingest import dokuwiki as connector
+
+    real_call, pages_read = connector.WikiClient.call, []
+
+    def goes_down_after_one_page(self, method, *params):  # type: ignore[no-untyped-def]
+        if method == "wiki.getPage":
+            pages_read.append(params[0])
+            if len(pages_read) == 2:
+                wiki.stop()  # the real server stops between two pages
+        return real_call(self, method, *params)
+
+    monkeypatch.setattr(connector.WikiClient, "call", goes_down_after_one_page)
+    admin = APIClient()
+    admin.force_login(company["people"]["alice"])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin.post(f"{BASE}/sources/{source.public_id}/sync/")
+    failed = IngestJob.objects.get(public_id=response.json()["id"])
+    assert failed.state == IngestJob.State.FAILED and "cannot be reached" in failed.message
+    assert Document.objects.filter(source=source, status="active").count() == 5  # nothing retired
+    assert Source.objects.get(pk=source.pk).sync_state == state  # the next sync reads again what this one missed
+
+    monkeypatch.setattr(connector.WikiClient, "call", real_call)
+    wiki.start()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin.post(f"{BASE}/sources/{source.public_id}/sync/")
+    again = IngestJob.objects.get(public_id=response.json()["id"])
+    assert again.state == IngestJob.State.SUCCEEDED and again.retired == 0, (again.message, again.errors)
+    assert again.updated + again.unchanged == 5 and again.updated >= 2
+    for key in ("hr/policy.md", "start.md", "support/vpn.md"):
+        active = Document.objects.get(source=source, document_key=key).versions.get(status="active")
+        assert "Revised for 2027" in active.chunks.first().text, key
