@@ -63,7 +63,7 @@ def _instance(folder: Path) -> dict[str, str]:
 
 def _run(env: dict[str, str], *command: str) -> str:
     done = subprocess.run(list(command), cwd=PACKAGE, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[:1500] + " … " + done.stderr[-1000:]
     return done.stdout
 
 

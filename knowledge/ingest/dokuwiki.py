@@ -11,8 +11,10 @@ read with an account that may read and never needs to write, and the wiki's own 
   the same name or the one the source's `people` option maps them to. A page every member and an anonymous visitor
   may read is open to the tenant; otherwise it is open to exactly the members the wiki admits, and a page the wiki
   admits none of them to is open to the tenant's admins only (fail closed). A page whose rights cannot be read is not
-  indexed. The rights are synced with every sync and, on their own, by the permission sync (every
-  `permission_minutes`, default 5): payload changes only, nothing re-embedded.
+  indexed. A sync checks the rights of the pages it reads (new and changed ones: their text is never stored before
+  them); the rights of every page are synced on their own by the permission sync (every `permission_minutes`,
+  default 5): payload changes only, nothing re-embedded. (A check costs a call a member and a page: a sync of 10
+  edits in a wiki of 1,000 pages makes 60 of them, not 6,000.)
 - Faults: the wiki unreachable, a refused login (a revoked password), an answer that is not XML-RPC: the sync fails
   with the reason and changes nothing more; every request is checked like a website's (RAG_ALLOWED_WEB_PREFIXES),
   capped and timed like one.
@@ -256,15 +258,14 @@ def produce_dokuwiki(reading: Reading) -> Iterator[Event]:
             revision = int(_when(page["lastModified"]).timestamp())
             if number % 20 == 0:
                 yield Activity(f"Page {number + 1} of {len(pages)}: {page_id}")
+            if known.get(page_id) == revision and key in held:  # its rights: the permission sync's (see the module)
+                revisions[page_id] = revision
+                yield Unchanged(key)
+                continue
             try:
                 access = page_access(client, page_id, people)
             except WikiFault as fault:
                 yield Failed(key, f"its read rights cannot be read ({fault}): not indexed", keep=False, position=number)
-                continue
-            if known.get(page_id) == revision and key in held:
-                revisions[page_id] = revision
-                yield Unchanged(key)
-                yield Access(key, access)
                 continue
             try:
                 yield _page(client, page_id, number, access, since=known.get(page_id), depth=depth)
