@@ -16,7 +16,9 @@ from rest_framework.test import APIClient
 
 from knowledge import tasks
 from knowledge.models import Document, DocumentVersion, IngestJob, Source
+from tenants.services import api_key_issue
 from tests import mail_server
+from tests.connectors.doors import sees
 from tests.factories import make_member
 from tests.mail_server import Dovecot
 
@@ -68,7 +70,8 @@ def company(tenant_a, admin_a, dovecot, settings):  # type: ignore[no-untyped-de
     for name in ("hanna", "carla"):
         group_member_add(tenant=tenant_a, actor=admin_a, group=group, user=people[name])
     people["alice"] = admin_a
-    return {"tenant": tenant_a, "people": people}
+    key = api_key_issue(tenant=tenant_a, name="h", scope="read", acts_for=["user:hanna"])
+    return {"tenant": tenant_a, "people": people, "key-hanna": key}
 
 
 def _location(dovecot: Dovecot, password: str = OWNER[1]) -> str:
@@ -103,13 +106,11 @@ def _matches_dovecot(dovecot: Dovecot, access: dict[str, list[str]]) -> None:
             assert here == dovecot.may_read(login, folder), (member, folder, readers)
 
 
-def _asks(company: dict[str, Any], who: str, question: str) -> str:
-    client = APIClient()
-    client.force_login(company["people"][who])
-    answers = [client.post(f"{BASE}/retrieve/", {"query": question, "top_k": 8}, format="json"),
-               client.post(f"{BASE}/answer/", {"question": question}, format="json")]  # fmt: skip
-    assert all(a.status_code < 500 for a in answers)
-    return "\n".join(a.content.decode() for a in answers)
+def _sees(company: dict[str, Any], who: str, folder: str, question: str, canary: str) -> bool:
+    """The folder's one conversation for this identity, through every door (tests/connectors/doors.py)."""
+    identity = company["key-hanna"] if who == "key-hanna" else company["people"][who]
+    document = Document.objects.get(document_key__startswith=f"{folder}/", document_key__endswith=".md")
+    return sees(identity, question, document, canary)
 
 
 def test_conversations_come_in_with_their_own_words_and_each_folders_acl_as_dovecot_applies_it(
@@ -138,11 +139,10 @@ def test_conversations_come_in_with_their_own_words_and_each_folders_acl_as_dove
     assert sorted(steps.effective_access) == ["tenant"]
     assert "inbox" in set(vpn.tags.values_list("name", flat=True))  # tags are lower case
 
-    question = "How much is the refund for order 5512?"
-    assert [CANARY in _asks(company, who, question) for who in ("hanna", "carla", "sam", "dave")] == [
-        True, False, False, False]  # fmt: skip
-    assert [PAYROLL_CANARY in _asks(company, who, "When are bonuses paid?") for who in ("hanna", "carla")] == [
-        True, False]  # fmt: skip
+    question, who = "How much is the refund for order 5512?", ("hanna", "key-hanna", "carla", "sam", "dave")
+    assert [_sees(company, w, "Escalations", question, CANARY) for w in who] == [True, True, False, False, False]
+    payroll = [_sees(company, w, "Payroll", "When are bonuses paid?", PAYROLL_CANARY) for w in ("hanna", "carla")]
+    assert payroll == [True, False]
 
 
 def test_an_acl_changed_by_the_mailboxs_owner_is_applied_by_the_permission_sync(
@@ -161,8 +161,9 @@ def test_an_acl_changed_by_the_mailboxs_owner_is_applied_by_the_permission_sync(
     assert access["Escalations"] == ["user:sam"] and access["Payroll"] == ["user:carla", "user:hanna"]
     _matches_dovecot(dovecot, access)
     assert set(DocumentVersion.objects.filter(document__source=source).values_list("pk", flat=True)) == before
-    assert CANARY in _asks(company, "sam", "How much is the refund for order 5512?")
-    assert CANARY not in _asks(company, "hanna", "How much is the refund for order 5512?")
+    question = "How much is the refund for order 5512?"
+    assert _sees(company, "sam", "Escalations", question, CANARY)
+    assert not _sees(company, "hanna", "Escalations", question, CANARY)
 
 
 def test_a_resync_fetches_only_new_messages_and_retires_conversations_whose_messages_are_gone(
@@ -222,3 +223,24 @@ def test_a_mailbox_that_fails_or_is_not_allowed_changes_nothing_and_says_why(
     down = sync(OWNER[1])
     assert down.state == IngestJob.State.FAILED and "cannot be reached" in down.message
     assert _by_folder(source) == before
+
+
+def test_a_huge_attachment_is_listed_skipped_and_a_hostile_file_name_stays_inside_its_conversation(
+    company, dovecot, django_capture_on_commit_callbacks, settings
+):
+    settings.RAG_MAX_FILE_BYTES = 4000
+    dovecot.deliver("INBOX", "Logs for the outage", "The full server log is attached.", message_id="<log-1@x.test>",
+                    attachment=("server.log", b"GET /health 200\n" * 1000))  # fmt: skip
+    dovecot.deliver("INBOX", "Invoice copy", "The invoice is attached.", message_id="<inv-1@x.test>",
+                    attachment=("../../../etc/passwd", b"Invoice 7781: 312 EUR, due 31 January."))  # fmt: skip
+    source = _create(company, dovecot, django_capture_on_commit_callbacks)
+    job = IngestJob.objects.get(source=source, kind=IngestJob.Kind.SYNC)
+    assert job.state == IngestJob.State.SUCCEEDED, (job.message, job.errors)
+    skipped = [s for s in job.skips if s["key"].endswith("/server.log")]
+    assert skipped and "over RAG_MAX_FILE_BYTES" in skipped[0]["reason"]
+    invoice = Document.objects.get(
+        source=source, document_key__startswith="INBOX/invoice-copy-", document_key__endswith=".md"
+    )
+    attached = Document.objects.get(source=source, document_key=invoice.document_key.removesuffix(".md") + "/passwd")
+    assert "Invoice 7781" in attached.versions.get(status="active").chunks.first().text
+    assert not Document.objects.filter(source=source, document_key__contains="..").exists()
