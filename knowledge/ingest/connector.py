@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
+from knowledge.ingest.producer import KindConfig, option
 from knowledge.locations import web_location_check
 from knowledge.sealed import split_credential
 from tenants.models import Membership
@@ -23,6 +27,50 @@ from tenants.principals import TENANT
 
 PAIR_RE = re.compile(r"^\s*([^=\s,]+)\s*=\s*([^=\s,]+)\s*$")
 PERMISSION_MINUTES = 5  # a permission sync's default interval: how long someone the system locked out still reads
+HISTORY_DEPTH = 50  # versions of each item a first sync keeps
+
+
+@dataclass(frozen=True)
+class ConnectorConfig(KindConfig):
+    """The options every connector has (each kind adds its own: a namespace, projects, folders)."""
+
+    people: str = option(
+        _("People (user names there)"),
+        _(
+            "member=login pairs, comma separated, for members who are someone else there than their user name or "
+            "e-mail address here says; everyone else is matched by user name, then by e-mail address."
+        ),
+        max_length=4000,
+    )
+    permission_minutes: int | None = option(
+        _("Minutes between permission syncs"),
+        _("How often the system's read rights are read again on their own (blank: 5)."),
+        default=None,
+    )
+    history_depth: int | None = option(
+        _("History depth"),
+        _("Revisions, journal entries or messages of each item the first sync keeps as versions (blank: 50)."),
+        default=None,
+    )
+
+    def check(self) -> None:
+        people_map(self.people)
+        if self.permission_minutes is not None and not 1 <= int(self.permission_minutes) <= 1440:
+            raise ValueError("A permission sync runs every 1 to 1,440 minutes.")
+        if self.history_depth is not None and not 1 <= int(self.history_depth) <= 1000:
+            raise ValueError("The history depth is a number of versions from 1 to 1,000.")
+
+    @property
+    def every(self) -> int:
+        return int(self.permission_minutes or PERMISSION_MINUTES)
+
+    @property
+    def depth(self) -> int:
+        return int(self.history_depth or HISTORY_DEPTH)
+
+    @staticmethod
+    def listed(text: str) -> set[str]:
+        return {part.strip() for part in (text or "").split(",") if part.strip()}
 
 
 def people_map(text: str) -> dict[str, str]:

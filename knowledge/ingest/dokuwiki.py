@@ -36,7 +36,7 @@ import httpx
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from knowledge.ingest.connector import PERMISSION_MINUTES, access_list, api_location_check, identities, people_map
+from knowledge.ingest.connector import ConnectorConfig, access_list, api_location_check, identities
 from knowledge.ingest.obsidian import Link
 from knowledge.ingest.producer import (
     Access,
@@ -45,7 +45,6 @@ from knowledge.ingest.producer import (
     Event,
     Failed,
     Item,
-    KindConfig,
     Past,
     Planned,
     Reading,
@@ -71,43 +70,17 @@ class WikiFault(Exception):
 
 
 @dataclass(frozen=True)
-class WikiConfig(KindConfig):
-    """A DokuWiki source's options."""
+class WikiConfig(ConnectorConfig):
+    """A DokuWiki source's options: the connectors' own, and a namespace."""
 
     namespace: str = option(
         _("Namespace (DokuWiki; empty: the whole wiki)"), _("Only the pages under this namespace, such as support.")
     )
-    people: str = option(
-        _("People (DokuWiki)"),
-        _(
-            "member=login pairs, comma separated, for members whose wiki user name differs from their user name "
-            "here; everyone else is looked up under their own name."
-        ),
-        max_length=4000,
-    )
-    permission_minutes: int | None = option(
-        _("Minutes between permission syncs"),
-        _("How often the wiki's read rights are read again on their own (blank: 5)."),
-        default=None,
-    )
-    history_depth: int | None = option(
-        _("History depth"),
-        _("Revisions of each page the first sync reads (blank: RAG_GIT_HISTORY_DEPTH)."),
-        default=None,
-    )
 
     def check(self) -> None:
+        super().check()
         if self.namespace and not NAMESPACE_RE.match(self.namespace.strip(":")):
             raise ValueError(f"{self.namespace!r} is not a DokuWiki namespace (such as support:faq).")
-        people_map(self.people)
-        if self.permission_minutes is not None and not 1 <= int(self.permission_minutes) <= 1440:
-            raise ValueError("A permission sync runs every 1 to 1,440 minutes.")
-        if self.history_depth is not None and not 1 <= int(self.history_depth) <= 1000:
-            raise ValueError("The history depth is a number of revisions from 1 to 1,000.")
-
-    @property
-    def every(self) -> int:
-        return int(self.permission_minutes or PERMISSION_MINUTES)
 
 
 class WikiClient:
@@ -252,7 +225,7 @@ def produce_dokuwiki(reading: Reading) -> Iterator[Event]:
         )
         yield Planned(len(pages))
         revisions: dict[str, int] = {}
-        depth = int(reading.config.history_depth or settings.RAG_GIT_HISTORY_DEPTH)
+        depth = reading.config.depth
         for number, page in enumerate(pages):
             page_id, key = str(page["id"]), page_key(str(page["id"]))
             revision = int(_when(page["lastModified"]).timestamp())

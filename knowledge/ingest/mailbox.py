@@ -44,7 +44,7 @@ from django.utils.translation import gettext_lazy as _
 from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientError, LoginError
 
-from knowledge.ingest.connector import PERMISSION_MINUTES, access_list, identities, people_map, tenant_members
+from knowledge.ingest.connector import ConnectorConfig, access_list, identities, people_map, tenant_members
 from knowledge.ingest.producer import (
     Access,
     Activity,
@@ -52,7 +52,6 @@ from knowledge.ingest.producer import (
     Event,
     Failed,
     Item,
-    KindConfig,
     Past,
     Planned,
     Reading,
@@ -82,47 +81,18 @@ class MailProblem(SourceProblem):
 
 
 @dataclass(frozen=True)
-class MailConfig(KindConfig):
-    """A shared mailbox's options."""
+class MailConfig(ConnectorConfig):
+    """A shared mailbox's options: the connectors' own, and the folders read."""
 
     folders: str = option(
         _("Folders (IMAP; empty: all)"),
         _("The folders read, comma separated, such as INBOX, Support/Solved."),
         max_length=2000,
     )
-    people: str = option(
-        _("People (IMAP)"),
-        _(
-            "member=login pairs, comma separated, for members whose mail login is neither their user name nor their "
-            "e-mail address here."
-        ),
-        max_length=4000,
-    )
-    permission_minutes: int | None = option(
-        _("Minutes between permission syncs"),
-        _("How often the folders' ACLs are read again on their own (blank: 5)."),
-        default=None,
-    )
-    history_depth: int | None = option(
-        _("History depth"),
-        _("Messages of each conversation the first sync keeps as versions (blank: 50)."),
-        default=None,
-    )
-
-    def check(self) -> None:
-        people_map(self.people)
-        if self.permission_minutes is not None and not 1 <= int(self.permission_minutes) <= 1440:
-            raise ValueError("A permission sync runs every 1 to 1,440 minutes.")
-        if self.history_depth is not None and not 1 <= int(self.history_depth) <= 1000:
-            raise ValueError("The history depth is a number of messages from 1 to 1,000.")
-
-    @property
-    def every(self) -> int:
-        return int(self.permission_minutes or PERMISSION_MINUTES)
 
     @property
     def wanted(self) -> set[str]:
-        return {f.strip() for f in self.folders.split(",") if f.strip()}
+        return self.listed(self.folders)
 
 
 def mail_location_check(location: str, tenant_slug: str | None = None) -> str:
@@ -423,7 +393,7 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
             .exclude(status=Status.RETIRED)
             .values_list("document_key", flat=True)
         )
-        depth = int(reading.config.history_depth or 50)
+        depth = reading.config.depth
         state: dict[str, Any] = {}
         position = 0
         for folder in folders:

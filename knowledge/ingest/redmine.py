@@ -35,7 +35,7 @@ import httpx
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from knowledge.ingest.connector import PERMISSION_MINUTES, access_list, api_location_check, identities, people_map
+from knowledge.ingest.connector import ConnectorConfig, access_list, api_location_check, identities
 from knowledge.ingest.producer import (
     Access,
     Activity,
@@ -43,7 +43,6 @@ from knowledge.ingest.producer import (
     Event,
     Failed,
     Item,
-    KindConfig,
     Past,
     Planned,
     Reading,
@@ -67,47 +66,18 @@ class NotThere(Exception):
 
 
 @dataclass(frozen=True)
-class RedmineConfig(KindConfig):
-    """A Redmine source's options."""
+class RedmineConfig(ConnectorConfig):
+    """A Redmine source's options: the connectors' own, and the projects read."""
 
     projects: str = option(
         _("Projects (Redmine; empty: all)"),
         _("Identifiers of the projects read, comma separated (their subprojects are separate projects)."),
         max_length=2000,
     )
-    people: str = option(
-        _("People (Redmine)"),
-        _(
-            "member=login pairs, comma separated, for members who are a Redmine user of another name and e-mail "
-            "address; everyone else is matched by user name, then by e-mail address."
-        ),
-        max_length=4000,
-    )
-    permission_minutes: int | None = option(
-        _("Minutes between permission syncs"),
-        _("How often Redmine's visibility is read again on its own (blank: 5)."),
-        default=None,
-    )
-    history_depth: int | None = option(
-        _("History depth"),
-        _("Journal entries of each issue the first sync keeps as versions (blank: 50)."),
-        default=None,
-    )
-
-    def check(self) -> None:
-        people_map(self.people)
-        if self.permission_minutes is not None and not 1 <= int(self.permission_minutes) <= 1440:
-            raise ValueError("A permission sync runs every 1 to 1,440 minutes.")
-        if self.history_depth is not None and not 1 <= int(self.history_depth) <= 1000:
-            raise ValueError("The history depth is a number of journal entries from 1 to 1,000.")
-
-    @property
-    def every(self) -> int:
-        return int(self.permission_minutes or PERMISSION_MINUTES)
 
     @property
     def wanted(self) -> set[str]:
-        return {p.strip() for p in self.projects.split(",") if p.strip()}
+        return self.listed(self.projects)
 
 
 class RedmineClient:
@@ -210,6 +180,13 @@ class Tracker:
             seen[member] = self._as(login) if login else anonymous
         return seen, anonymous
 
+    def access(
+        self, issue_id: int, seen: dict[str, set[int]], anonymous: set[int]
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """The members Redmine lists an issue for, and its access list."""
+        readers = [member for member, ids in seen.items() if issue_id in ids]
+        return readers, access_list(readers, len(self.people), issue_id in anonymous)
+
     def _as(self, login: str) -> set[int]:
         try:
             listed = self.client.pages("issues.json", "issues", {"status_id": "*"}, as_user=login)
@@ -277,13 +254,12 @@ def produce_redmine(reading: Reading) -> Iterator[Event]:
             .exclude(status=Status.RETIRED)
             .values_list("document_key", flat=True)
         )
-        depth = int(reading.config.history_depth or 50)
+        depth = reading.config.depth
         yield Planned(len(issues))
         state: dict[str, dict[str, Any]] = {}
         for number, issue in enumerate(issues):
             issue_id, key = int(issue["id"]), tracker.key(issue)
-            readers = [member for member, ids in seen.items() if issue_id in ids]
-            access = access_list(readers, len(tracker.people), issue_id in anonymous)
+            readers, access = tracker.access(issue_id, seen, anonymous)
             last = known.get(str(issue_id), {})
             if number % 20 == 0:
                 yield Activity(f"Issue {number + 1} of {len(issues)}: #{issue_id}")
@@ -467,11 +443,11 @@ def redmine_permissions(reading: Reading) -> Iterator[Event]:
         private = {key for key, last in reading.state.get("issues", {}).items() if last.get("private")}
         for issue in issues:
             issue_id = int(issue["id"])
-            readers = [member for member, ids in seen.items() if issue_id in ids]
-            yield Access(tracker.key(issue), access_list(readers, len(tracker.people), issue_id in anonymous))
+            readers, access = tracker.access(issue_id, seen, anonymous)
+            yield Access(tracker.key(issue), access)
             if str(issue_id) in private:
                 shown = tracker.private_readers(issue_id, readers)
                 yield Access(tracker.key(issue, private=True), access_list(shown, -1, False))
-        yield Done()
+        yield Done(report={"unmapped": tracker.unmapped({int(i["id"]) for i in issues})})
     finally:
         client.close()

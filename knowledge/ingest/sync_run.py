@@ -518,10 +518,12 @@ class PermissionRun(SyncRun):
         job, reading = self._started(IngestJob.Kind.PERMISSIONS)
         assert kind.permissions is not None
         lists: dict[str, tuple[str, ...]] = {}
+        report: dict[str, Any] = {}
         with source_locked(source, job), stopped_when_full(job):
             try:
                 for event in kind.permissions(reading):
                     if isinstance(event, Done):
+                        report = dict(event.report)  # what its kind says besides (people it could not map)
                         break
                     if isinstance(event, Activity):
                         report_activity(job, event.text)
@@ -535,7 +537,7 @@ class PermissionRun(SyncRun):
                 lists.setdefault(key, ())
             self.access.apply(source, lists)
             job.documents_total = job.documents_done = self.access.seen
-            job.params = {**(job.params or {}), **self.access.report()}
+            job.params = {**(job.params or {}), **report, **self.access.report()}
             job.save()
             return finish(job, self.progress)
 

@@ -251,6 +251,8 @@ def test_the_job_page_lists_what_opened_closed_and_what_the_wiki_admits_no_one_h
     admin.force_login(company["people"]["alice"])
     page = admin.get(f"/t/acme/jobs/{job.public_id}/").content.decode()
     assert "legal/nda.md" in page and "admins only" in page
+    listing = admin.get("/t/acme/sources/").content.decode()
+    assert "1 document for admins only" in listing  # the source's row says so, linking to the job
     staff = Client()
     staff.force_login(company["people"]["sam"])
     assert staff.get(f"/t/acme/jobs/{job.public_id}/").status_code in (403, 404)

@@ -150,6 +150,7 @@ def test_a_membership_changed_in_redmine_is_applied_by_the_permission_sync(
     }
     report = job.params["access"]
     assert (report["opened"], report["closed"]) == (3, 1)
+    assert job.params["unmapped"] == [{"principal": "outsider", "documents": 2}]  # the latest job says it too
     assert set(DocumentVersion.objects.filter(document__source=source).values_list("pk", flat=True)) == before
     question, bands = "What are the salary bands for engineers?", f"hr/{ids['bands']}.md"
     assert _sees(company, "sam", bands, question, CANARY) and not _sees(company, "carla", bands, question, CANARY)

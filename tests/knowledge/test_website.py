@@ -228,7 +228,7 @@ def test_website_sources_over_rest_sync_on_request_and_on_a_schedule(tenant_a, s
 
 
 def test_the_registry_says_which_kinds_sync():
-    assert set(sources.syncable_kinds()) == {"folder", "obsidian", "git", "website"}
+    assert set(sources.syncable_kinds()) == {"folder", "obsidian", "git", "website", "dokuwiki", "redmine", "mailbox"}
     assert sources.upload_kinds() == ["upload"]
 
 
