@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.servers import free_port, stop
+from tests.servers import INHERITED_NOT, free_port, stop
 
 PACKAGE = Path("/usr/share/redmine")
 ADMIN_PASSWORD = "admin-secret-1"
@@ -53,7 +53,8 @@ def _instance(folder: Path) -> dict[str, str]:
         secret.write_text(secrets.token_hex(32))
     (folder / "Gemfile").write_text(f'eval_gemfile "{PACKAGE}/Gemfile"\ngem "webrick"\n')
     return {
-        **os.environ,
+        # never the test run's own configuration: Rails reads DATABASE_URL over the instance's database.yml
+        **{name: value for name, value in os.environ.items() if not name.startswith(INHERITED_NOT)},
         "REDMINE_INSTANCE": os.path.relpath(folder, PACKAGE / "instances"),
         "RAILS_ENV": "production",
         "REDMINE_LANG": "en",

@@ -16,7 +16,7 @@ import urllib.request
 import xmlrpc.client
 from pathlib import Path
 
-from tests.servers import free_port, stop
+from tests.servers import INHERITED_NOT, free_port, stop
 
 PACKAGE = Path("/usr/share/dokuwiki")
 CONFIG = Path("/etc/dokuwiki")
@@ -63,7 +63,10 @@ class DokuWiki:
         )
 
     def start(self) -> DokuWiki:
-        env = {**os.environ, "PHP_CLI_SERVER_WORKERS": "2"}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(INHERITED_NOT)},
+            "PHP_CLI_SERVER_WORKERS": "2",
+        }
         self.process = subprocess.Popen(
             ["php", "-S", f"127.0.0.1:{self.port}", "-t", str(self.root)],
             cwd=self.root,
