@@ -413,6 +413,7 @@ RAG_WEB_SYNC_DEADLINE_S = env_int("RAG_WEB_SYNC_DEADLINE_S", default=1800, minim
 # A wiki's API (knowledge/ingest/dokuwiki.py): each call checked and capped like a web page, a sync's reading in all.
 RAG_WIKI_MAX_BYTES = env_int("RAG_WIKI_MAX_BYTES", default=2 * 1024**3, minimum=1024)
 RAG_WIKI_SYNC_DEADLINE_S = env_int("RAG_WIKI_SYNC_DEADLINE_S", default=4 * 3600, minimum=10)
+RAG_WIKI_MAX_ANSWER_BYTES = env_int("RAG_WIKI_MAX_ANSWER_BYTES", default=64 * 1024**2, minimum=1024)  # one API answer
 # A shared mailbox's IMAP server (knowledge/ingest/mailbox.py): only a server the operator names here, as host:port.
 RAG_ALLOWED_MAIL_SERVERS = env_list("RAG_ALLOWED_MAIL_SERVERS", default=[])
 

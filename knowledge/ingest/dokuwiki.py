@@ -93,7 +93,11 @@ class WikiClient:
         self.headers = {"Content-Type": "text/xml; charset=utf-8"}
         if credential:
             self.headers["Authorization"] = "Basic " + base64.b64encode(credential.encode()).decode()
-        self.reader = Reader(budget=settings.RAG_WIKI_MAX_BYTES, deadline_s=settings.RAG_WIKI_SYNC_DEADLINE_S)
+        self.reader = Reader(
+            budget=settings.RAG_WIKI_MAX_BYTES,
+            deadline_s=settings.RAG_WIKI_SYNC_DEADLINE_S,
+            answer_cap=settings.RAG_WIKI_MAX_ANSWER_BYTES,
+        )
 
     def call(self, method: str, *params: Any) -> Any:
         body = xmlrpc.client.dumps(params, method, encoding="utf-8").encode()

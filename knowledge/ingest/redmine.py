@@ -86,7 +86,11 @@ class RedmineClient:
     def __init__(self, base: str, credential: str) -> None:
         self.base = base if base.endswith("/") else base + "/"
         self.key = credential.split(":", 1)[0]
-        self.reader = Reader(budget=settings.RAG_WIKI_MAX_BYTES, deadline_s=settings.RAG_WIKI_SYNC_DEADLINE_S)
+        self.reader = Reader(
+            budget=settings.RAG_WIKI_MAX_BYTES,
+            deadline_s=settings.RAG_WIKI_SYNC_DEADLINE_S,
+            answer_cap=settings.RAG_WIKI_MAX_ANSWER_BYTES,
+        )
 
     def get(
         self, path: str, params: dict[str, Any] | None = None, *, as_user: str | None = None, anonymous: bool = False

@@ -100,11 +100,14 @@ class Reader:
     followed by hand (each target checked), a byte budget for the whole sync counted on the bytes as decompressed,
     a cap on each page, and a deadline for each page (however slowly its bytes come) and for the whole sync."""
 
-    def __init__(self, *, budget: int | None = None, deadline_s: int | None = None) -> None:
+    def __init__(
+        self, *, budget: int | None = None, deadline_s: int | None = None, answer_cap: int | None = None
+    ) -> None:
         self.client = httpx.Client(follow_redirects=False, timeout=settings.RAG_WEB_TIMEOUT_S,
                                    headers={"User-Agent": USER_AGENT})  # fmt: skip
         self.bytes_left = budget or settings.RAG_WEB_MAX_BYTES
         self.deadline_s = deadline_s or settings.RAG_WEB_SYNC_DEADLINE_S
+        self.answer_cap = answer_cap or settings.RAG_WEB_MAX_PAGE_BYTES  # one page, or one API answer
         self.sync_deadline = time.monotonic() + self.deadline_s
 
     def post(self, url: str, body: bytes, headers: dict[str, str]) -> Fetched:
@@ -150,7 +153,7 @@ class Reader:
     def _body(self, response: httpx.Response, target: WebURL, deadline: float) -> bytes:
         """The page's bytes as decompressed, counted while they come: never more than the page cap or what is left
         of the sync's budget, never longer than the page's deadline."""
-        cap = min(settings.RAG_WEB_MAX_PAGE_BYTES, self.bytes_left)
+        cap = min(self.answer_cap, self.bytes_left)
         encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
         encodings = [e for e in encodings if e != "identity"]
         if any(e not in DECODINGS for e in encodings):
@@ -179,10 +182,10 @@ class Reader:
         return bytes(body)
 
     def _over(self, cap: int, target: WebURL) -> WebProblem:
-        if cap < settings.RAG_WEB_MAX_PAGE_BYTES:
+        if cap < self.answer_cap:
             return BudgetSpent(f"over the byte budget (RAG_WEB_MAX_BYTES = {settings.RAG_WEB_MAX_BYTES:,})")
-        return WebProblem(f"{target.text[:200]}: over {settings.RAG_WEB_MAX_PAGE_BYTES:,} bytes "
-                          "(RAG_WEB_MAX_PAGE_BYTES), decompressed")  # fmt: skip
+        setting = "RAG_WEB_MAX_PAGE_BYTES" if self.answer_cap == settings.RAG_WEB_MAX_PAGE_BYTES else "its cap"
+        return WebProblem(f"{target.text[:200]}: over {self.answer_cap:,} bytes ({setting}), decompressed")
 
     def close(self) -> None:
         self.client.close()
