@@ -358,11 +358,28 @@ class Rights:
     groups: dict[str, set[str]]
     owner: str
 
-    def folder(self, acl: list[tuple[str, str]]) -> tuple[str, ...]:
+    unmapped: dict[str, int] = field(default_factory=dict)  # an ACL's people and groups who are no one here → items
+
+    def folder(self, acl: list[tuple[str, str]], items: int = 0) -> tuple[str, ...]:
+        """The folder's access list; the identifiers its ACL lets read that are no one here are counted, with the
+        folder's `items`, in `unmapped` (their access is not carried: fail closed)."""
         readers = [
             m for m, login in self.people.items() if "r" in rights_of(acl, login, self.groups.get(m, set()), self.owner)
         ]
+        logins = {login for login in self.people.values() if login}
+        groups = set().union(*self.groups.values()) if self.groups else set()
+        special = {"anyone", "anonymous", "authenticated", "owner", self.owner}
+        for who, rights in acl:
+            if who.startswith("$"):
+                nobody = who[1:] not in groups
+            else:
+                nobody = not who.startswith("-") and "=" not in who and who not in special | logins
+            if nobody and "r" in rights:
+                self.unmapped[who] = self.unmapped.get(who, 0) + items
         return access_list(readers, len(self.people), "r" in rights_of(acl, None, set(), self.owner))
+
+    def report(self) -> list[dict[str, Any]]:
+        return [{"principal": who, "documents": count} for who, count in sorted(self.unmapped.items())][:200]
 
 
 def _rights(reading: Reading, mailbox: Mailbox) -> Rights:
@@ -399,7 +416,7 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
         for folder in folders:
             yield Activity(f"Reading the folder {folder}")
             try:
-                access = rights.folder(mailbox.acl(folder))
+                acl = mailbox.acl(folder)
             except MailFault as fault:
                 yield Failed(folder, f"its ACL cannot be read ({fault}): not indexed", keep=False)
                 continue
@@ -420,6 +437,7 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
                     threads.setdefault(fetched[uid].root, []).append(uid)
                 elif str(uid) in seen:
                     threads.setdefault(seen[str(uid)][0], []).append(uid)
+            access = rights.folder(acl, len(threads))
             changed = {fetched[uid].root for uid in fetched}
             before: dict[str, set[int]] = {}
             for uid, (root, _subject) in ((int(u), v) for u, v in seen.items()):
@@ -458,9 +476,8 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
                 )
                 position += 1
             state.setdefault(folder, {}).update({"validity": validity, "uids": kept})
-        yield Done(
-            state={"folders": state}, report={"mailbox": {"folders": len(folders), "members": len(rights.people)}}
-        )
+        report = {"mailbox": {"folders": len(folders), "members": len(rights.people)}, "unmapped": rights.report()}
+        yield Done(state={"folders": state}, report=report)
     finally:
         mailbox.close()
 
@@ -538,15 +555,16 @@ def mailbox_permissions(reading: Reading) -> Iterator[Event]:
         for folder, last in reading.state.get("folders", {}).items():
             if folder not in folders:
                 continue  # its documents close (the run closes what it is not told about)
+            threads = {tuple(v) for v in last.get("uids", {}).values()}
             try:
-                access = rights.folder(mailbox.acl(folder))
+                access = rights.folder(mailbox.acl(folder), len(threads))
             except MailFault:
                 access = ()
-            for root, subject in {tuple(v) for v in last.get("uids", {}).values()}:
+            for root, subject in threads:
                 key = thread_key(folder, root, subject)
                 yield Access(key, access)
                 for attached in last.get("attachments", {}).get(key, []):
                     yield Access(attached, access)
-        yield Done()
+        yield Done(report={"unmapped": rights.report()})
     finally:
         mailbox.close()

@@ -5,7 +5,7 @@ them open — before and after the mailbox's owner changes an ACL.
 
 The mail users: hanna and c.lopez in the mail group `hr` (carla here, by the people map), sam in none. The folders:
 INBOX open to anyone; Escalations to hanna (the group only sees the folder listed, `l`); Payroll to the group with
-c.lopez's `r` taken away by a negative entry; Legal to no one but the mailbox's owner."""
+c.lopez's `r` taken away by a negative entry; Legal to the mailbox's owner and a lawyer who is no one here."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ LOGINS = {"hanna": "hanna", "carla": "c.lopez", "sam": "sam"}
 
 @pytest.fixture
 def dovecot():  # type: ignore[no-untyped-def]
-    users = {"hanna": ("pw-hanna", ["hr"]), "c.lopez": ("pw-carla", ["hr"]), "sam": ("pw-sam", [])}
+    users = {"hanna": ("pw-hanna", ["hr"]), "c.lopez": ("pw-carla", ["hr"]), "sam": ("pw-sam", []),
+             "lawyer": ("pw-lawyer", [])}  # fmt: skip
     served = Dovecot(users, OWNER).start()
     served.deliver("INBOX", "VPN token reset", "My VPN token stopped working this morning. What do I do?",
                    message_id="<vpn-1@example.com>", when="Mon, 07 Dec 2026 09:00:00 +0000")  # fmt: skip
@@ -56,6 +57,7 @@ def dovecot():  # type: ignore[no-untyped-def]
     served.share("Escalations", "$hr", "l")
     served.share("Payroll", "$hr", "lr")
     served.share("Payroll", "-c.lopez", "r")
+    served.share("Legal", "lawyer", "lr")  # a mail user who is no one here
     yield served
     served.remove()
 
@@ -124,8 +126,9 @@ def test_conversations_come_in_with_their_own_words_and_each_folders_acl_as_dove
         "INBOX": ["tenant"],
         "Escalations": ["user:hanna"],  # her own entry; the group only sees it listed
         "Payroll": ["user:hanna"],  # the group, less c.lopez's negative entry
-        "Legal": [],  # the owner alone: the admins here
+        "Legal": [],  # the owner and a lawyer who is no one here: the admins here
     }
+    assert job.params["unmapped"] == [{"principal": "lawyer", "documents": 1}]
     _matches_dovecot(dovecot, access)
 
     vpn = Document.objects.get(
