@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agent_sessions import services as sessions
-from chat import recipe, records, services
+from chat import receipts, recipe, records, services
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, session_fields, verdict_payload
 from chat.streaming import EventStreamRenderer, sse_response, stream_events
 from core import transport
@@ -84,3 +84,19 @@ class VerdictApi(TenantApiView):
         except records.VerdictInvalid as invalid:
             raise serializers.ValidationError(invalid.errors) from invalid
         return Response(verdict_payload(verdict), status=status.HTTP_201_CREATED)
+
+
+class ReceiptApi(TenantApiView):
+    """An answer's receipt (chat/receipts.py): who asked and by which door, the question, the model, the document
+    versions it read, each claim with its evidence sentences and `now` — what that evidence is today (`unchanged`,
+    `changed`, `superseded`, `expired`, `retired`, `no_longer_available`), computed when read. Only the asker (the
+    same member or key) and the tenant's admins read it; anyone else is told it does not exist."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, tenant_slug: str, answer_id: str) -> Response:
+        record = records.answer_get(tenant=self.tenant, answer_id=answer_id)
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        user = None if key is not None else request.user
+        if record is None or not receipts.may_read(record, self.viewer, user=user, api_key=key):
+            raise exceptions.NotFound("No answer with that id in this tenant.")
+        return Response(receipts.receipt(record))

@@ -15,6 +15,7 @@ urlpatterns = [
 api_urlpatterns = [
     path("tenants/<slug:tenant_slug>/answer/", api.AnswerApi.as_view(), name="answer"),
     path("tenants/<slug:tenant_slug>/answers/<str:answer_id>/verdicts/", api.VerdictApi.as_view(), name="verdicts"),
+    path("tenants/<slug:tenant_slug>/answers/<str:answer_id>/receipt/", api.ReceiptApi.as_view(), name="receipt"),
 ]
 
 openai_urlpatterns = [

@@ -121,7 +121,8 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     return bytes(out)
 
 
-def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", user: Any = None) -> Any:
+def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", user: Any = None,
+                api_key: Any = None) -> Any:  # fmt: skip
     """An answer as chat.records keeps it, from a real retrieval of this tenant's index (hits with ranks)."""
     from chat.models import AnswerRecord
     from chat.records import answer_record
@@ -132,7 +133,7 @@ def make_answer(tenant: Tenant, *, question: str = "How long is the warranty?", 
     result = Answer(answer="The documents available to me do not contain the answer to this question.",
                     generated=True, model="test.gguf", status="not_found", citations=[], hits=hits)  # fmt: skip
     record = answer_record(
-        viewer=Viewer.everything(tenant), question=question, result=result, channel="chat", user=user
+        viewer=Viewer.everything(tenant), question=question, result=result, channel="chat", user=user, api_key=api_key
     )
     assert isinstance(record, AnswerRecord)
     return record

@@ -54,12 +54,16 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def _url(route: str, values: dict, **owner: object) -> str:  # type: ignore[type-arg]
-    """The route with the world's ids; a session route with a session of `owner` (a user or an API key)."""
+    """The route with the world's ids; a session route with a session of `owner` (a user or an API key), an answer's
+    route with an answer `owner` asked (a receipt is its asker's)."""
     import re
 
     if owner and "<uuid:session_id>" in route:
         tenant = Tenant.objects.get(slug=values["tenant_slug"])
         values = {**values, "session_id": sessions.session_create(tenant=tenant, **owner).public_id}
+    if owner and "<str:answer_id>" in route:
+        tenant = Tenant.objects.get(slug=values["tenant_slug"])
+        values = {**values, "answer_id": make_answer(tenant, **owner).public_id}
     return re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
 
 
@@ -69,7 +73,8 @@ def _calls(view: type[TenantApiView]) -> list[str]:
 
 def test_the_routes_are_found():
     names = {view.__name__ for _, view in _api_routes()}
-    assert {"RetrieveApi", "AnswerApi", "SourceDetailApi", "JobRetryApi", "DocumentRetireApi", "VerdictApi"} <= names
+    assert {"RetrieveApi", "AnswerApi", "SourceDetailApi", "JobRetryApi", "DocumentRetireApi", "VerdictApi",
+            "ReceiptApi"} <= names  # fmt: skip
 
 
 def test_staff_sessions_read_but_never_write_through_the_api(tenant_a, world):

@@ -1,0 +1,178 @@
+"""An answer's receipt: who asked and by which door, the question, the model, every document version it read, each
+claim with the evidence sentences it was verified against — and, computed when read, what each claim's evidence is
+now. Built from the answer's record (chat/records.py), which every door keeps; decided from the history, never by a
+model.
+
+A claim's `now` is the worst of its evidence's states, in this order:
+- `no_longer_available`: the asker may no longer see the document (or it is gone) — nothing more is said;
+- `retired`: the document was retired;
+- `superseded`: a document in force now supersedes it;
+- `expired`: its validity ended;
+- `changed`: a later version no longer holds the evidence sentence (`changed_to` gives the sentence that now stands
+  where it stood, when one still states a value);
+- `unchanged`: the version it read is still served, or a later one still holds the sentence word for word (an edit
+  elsewhere in the document never changes a claim).
+A claim with no evidence (nothing to check) is `unchanged`.
+
+Only the asker (their membership, or the API key that asked) and the tenant's admins may read a receipt; anyone else
+is told it does not exist. Visibility now is the asker's, whoever reads the receipt."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.utils import timezone
+
+from chat.models import AnswerRecord
+from knowledge import selectors
+from knowledge.models import Document, DocumentVersion, Status
+from tenants.models import Membership
+from tenants.principals import Viewer, viewer_for
+
+STATES = ("unchanged", "changed", "expired", "superseded", "retired", "no_longer_available")  # worst last
+NUMBER_RE = re.compile(r"\d[\d.,]*")
+
+
+def may_read(record: AnswerRecord, viewer: Viewer, *, user: Any = None, api_key: Any = None) -> bool:
+    """The asker (the same member, or the same key) or a tenant admin; everyone else is told it does not exist."""
+    if record.tenant_id != viewer.tenant.pk:
+        return False
+    if api_key is not None:
+        return record.api_key_id == api_key.pk
+    if user is not None and record.user_id == user.pk:
+        return True
+    return (
+        user is not None
+        and Membership.objects.filter(tenant=viewer.tenant, user=user, role=Membership.Role.ADMIN).exists()
+    )
+
+
+def asker_viewer(record: AnswerRecord) -> Viewer | None:
+    """Who the asker is now (None: gone — their account or key no longer reads anything here)."""
+    if record.api_key is not None:
+        if not record.api_key.is_active:
+            return None
+        return viewer_for(tenant=record.tenant, api_key=record.api_key)
+    if record.user is None or not record.user.is_active:
+        return None
+    membership = Membership.objects.filter(tenant=record.tenant, user=record.user).first()
+    return viewer_for(tenant=record.tenant, membership=membership) if membership is not None else None
+
+
+def receipt(record: AnswerRecord) -> dict[str, Any]:
+    """The receipt, with each claim's state now (for the asker, as they are now)."""
+    asker = asker_viewer(record)
+    citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
+    states = _Evidence(record, asker, citations)
+    claims = []
+    for index, claim in enumerate(record.claims):
+        evidence = [
+            {
+                "n": quote.get("n"),
+                "sentence": str(quote.get("text", "")),
+                **_cited(citations.get(int(quote.get("n", 0)))),
+            }
+            for quote in claim.get("quotes", [])
+            if isinstance(quote, dict)
+        ]
+        now, detail = states.claim(claim)
+        shown = {"index": index, "text": claim.get("text", ""), "supported": claim.get("supported")}
+        claims.append({**shown, "citations": claim.get("citations", []), "evidence": evidence, "now": now, **detail})
+    read = (record.index_state or {}).get("documents", {})
+    return {
+        "answer_id": str(record.public_id),
+        "asked_at": record.created_at.isoformat(),
+        "asked_by": record.by_name,
+        "door": record.channel,
+        "question": record.question,
+        "answer": record.answer,
+        "status": record.status,
+        "generated": record.generated,
+        "model": record.model,
+        "documents_read": [{"document_id": d, "version": v} for d, v in sorted(read.items())],
+        "citations": record.citations,
+        "claims": claims,
+        "checked_at": timezone.now().isoformat(),
+    }
+
+
+def _cited(citation: dict[str, Any] | None) -> dict[str, Any]:
+    if not citation:
+        return {}
+    keys = ("document_id", "document_key", "title", "version", "chunk_id", "page", "lines")
+    return {key: citation[key] for key in keys if key in citation}
+
+
+class _Evidence:
+    """Each cited document's state now, read once for the receipt."""
+
+    def __init__(self, record: AnswerRecord, asker: Viewer | None, citations: dict[int, dict[str, Any]]):
+        self.citations = citations
+        ids = {str(c.get("document_id")) for c in citations.values() if c.get("document_id")}
+        every = Document.objects.filter(tenant_id=record.tenant_id, document_id__in=ids)
+        self.documents = {d.document_id: d for d in every}
+        seen = selectors.visible_documents(asker).filter(pk__in=[d.pk for d in every]) if asker is not None else []
+        self.visible = {d.document_id for d in seen}
+        superseding = Document.objects.filter(supersedes__in=every).exclude(status=Status.RETIRED)
+        self.superseded = {d.supersedes_id for d in superseding}
+        served = DocumentVersion.objects.filter(document__in=every, status=Status.ACTIVE)
+        self.served = {v.document_id: v for v in served.prefetch_related("chunks")}
+        self.today = timezone.localdate()
+
+    def state(self, citation: dict[str, Any] | None, sentence: str) -> tuple[str, dict[str, Any]]:
+        if not citation:
+            return "unchanged", {}
+        document = self.documents.get(str(citation.get("document_id")))
+        if document is None or document.document_id not in self.visible:
+            return "no_longer_available", {}
+        if document.status == Status.RETIRED:
+            return "retired", {}
+        if document.pk in self.superseded:
+            return "superseded", {}
+        if document.valid_until is not None and document.valid_until < self.today:
+            return "expired", {"valid_until": document.valid_until.isoformat()}
+        if int(citation.get("version") or 0) == document.version or not sentence:
+            return "unchanged", {}
+        version = self.served.get(document.pk)
+        text = " ".join(chunk.text for chunk in version.chunks.all()) if version is not None else ""
+        if _normal(sentence) in _normal(text):
+            return "unchanged", {"version_now": document.version}
+        return "changed", {"version_now": document.version, **_changed_to(sentence, text)}
+
+    def claim(self, claim: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        worst: str = "unchanged"
+        detail: dict[str, Any] = {}
+        for quote in claim.get("quotes", []):
+            if not isinstance(quote, dict):
+                continue
+            state, more = self.state(self.citations.get(int(quote.get("n", 0))), str(quote.get("text", "")))
+            if STATES.index(state) > STATES.index(worst) or (state == worst and not detail):
+                worst, detail = state, more
+        if not claim.get("quotes"):
+            for n in claim.get("citations", []):
+                state, more = self.state(self.citations.get(int(n)), "")
+                if STATES.index(state) > STATES.index(worst) or (state == worst and not detail):
+                    worst, detail = state, more
+        return worst, detail
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _changed_to(sentence: str, text: str) -> dict[str, Any]:
+    """The sentence of the new version that stands where the old one stood: the one sharing most of its words, when it
+    still states a value (a number); whether the old sentence's values are still in it."""
+    words = set(re.findall(r"\w+", sentence.casefold()))
+    best, overlap = "", 0.0
+    for candidate in re.split(r"(?<=[.!?])\s+|\n+", text):
+        if not NUMBER_RE.search(candidate):
+            continue
+        shared = len(words & set(re.findall(r"\w+", candidate.casefold()))) / max(len(words), 1)
+        if shared > overlap:
+            best, overlap = candidate.strip(), shared
+    if overlap < 0.5:
+        return {}
+    values = set(NUMBER_RE.findall(sentence))
+    return {"changed_to": best, "still_holds": values <= set(NUMBER_RE.findall(best))}
