@@ -99,4 +99,4 @@ class ReceiptApi(TenantApiView):
         user = None if key is not None else request.user
         if record is None or not receipts.may_read(record, self.viewer, user=user, api_key=key):
             raise exceptions.NotFound("No answer with that id in this tenant.")
-        return Response(receipts.receipt(record))
+        return Response(receipts.receipt(record, self.viewer))

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from chat import records
 from chat.models import AnswerRecord
 from knowledge import selectors
 from knowledge.models import Document, DocumentVersion, Status
@@ -60,38 +61,45 @@ def asker_viewer(record: AnswerRecord) -> Viewer | None:
     return viewer_for(tenant=record.tenant, membership=membership) if membership is not None else None
 
 
-def receipt(record: AnswerRecord) -> dict[str, Any]:
-    """The receipt, with each claim's state now (for the asker, as they are now)."""
-    asker = asker_viewer(record)
+def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
+    """The receipt as `reader` may read it now (chat/records.py masks what rests on documents it can no longer see:
+    the asker reading their own receipt is told nothing more of those than "no longer available"), with each claim's
+    state now for the asker, as the asker is now."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
-    states = _Evidence(record, asker, citations)
+    states = _Evidence(record, asker_viewer(record), citations)
+    text, shown_citations, shown_claims = records.masked_for(
+        reader, text=record.answer, citations=record.citations, claims=record.claims
+    )
+    shown = {int(c["n"]): c for c in shown_citations if isinstance(c, dict) and "n" in c}
     claims = []
-    for index, claim in enumerate(record.claims):
-        evidence = [
-            {
-                "n": quote.get("n"),
-                "sentence": str(quote.get("text", "")),
-                **_cited(citations.get(int(quote.get("n", 0)))),
-            }
-            for quote in claim.get("quotes", [])
-            if isinstance(quote, dict)
-        ]
+    for index, (claim, masked) in enumerate(zip(record.claims, shown_claims, strict=True)):
         now, detail = states.claim(claim)
-        shown = {"index": index, "text": claim.get("text", ""), "supported": claim.get("supported")}
-        claims.append({**shown, "citations": claim.get("citations", []), "evidence": evidence, "now": now, **detail})
+        evidence = [
+            {"n": q.get("n"), "sentence": str(q.get("text", "")), **_cited(shown.get(int(q.get("n", 0))))}
+            for q in masked.get("quotes", [])
+            if isinstance(q, dict)
+        ]
+        row = {"index": index, "text": masked.get("text", ""), "supported": claim.get("supported")}
+        if masked.get("hidden"):
+            claims.append({**row, "citations": [], "evidence": [], "now": "no_longer_available"})
+            continue
+        claims.append({**row, "citations": claim.get("citations", []), "evidence": evidence, "now": now, **detail})
     read = (record.index_state or {}).get("documents", {})
+    visible = set(
+        selectors.visible_documents(reader).filter(document_id__in=list(read)).values_list("document_id", flat=True)
+    )
     return {
         "answer_id": str(record.public_id),
         "asked_at": record.created_at.isoformat(),
         "asked_by": record.by_name,
         "door": record.channel,
         "question": record.question,
-        "answer": record.answer,
+        "answer": text,
         "status": record.status,
         "generated": record.generated,
         "model": record.model,
-        "documents_read": [{"document_id": d, "version": v} for d, v in sorted(read.items())],
-        "citations": record.citations,
+        "documents_read": [{"document_id": d, "version": v} for d, v in sorted(read.items()) if d in visible],
+        "citations": shown_citations,
         "claims": claims,
         "checked_at": timezone.now().isoformat(),
     }

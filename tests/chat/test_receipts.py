@@ -79,8 +79,14 @@ def test_a_receipt_says_what_each_claims_evidence_is_now_as_the_documents_change
     group_create(tenant=tenant_a, name="board")
     with TestCase.captureOnCommitCallbacks(execute=True):  # hanna is not on the board
         services.source_set_access(tenant=tenant_a, source=source, access=["group:board"])
-    claim = _receipt(asker, record)[1]["claims"][0]
-    assert claim["now"] == "no_longer_available" and "changed_to" not in claim and "version_now" not in claim
+    status, hidden = _receipt(asker, record)
+    claim = hidden["claims"][0]
+    assert claim["now"] == "no_longer_available" and "changed_to" not in claim and claim["evidence"] == []
+    assert "EUR" not in str(hidden) and "travel.md" not in str(hidden)  # told nothing more about it
+    admin = APIClient()
+    admin.force_login(admin_a)
+    audit = _receipt(admin, record)[1]["claims"][0]  # an admin reads it whole, with the asker's state
+    assert audit["now"] == "no_longer_available" and "42 EUR" in audit["evidence"][0]["sentence"]
 
     with TestCase.captureOnCommitCallbacks(execute=True):  # open again (the payloads follow), then retired
         services.source_set_access(tenant=tenant_a, source=source, access=["tenant"])
