@@ -30,6 +30,7 @@ import email.policy
 import hashlib
 import re
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -66,7 +67,8 @@ from knowledge.sealed import split_credential
 from tenants.models import Group
 
 MAX_MESSAGE_BYTES = 25 * 1024 * 1024  # a message larger than this is listed skipped, never fetched
-FETCH_BATCH = 100
+FETCH_BATCH = 100  # UIDs a fetch of sizes or headers asks for at once
+BODY_BATCH = 10  # whole messages a fetch asks for at once (each at most MAX_MESSAGE_BYTES)
 QUOTE_START = re.compile(
     r"^(On .{3,200} wrote:|El .{3,200} escribió:|-{2,} ?(Original Message|Forwarded message|Mensaje original) ?-{2,}"
     r"|From: .+ Sent: .+)\s*$",
@@ -117,6 +119,7 @@ class Mailbox:
 
     def __init__(self, location: str, credential: str) -> None:
         parts = urlsplit(location)
+        self.deadline = time.monotonic() + settings.RAG_WIKI_SYNC_DEADLINE_S
         self.where = f"{parts.scheme}://{parts.hostname}:{parts.port or (993 if parts.scheme == 'imaps' else 143)}"
         user, _sep, password = credential.partition(":")
         self.login = unquote(user)
@@ -171,14 +174,28 @@ class Mailbox:
             found.update({int(uid): int(row.get(b"RFC822.SIZE", 0)) for uid, row in rows.items()})
         return found
 
-    def messages(self, uids: list[int]) -> dict[int, bytes]:
+    def headers(self, uids: list[int]) -> dict[int, bytes]:
+        """The messages' headers only: what threading needs, a few hundred bytes each."""
         found: dict[int, bytes] = {}
         for start in range(0, len(uids), FETCH_BATCH):
-            rows = self._guard(self.client.fetch, uids[start : start + FETCH_BATCH], ["BODY.PEEK[]"])
+            rows = self._guard(self.client.fetch, uids[start : start + FETCH_BATCH], ["BODY.PEEK[HEADER]"])
+            found.update({int(uid): bytes(row.get(b"BODY[HEADER]", b"")) for uid, row in rows.items()})
+        return found
+
+    def messages(self, uids: list[int]) -> dict[int, bytes]:
+        """Whole messages, a few at a time (a conversation's, when it is written: never a folder's at once)."""
+        found: dict[int, bytes] = {}
+        for start in range(0, len(uids), BODY_BATCH):
+            rows = self._guard(self.client.fetch, uids[start : start + BODY_BATCH], ["BODY.PEEK[]"])
             found.update({int(uid): bytes(row.get(b"BODY[]", b"")) for uid, row in rows.items()})
         return found
 
     def _guard(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        if time.monotonic() > self.deadline:  # a server that drips: each read has its timeout, the sync this
+            raise MailProblem(
+                f"The mail server {self.where}: over the sync's time limit "
+                f"(RAG_WIKI_SYNC_DEADLINE_S = {settings.RAG_WIKI_SYNC_DEADLINE_S})"
+            )
         try:
             return call(*args, **kwargs)
         except (TimeoutError, OSError, ssl.SSLError) as exc:
@@ -428,7 +445,7 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
             for uid in sorted(too_big):
                 yield Skipped(f"{folder}/#{uid}", f"a message of {sizes[uid]:,} bytes: over {MAX_MESSAGE_BYTES:,}")
             new = sorted(uid for uid in sizes if uid not in too_big)
-            fetched = {uid: parse(uid, raw) for uid, raw in mailbox.messages(new).items()}
+            fetched = {uid: parse(uid, raw) for uid, raw in mailbox.headers(new).items()}  # threads, subjects
             threads: dict[str, list[int]] = {}
             for uid in uids:
                 if uid in too_big:
@@ -460,9 +477,10 @@ def produce_mailbox(reading: Reading) -> Iterator[Event]:
                     state.setdefault(folder, {}).setdefault("attachments", {})[key] = carried
                     position += 1
                     continue
-                missing = [uid for uid in members if uid not in fetched]
-                fetched.update({uid: parse(uid, raw) for uid, raw in mailbox.messages(missing).items()})
-                messages = sorted((fetched[uid] for uid in members if uid in fetched), key=lambda m: m.when)
+                bodies = {uid: parse(uid, raw) for uid, raw in mailbox.messages(members).items()}  # this one's only
+                messages = sorted(bodies.values(), key=lambda m: m.when)
+                if not messages:  # all expunged since the folder was listed: not kept, so retired
+                    continue
                 yield from _thread(
                     folder,
                     key,

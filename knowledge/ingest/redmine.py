@@ -54,6 +54,7 @@ from knowledge.ingest.website import Reader, WebProblem
 from knowledge.models import Document, Status
 
 PAGE = 100  # Redmine's largest page
+MAX_UNMAPPED_ASKED = 100  # project members who are no one here, counted on a job
 redmine_location_check = api_location_check  # Redmine's base URL with the administrator's key: https://KEY@host/
 
 
@@ -163,6 +164,7 @@ class Tracker:
     logins: dict[str, str]
     statuses: dict[str, str]
     admins: set[str]  # Redmine's administrators, who see everything there: not listed as unmapped
+    by_id: dict[int, str]  # a user's id → login (memberships name users by id)
 
     def key(self, issue: dict[str, Any], private: bool = False) -> str:
         project = self.projects.get(int(issue["project"]["id"]), {}).get("identifier", str(issue["project"]["id"]))
@@ -199,10 +201,18 @@ class Tracker:
         return {int(i["id"]) for i in listed}
 
     def unmapped(self, issues: set[int]) -> list[dict[str, Any]]:
-        """Redmine's users who are none of the members, with how many of these issues each may read."""
+        """The members of the projects read who are none of the tenant's members, with how many of these issues each
+        may read. Only project members (a user of the whole Redmine sees what any visitor does), and at most
+        MAX_UNMAPPED_ASKED of them: each costs a listing, and a permission sync runs every few minutes."""
         taken = {login for login in self.people.values() if login} | self.admins
+        members: set[str] = set()
+        for project in self.projects:
+            listed = self.client.pages(f"projects/{project}/memberships.json", "memberships")
+            members |= {
+                self.by_id[int(m["user"]["id"])] for m in listed if int(m.get("user", {}).get("id", 0)) in self.by_id
+            }
         rows = []
-        for login in sorted(set(self.logins) - taken):
+        for login in sorted(members - taken)[:MAX_UNMAPPED_ASKED]:
             count = len(self._as(login) & issues)
             if count:
                 rows.append({"principal": login, "documents": count})
@@ -234,9 +244,10 @@ def _tracker(reading: Reading, client: RedmineClient) -> Tracker:
     users = client.pages("users.json", "users", {"status": 1})
     logins = {str(u["login"]): str(u.get("mail", "")) for u in users}
     admins = {str(u["login"]) for u in users if u.get("admin")}
+    by_id = {int(u["id"]): str(u["login"]) for u in users}
     statuses = {str(s["id"]): str(s["name"]) for s in client.get("issue_statuses.json").get("issue_statuses", [])}
     people = identities(reading.source, reading.config.people, logins)
-    return Tracker(client, projects, people, logins, statuses, admins)
+    return Tracker(client, projects, people, logins, statuses, admins, by_id)
 
 
 def _client(reading: Reading) -> RedmineClient:
