@@ -19,6 +19,7 @@ PROCESS_FIXTURES = {
     "saml_idp",
     "dokuwiki",
     "redmine",
+    "dovecot",
 }
 PROCESS_MODULES = {"test_answer", "test_backup", "test_clean_stop", "test_faults", "test_install_script",
                    "test_model_process", "test_shared_store", "test_setup_commands", "test_mcp"}  # fmt: skip
