@@ -230,6 +230,8 @@ def change_shape(change: SessionChange) -> dict[str, Any]:
     item: dict[str, Any] = {"cursor": str(change.pk), "at": change.at.isoformat(), "kind": change.kind}
     if change.kind == Kind.NO_LONGER_AVAILABLE:  # nothing but the chunk ids the agent holds
         return {**item, "chunk_ids": change.detail.get("chunk_ids", [])}
+    if change.kind == Kind.ANSWER:  # an answer given in the session was recalled (chat/recall.py): its notice
+        return {**item, **change.detail}
     return {**item, "document_id": change.document_id_text, **change.detail}
 
 

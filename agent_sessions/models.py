@@ -94,6 +94,7 @@ class SessionChange(models.Model):
         EXPIRED = "expired", _("Expired")
         RETIRED = "retired", _("Retired")
         NO_LONGER_AVAILABLE = "no_longer_available", _("No longer available")
+        ANSWER = "answer", _("An answer's ground changed")
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="changes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
@@ -14,6 +15,7 @@ from rest_framework.response import Response
 
 from agent_sessions import services as sessions
 from chat import receipts, recipe, records, services
+from chat.models import AnswerRecord
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, session_fields, verdict_payload
 from chat.streaming import EventStreamRenderer, sse_response, stream_events
 from core import transport
@@ -100,3 +102,26 @@ class ReceiptApi(TenantApiView):
         if record is None or not receipts.may_read(record, self.viewer, user=user, api_key=key):
             raise exceptions.NotFound("No answer with that id in this tenant.")
         return Response(receipts.receipt(record, self.viewer))
+
+
+class ReceiptExportApi(TenantApiView):
+    """Receipts as JSON lines (`application/x-ndjson`), oldest first, for an auditor: a key or a member gets the
+    answers it asked; a tenant admin every answer of the tenant. `since` / `until` (ISO dates) narrow the range."""
+
+    @extend_schema(responses={200: str})
+    def get(self, request: Request, tenant_slug: str) -> StreamingHttpResponse:
+        key = request.auth if isinstance(request.auth, ApiKey) else None
+        answers = AnswerRecord.objects.for_tenant(self.tenant)
+        if key is not None:
+            answers = answers.filter(api_key=key)
+        elif not self.viewer.sees_all or not receipts.may_read_all(self.viewer, request.user):
+            answers = answers.filter(user_id=request.user.pk or 0)
+        for name, lookup in (("since", "created_at__date__gte"), ("until", "created_at__date__lte")):
+            raw = request.query_params.get(name, "")
+            if raw:
+                try:
+                    answers = answers.filter(**{lookup: dt.date.fromisoformat(raw)})
+                except ValueError as exc:
+                    raise serializers.ValidationError({name: ["An ISO date, e.g. 2026-12-01."]}) from exc
+        lines = receipts.export_lines(answers, self.viewer)
+        return StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")

@@ -139,6 +139,19 @@ class AnswerRecord(Attributed):
     claims = models.JSONField(default=list, blank=True)
     hits = models.JSONField(default=list, blank=True, help_text="The ranked hits: location, score, signals, version.")
     index_state = models.JSONField(default=dict, blank=True, help_text="Document versions read; the index's size.")
+    # What the receipt shows of how it was asked: the assistant, its settings and scope, the time asked about, the
+    # asker's principals then and the prompt rules' version; and a computed answer's table, query and rows.
+    asked = models.JSONField(default=dict, blank=True)
+    computed = models.JSONField(null=True, blank=True)
+    agent_session = models.ForeignKey(
+        "agent_sessions.AgentSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Recall (chat/recall.py): the worst state its claims were last flagged with, when, each claim's state then, and
+    # when the asker saw it (staff: the inbox, or the badge's receipt).
+    recall_state = models.CharField(max_length=30, blank=True, db_index=True)
+    recalled_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    recall = models.JSONField(default=dict, blank=True)
+    recall_seen_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.question[:60]} ({self.status})"
@@ -166,3 +179,64 @@ class Verdict(Attributed):
 
     def __str__(self) -> str:
         return f"{'👍' if self.helpful else '👎'} {self.get_reason_display() or ''} on {self.answer}"
+
+
+class AnswerGround(models.Model):
+    """A document an answer cited, as it stood when last checked (chat/recall.py): the scan looks only at rows whose
+    document's version, retirement, expiry, successor or readers differ from these."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    answer = models.ForeignKey(AnswerRecord, on_delete=models.CASCADE, related_name="grounds")
+    document = models.ForeignKey("knowledge.Document", on_delete=models.CASCADE, related_name="+")
+    version = models.PositiveIntegerField()
+    readers = models.TextField(default=" tenant ")
+    retired = models.BooleanField(default=False)
+    expired = models.BooleanField(default=False)
+    superseded_by = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["answer", "document"], name="answer_ground_once")]
+        indexes = [models.Index(fields=["document", "version"], name="answer_ground_document")]
+
+
+class AnswerWebhook(TenantOwned):
+    """Where an API key's recalled answers are posted (signed, retried with back-off); one per key."""
+
+    api_key = models.OneToOneField("tenants.ApiKey", on_delete=models.CASCADE, related_name="answer_webhook")
+    url = models.CharField(max_length=2000, help_text="Checked as a website source's start URL is.")
+    secret = models.TextField(help_text="Sealed (core/sealed.py); shown once, when the webhook is made.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class WebhookDelivery(models.Model):
+    """One recall posted (or to be posted) to a key's webhook: its attempts and its last failure, as the keys page
+    shows them."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    webhook = models.ForeignKey(AnswerWebhook, on_delete=models.CASCADE, related_name="deliveries")
+    answer = models.ForeignKey(AnswerRecord, on_delete=models.CASCADE, related_name="+")
+    payload = models.JSONField(default=dict)
+    attempts = models.PositiveIntegerField(default=0)
+    next_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="None: delivered or given up.")
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+
+class DigestChoice(TenantOwned):
+    """How often a member is sent what changed in the documents they asked about or were cited to them."""
+
+    class Every(models.TextChoices):
+        NEVER = "never", _("Never")
+        DAILY = "daily", _("Daily")
+        WEEKLY = "weekly", _("Weekly")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    every = models.CharField(max_length=10, choices=Every.choices, default=Every.NEVER)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="digest_choice_once")]

@@ -11,6 +11,7 @@ computed once and reused (see inference/llm.py); everything that varies comes af
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -26,6 +27,8 @@ SYSTEM_RULES = (
     "Do not invent sources, numbers, names, settings or steps.\n"
     "Answer in the language of the question, in at most three short sentences."
 )
+# The rules' version, kept with every answer (its receipt): a change to the rules is a new version.
+RULES_VERSION = hashlib.sha256(SYSTEM_RULES.encode()).hexdigest()[:12]
 
 
 class Excerpt(Protocol):

@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from chat import records
 from chat.models import AnswerRecord
-from knowledge import selectors
-from knowledge.models import Document, DocumentVersion, Status
+from knowledge import selectors, validity
+from knowledge.models import Chunk, Document, DocumentVersion, Status
 from tenants.models import Membership
 from tenants.principals import Viewer, viewer_for
 
@@ -49,6 +49,11 @@ def may_read(record: AnswerRecord, viewer: Viewer, *, user: Any = None, api_key:
     )
 
 
+def may_read_all(viewer: Viewer, user: Any) -> bool:
+    """A tenant admin reads every receipt of the tenant."""
+    return Membership.objects.filter(tenant=viewer.tenant, user=user, role=Membership.Role.ADMIN).exists()
+
+
 def asker_viewer(record: AnswerRecord) -> Viewer | None:
     """Who the asker is now (None: gone — their account or key no longer reads anything here)."""
     if record.api_key is not None:
@@ -67,6 +72,7 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
     state now for the asker, as the asker is now."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
     states = _Evidence(record, asker_viewer(record), citations)
+    then = _Then(record, citations)
     text, shown_citations, shown_claims = records.masked_for(
         reader, text=record.answer, citations=record.citations, claims=record.claims
     )
@@ -83,7 +89,8 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
         if masked.get("hidden"):
             claims.append({**row, "citations": [], "evidence": [], "now": "no_longer_available"})
             continue
-        claims.append({**row, "citations": claim.get("citations", []), "evidence": evidence, "now": now, **detail})
+        shown_claim = {"citations": claim.get("citations", []), "evidence": evidence, "now": now, **detail}
+        claims.append({**row, **shown_claim, "then": then.claim(claim)})
     read = (record.index_state or {}).get("documents", {})
     visible = set(
         selectors.visible_documents(reader).filter(document_id__in=list(read)).values_list("document_id", flat=True)
@@ -98,11 +105,43 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
         "status": record.status,
         "generated": record.generated,
         "model": record.model,
+        "asked_with": _asked_with(record, reader),
+        "computed": record.computed,
+        "recalled_at": record.recalled_at.isoformat() if record.recalled_at else None,
         "documents_read": [{"document_id": d, "version": v} for d, v in sorted(read.items()) if d in visible],
         "citations": shown_citations,
         "claims": claims,
         "checked_at": timezone.now().isoformat(),
     }
+
+
+def claim_states(record: AnswerRecord) -> list[tuple[str, dict[str, Any]]]:
+    """Each claim's state now for its asker, as the receipt computes it (the recall scan flags with exactly this)."""
+    citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
+    states = _Evidence(record, asker_viewer(record), citations)
+    return [states.claim(claim) for claim in record.claims]
+
+
+def worst(states: list[tuple[str, dict[str, Any]]]) -> str:
+    return max((state for state, _ in states), key=STATES.index, default="unchanged")
+
+
+def _asked_with(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
+    """How it was asked; the asker's principals then only for an admin (a member reads their own answer's settings)."""
+    asked = dict(record.asked or {})
+    if not reader.sees_all:
+        asked.pop("principals", None)
+    if record.agent_session_id is not None:
+        asked["session"] = str(record.agent_session.public_id) if record.agent_session else None
+    return asked
+
+
+def export_lines(records_: Any, reader: Viewer) -> Any:
+    """Receipts as JSON lines (an auditor's export), one per answer, oldest first, each as `reader` may read it."""
+    import json
+
+    for record in records_.order_by("created_at", "pk").select_related("user", "api_key", "tenant").iterator(500):
+        yield json.dumps(receipt(record, reader), ensure_ascii=False, default=str) + "\n"
 
 
 def _cited(citation: dict[str, Any] | None) -> dict[str, Any]:
@@ -122,8 +161,12 @@ class _Evidence:
         self.documents = {d.document_id: d for d in every}
         seen = selectors.visible_documents(asker).filter(pk__in=[d.pk for d in every]) if asker is not None else []
         self.visible = {d.document_id for d in seen}
-        superseding = Document.objects.filter(supersedes__in=every).exclude(status=Status.RETIRED)
-        self.superseded = {d.supersedes_id for d in superseding}
+        in_force = validity.successors_in_force([d.pk for d in every], record.tenant, timezone.now())
+        self.superseded = {pk: document_id for pk, (_successor, document_id) in in_force.items()}
+        named = Document.objects.none()
+        if asker is not None:
+            named = selectors.visible_documents(asker).filter(document_id__in=list(self.superseded.values()))
+        self.named = set(named.values_list("document_id", flat=True))
         served = DocumentVersion.objects.filter(document__in=every, status=Status.ACTIVE)
         self.served = {v.document_id: v for v in served.prefetch_related("chunks")}
         self.today = timezone.localdate()
@@ -137,7 +180,8 @@ class _Evidence:
         if document.status == Status.RETIRED:
             return "retired", {}
         if document.pk in self.superseded:
-            return "superseded", {}
+            by = self.superseded[document.pk]
+            return "superseded", {"superseded_by": by} if by in self.named else {}
         if document.valid_until is not None and document.valid_until < self.today:
             return "expired", {"valid_until": document.valid_until.isoformat()}
         if int(citation.get("version") or 0) == document.version or not sentence:
@@ -184,3 +228,51 @@ def _changed_to(sentence: str, text: str) -> dict[str, Any]:
         return {}
     values = set(NUMBER_RE.findall(sentence))
     return {"changed_to": best, "still_holds": values <= set(NUMBER_RE.findall(best))}
+
+
+class _Then:
+    """Was each claim true the day it was given? Its evidence sentences are looked for in the version of each cited
+    document served at that moment (the cited one when the history has no other), and that version's validity must
+    cover the moment: `held`, `not_in_version` (the sentence is not in it) or `not_in_force` (it was not valid
+    then). Only versions' own text and windows decide, never a model."""
+
+    def __init__(self, record: AnswerRecord, citations: dict[int, dict[str, Any]]):
+        self.at = record.created_at
+        self.citations = citations
+        wanted = {(str(c.get("document_id")), int(c.get("version") or 0)) for c in citations.values()}
+        ids = {document_id for document_id, _ in wanted}
+        versions = DocumentVersion.objects.filter(tenant_id=record.tenant_id, document__document_id__in=ids)
+        self.versions: dict[tuple[str, int], DocumentVersion] = {}
+        self.served: dict[str, DocumentVersion] = {}
+        for version in versions.select_related("document").only(
+            "version", "valid_from", "valid_until", "served_from", "served_until", "document__document_id"
+        ):
+            document_id = version.document.document_id
+            self.versions[(document_id, version.version)] = version
+            began = version.served_from is None or version.served_from <= self.at
+            if began and (version.served_until is None or self.at < version.served_until):
+                self.served.setdefault(document_id, version)
+        self.texts: dict[int, str] = {}
+
+    def _text(self, version: DocumentVersion) -> str:
+        if version.pk not in self.texts:
+            chunks = Chunk.objects.filter(document_version=version).order_by("index").values_list("text", flat=True)
+            self.texts[version.pk] = " ".join(chunks)
+        return self.texts[version.pk]
+
+    def claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        for quote in claim.get("quotes", []):
+            citation = self.citations.get(int(quote.get("n", 0))) if isinstance(quote, dict) else None
+            if not citation:
+                continue
+            document_id = str(citation.get("document_id"))
+            version = self.served.get(document_id) or self.versions.get(
+                (document_id, int(citation.get("version") or 0))
+            )
+            if version is None:
+                return {"state": "not_in_version"}
+            if _normal(str(quote.get("text", ""))) not in _normal(self._text(version)):
+                return {"state": "not_in_version", "version": version.version}
+            if not validity.covers(version.valid_from, version.valid_until, self.at):
+                return {"state": "not_in_force", "version": version.version}
+        return {"state": "held"}

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_sessions import reads
 from agent_sessions.models import AgentSession
-from chat import excerpts, records, services
+from chat import excerpts, prompting, records, services
 from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession
 from knowledge.search.retrieval import RetrieveFilters
 from knowledge.shapes import MAX_QUERY_CHARS, with_when
@@ -142,8 +142,28 @@ class Answering:
     def record(self, result: services.Answer) -> AnswerRecord:
         """The answer kept as it was given (question as read in its conversation, claims, hits, versions)."""
         return records.answer_record(viewer=self.viewer, question=result.question or self.asked.question,
-                                     result=result, channel=self.channel, user=self.user,
-                                     api_key=self.api_key)  # fmt: skip
+                                     result=result, channel=self.channel, user=self.user, api_key=self.api_key,
+                                     asked=self.settings_kept(), agent_session=self.asked.session)  # fmt: skip
+
+    def settings_kept(self) -> dict[str, Any]:
+        """How it was asked, as the receipt shows it: the assistant, its sampling, the scope and time asked about,
+        and the version of the prompt's rules."""
+        options, filters = self.options, self.options.filters
+        assistant = self.asked.assistant_name or (self.asked.assistant.name if self.asked.assistant else "")
+        when = {k: v.isoformat() for k, v in (("as_of", filters.as_of), ("in_force_at", filters.in_force_at)) if v}
+        return {
+            "assistant": assistant or None,
+            "top_k": options.top_k,
+            "temperature": options.temperature,
+            "top_p": options.top_p,
+            "max_tokens": options.max_tokens,
+            "source_ids": filters.source_ids,
+            "tags": filters.tags,
+            "include_expired": filters.include_expired,
+            **when,
+            "prompt_version": prompting.RULES_VERSION,
+            "follow_up_of": list(self.asked.earlier)[-1:],
+        }
 
 
 def _cited_hits(result: services.Answer) -> list[Any]:

@@ -10,10 +10,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.models import AnswerRecord, Verdict
+from chat.models import AnswerGround, AnswerRecord, Verdict
 from chat.services import Answer
 from knowledge import selectors
-from knowledge.models import Document
+from knowledge.models import Document, Status
 from knowledge.shapes import HitSerializer
 from tenants.models import ApiKey, Tenant
 from tenants.principals import Viewer
@@ -29,18 +29,38 @@ def index_state(*, viewer: Viewer, documents: list[Document]) -> dict[str, Any]:
 
 
 def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str, user: Any = None,
-                  api_key: ApiKey | None = None) -> AnswerRecord:  # fmt: skip
+                  api_key: ApiKey | None = None, asked: dict[str, Any] | None = None,
+                  agent_session: Any = None) -> AnswerRecord:  # fmt: skip
+    """Keep the answer as it was given, with its receipt's ground: one AnswerGround row per cited document (what the
+    recall scan compares with the documents as they become)."""
     hits = []
     for rank, data in enumerate(HitSerializer(result.hits, many=True).data, 1):
         text = str(data.get("text", ""))
         hits.append({**data, "rank": rank, "text": text[:HIT_TEXT_CHARS] + ("…" if len(text) > HIT_TEXT_CHARS else "")})
-    documents = list({hit.chunk.document_id: hit.chunk.document for hit in result.hits}.values())
-    return AnswerRecord.objects.create(
+    documents = {hit.chunk.document_id: hit.chunk.document for hit in result.hits}
+    principals = {"principals": viewer.principal_list}
+    record = AnswerRecord.objects.create(
         tenant=viewer.tenant, channel=channel, question=question, answer=result.answer, status=result.status,
         generated=result.generated, model=result.model, citations=result.citations, claims=result.claims, hits=hits,
-        index_state=index_state(viewer=viewer, documents=documents),
+        index_state=index_state(viewer=viewer, documents=list(documents.values())),
         user=user if user is not None and user.is_authenticated else None, api_key=api_key,
+        asked={**(asked or {}), **principals}, computed=result.computed, agent_session=agent_session,
     )  # fmt: skip
+    cited = {c.get("document_id"): c.get("version") for c in result.citations if isinstance(c, dict)}
+    grounds = [
+        AnswerGround(
+            tenant_id=viewer.tenant.pk,
+            answer=record,
+            document_id=d.pk,
+            version=int(cited[d.document_id] or d.version),
+            readers=d.readers,
+            retired=d.status == Status.RETIRED,
+        )
+        for d in documents.values()
+        if d.document_id in cited
+    ]
+    AnswerGround.objects.bulk_create(grounds)
+    return record
 
 
 class VerdictInvalid(ValueError):

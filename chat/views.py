@@ -9,7 +9,7 @@ from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpRespo
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import recipe, records, services
+from chat import recall, recipe, records, services
 from chat.models import AnswerRecord, Assistant, ChatMessage, ChatSession, Verdict
 from chat.streaming import sse_response, stream_events
 from core import transport
@@ -51,6 +51,8 @@ def chat_page(request: TenantRequest) -> HttpResponse:
         "chat_messages": chat_messages,
         "assistants": Assistant.objects.for_tenant(request.tenant),
         "chat_model": model_status(),  # starting, ready, restarting (after a crash), failed: staff see which
+        "recalled": recall.unseen_count(tenant=request.tenant, user=request.user),
+        "ask_again": (request.GET.get("ask") or "")[: recipe.MAX_QUESTION_CHARS],  # "ask again": asked on load
     }
     return render(request, "chat/chat_page.html", context)
 

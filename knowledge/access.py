@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.dispatch import Signal
 
 from knowledge.models import (
     Document,
@@ -21,6 +22,9 @@ from knowledge.models import (
     version_list,
     versions_carrying,
 )
+
+# Sent once the readers of some documents changed (`changed`: how many): what was given from them may need recalling.
+readers_changed = Signal()
 
 INLINE_ACCESS_DOCUMENTS = 200  # a larger change is left to the background indexer; the sources page shows progress
 
@@ -53,6 +57,8 @@ def access_enforce(documents: Iterable[Document]) -> int:
         changed += 1
     if 0 < changed <= INLINE_ACCESS_DOCUMENTS:
         transaction.on_commit(indexer.drain)
+    if changed:
+        readers_changed.send(sender=Document, changed=changed)
     return changed
 
 

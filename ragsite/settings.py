@@ -368,6 +368,13 @@ RAG_ANSWER_TTFT_TARGET_S = env_float("RAG_ANSWER_TTFT_TARGET_S", default=0.0, mi
 # the queue drains faster (bench/company.py --concurrency), each answer read from fewer excerpts.
 RAG_ANSWER_SHARE_UNDER_LOAD = env_bool("RAG_ANSWER_SHARE_UNDER_LOAD", default=True)
 
+# --- Answer receipts and recall (chat/receipts.py, chat/recall.py, docs/receipts.md) ---------------------------------
+# A key's webhook: how long a receiver may take before it is cut off, and how many attempts a recall gets (1, 2, 4 …
+# minutes apart). RAG_PUBLIC_URL: the address members open the platform at, for the links in digests sent by the worker.
+RAG_WEBHOOK_TIMEOUT_S = env_int("RAG_WEBHOOK_TIMEOUT_S", default=10, minimum=1)
+RAG_WEBHOOK_ATTEMPTS = env_int("RAG_WEBHOOK_ATTEMPTS", default=8, minimum=1)
+RAG_PUBLIC_URL = env_str("RAG_PUBLIC_URL", default="")
+
 # --- Agent sessions (agent_sessions/, docs/sessions.md) ------------------------------------------------------
 # A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker
 # deletes sessions a day after they expired (until then they answer 410 Gone, then 404).

@@ -31,6 +31,8 @@ class Tenant(models.Model):
     # Members sign in through the tenant's identity providers only (identity/): a local password then opens nothing
     # for anyone who belongs here, operators excepted (docs/identity.md).
     sso_required = models.BooleanField(default=False)
+    # Chats, answers and their receipts older than this many days are deleted by the worker (None: kept).
+    answers_keep_days = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

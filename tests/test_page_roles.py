@@ -94,6 +94,10 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/ask/",
         "t/<slug:tenant_slug>/chat/sessions/",
         "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/verdict/",
+        "t/<slug:tenant_slug>/chat/answers/<str:answer_id>/receipt/",  # their own answers' (an admin's: any)
+        "t/<slug:tenant_slug>/chat/receipts.jsonl",
+        "t/<slug:tenant_slug>/chat/recalled/",
+        "t/<slug:tenant_slug>/chat/digest/",
         "t/<slug:tenant_slug>/read/<path:document_id>/",  # a document a citation names, read only
     }
     operators = {route for route, role in roles.items() if role == "operator"}

@@ -101,9 +101,15 @@ class Reader:
     a cap on each page, and a deadline for each page (however slowly its bytes come) and for the whole sync."""
 
     def __init__(
-        self, *, budget: int | None = None, deadline_s: int | None = None, answer_cap: int | None = None
+        self,
+        *,
+        budget: int | None = None,
+        deadline_s: int | None = None,
+        answer_cap: int | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        self.client = httpx.Client(follow_redirects=False, timeout=settings.RAG_WEB_TIMEOUT_S,
+        self.timeout_s = timeout_s or settings.RAG_WEB_TIMEOUT_S
+        self.client = httpx.Client(follow_redirects=False, timeout=self.timeout_s,
                                    headers={"User-Agent": USER_AGENT})  # fmt: skip
         self.bytes_left = budget or settings.RAG_WEB_MAX_BYTES
         self.deadline_s = deadline_s or settings.RAG_WEB_SYNC_DEADLINE_S
@@ -119,7 +125,7 @@ class Reader:
             raise FolderNotAllowed(str(exc)) from exc
         if time.monotonic() > self.sync_deadline:
             raise SyncTimedOut(f"over the sync's time limit ({self.deadline_s} s)")
-        deadline = time.monotonic() + settings.RAG_WEB_TIMEOUT_S
+        deadline = time.monotonic() + self.timeout_s
         address = web_address_check(target.text)
         pinned, extensions = _pinned(target.text, address)
         asked = {**headers, "Host": urlsplit(target.text).netloc, "Accept-Encoding": "gzip, deflate"}

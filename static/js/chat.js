@@ -423,6 +423,11 @@
 
   reopen();
   form.addEventListener("submit", ask);
+  // "Ask again" (the inbox of answers whose ground changed, a receipt): the question comes filled in and is asked.
+  if (textarea.dataset.askNow && textarea.value.trim()) {
+    history.replaceState(null, "", location.pathname);  // a reload does not ask it once more
+    form.requestSubmit();
+  }
   textarea.addEventListener("input", () => {
     const length = textarea.value.trim().length;
     say(length > limit ? fmt(gettext("Questions are limited to %(limit)s characters; this one has %(length)s."), { limit: limit.toLocaleString(LANGUAGE), length: length.toLocaleString(LANGUAGE) }) : "");
