@@ -3,7 +3,8 @@
 The scan (every minute, and soon after a document or a membership changes: chat/tasks.py) looks only at the cited
 documents (AnswerGround) that are no longer as they were when last checked — another version, retired or restored,
 past its validity, superseded by a document in force, other readers — and at the answers of people whose role or
-groups changed. For each such answer it computes each claim's state exactly as its receipt does
+groups changed (the audit log's rows since the last scan began, kept in the shared `throttle` cache; a fresh
+cache looks back ten minutes). For each such answer it computes each claim's state exactly as its receipt does
 (receipts.claim_states): an answer is flagged when a claim is no longer `unchanged`, and flagged again only when that
 state changes. An edit elsewhere in a cited document leaves every claim `unchanged`, so it flags nothing.
 
@@ -33,7 +34,8 @@ from knowledge import validity
 from knowledge.models import Document, Status
 from tenants.models import MembershipEvent
 
-ACCESS_ACTIONS = ("removed", "role_changed", "group_left", "group_deleted", "deprovisioned", "key_revoked")
+# Changes of someone's access in the audit log (a revoked key is told nothing more: its answers need no scan).
+ACCESS_ACTIONS = ("removed", "role_changed", "group_left", "group_deleted", "deprovisioned")
 SCAN_SOON_KEY = "ragsite:recall-scan-queued"
 _LAST = "ragsite:recall-scan-last-event"
 
@@ -85,28 +87,20 @@ def _by_tenant(rows: Any) -> dict[int, list[int]]:
 
 
 def _people_moved() -> set[int]:
-    """Answers of the people (and keys) whose access changed since the last scan (the audit log's new rows)."""
-    last = caches["throttle"].get(_LAST)
-    events = MembershipEvent.objects.filter(action__in=ACCESS_ACTIONS)
-    if last is None:  # a fresh cache: from the last few minutes (the scan runs every minute)
-        events = events.filter(at__gte=timezone.now() - dt.timedelta(minutes=10))
-    else:
-        events = events.filter(pk__gt=last)
+    """Answers of the people whose access changed since the last scan began (the audit log's rows from then, a few
+    seconds' overlap included: looking at an answer twice flags it once)."""
+    now, last = timezone.now(), caches["throttle"].get(_LAST)
+    since = dt.datetime.fromisoformat(last) - dt.timedelta(seconds=5) if last else now - dt.timedelta(minutes=10)
+    events = MembershipEvent.objects.filter(action__in=ACCESS_ACTIONS, at__gte=since)
     answers: set[int] = set()
-    newest = last or 0
-    for pk, tenant_id, username, action, group, detail in events.values_list(
-        "pk", "tenant_id", "username", "action", "group", "detail"
-    ):
-        newest = max(newest, pk)
+    for tenant_id, username, action, group in events.values_list("tenant_id", "username", "action", "group"):
         found = AnswerRecord.objects.filter(tenant_id=tenant_id)
         if action == "group_deleted":
             found = found.filter(grounds__readers__contains=f" group:{group} ")
-        elif action == "key_revoked":
-            found = found.filter(api_key__prefix=detail.split()[0] if detail else "-")
         else:
             found = found.filter(user__username=username)
         answers.update(found.filter(grounds__isnull=False).values_list("pk", flat=True)[:10000])
-    caches["throttle"].set(_LAST, newest, None)
+    caches["throttle"].set(_LAST, now.isoformat(), None)
     return answers
 
 
@@ -135,7 +129,7 @@ def scan(*, now: dt.datetime | None = None) -> Scanned:
 
 
 def _check(record: AnswerRecord, now: dt.datetime, report: Scanned) -> None:
-    states = receipts.claim_states(record)
+    states = receipts.claim_states(record, now=now)
     state = receipts.worst(states)
     if state == "unchanged" or state == record.recall_state:
         return

@@ -115,10 +115,10 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
     }
 
 
-def claim_states(record: AnswerRecord) -> list[tuple[str, dict[str, Any]]]:
+def claim_states(record: AnswerRecord, *, now: Any = None) -> list[tuple[str, dict[str, Any]]]:
     """Each claim's state now for its asker, as the receipt computes it (the recall scan flags with exactly this)."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
-    states = _Evidence(record, asker_viewer(record), citations)
+    states = _Evidence(record, asker_viewer(record), citations, now=now)
     return [states.claim(claim) for claim in record.claims]
 
 
@@ -154,14 +154,17 @@ def _cited(citation: dict[str, Any] | None) -> dict[str, Any]:
 class _Evidence:
     """Each cited document's state now, read once for the receipt."""
 
-    def __init__(self, record: AnswerRecord, asker: Viewer | None, citations: dict[int, dict[str, Any]]):
+    def __init__(
+        self, record: AnswerRecord, asker: Viewer | None, citations: dict[int, dict[str, Any]], *, now: Any = None
+    ):
+        now = now or timezone.now()
         self.citations = citations
         ids = {str(c.get("document_id")) for c in citations.values() if c.get("document_id")}
         every = Document.objects.filter(tenant_id=record.tenant_id, document_id__in=ids)
         self.documents = {d.document_id: d for d in every}
         seen = selectors.visible_documents(asker).filter(pk__in=[d.pk for d in every]) if asker is not None else []
         self.visible = {d.document_id for d in seen}
-        in_force = validity.successors_in_force([d.pk for d in every], record.tenant, timezone.now())
+        in_force = validity.successors_in_force([d.pk for d in every], record.tenant, now)
         self.superseded = {pk: document_id for pk, (_successor, document_id) in in_force.items()}
         named = Document.objects.none()
         if asker is not None:
@@ -169,7 +172,7 @@ class _Evidence:
         self.named = set(named.values_list("document_id", flat=True))
         served = DocumentVersion.objects.filter(document__in=every, status=Status.ACTIVE)
         self.served = {v.document_id: v for v in served.prefetch_related("chunks")}
-        self.today = timezone.localdate()
+        self.today = timezone.localdate(now)
 
     def state(self, citation: dict[str, Any] | None, sentence: str) -> tuple[str, dict[str, Any]]:
         if not citation:
@@ -234,7 +237,7 @@ class _Then:
     """Was each claim true the day it was given? Its evidence sentences are looked for in the version of each cited
     document served at that moment (the cited one when the history has no other), and that version's validity must
     cover the moment: `held`, `not_in_version` (the sentence is not in it) or `not_in_force` (it was not valid
-    then). Only versions' own text and windows decide, never a model."""
+    then); `no_evidence` for a claim verified against no sentence. Only versions' own text and windows decide."""
 
     def __init__(self, record: AnswerRecord, citations: dict[int, dict[str, Any]]):
         self.at = record.created_at
@@ -261,6 +264,7 @@ class _Then:
         return self.texts[version.pk]
 
     def claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        checked = False
         for quote in claim.get("quotes", []):
             citation = self.citations.get(int(quote.get("n", 0))) if isinstance(quote, dict) else None
             if not citation:
@@ -275,4 +279,5 @@ class _Then:
                 return {"state": "not_in_version", "version": version.version}
             if not validity.covers(version.valid_from, version.valid_until, self.at):
                 return {"state": "not_in_force", "version": version.version}
-        return {"state": "held"}
+            checked = True
+        return {"state": "held" if checked else "no_evidence"}

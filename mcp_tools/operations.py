@@ -18,7 +18,7 @@ from agent_sessions import changes as what_changed
 from agent_sessions import reads, services
 from agent_sessions.models import AgentSession
 from agent_sessions.shapes import SessionInput, read_payload, retrieve_asked
-from chat import recipe
+from chat import receipts, recipe
 from chat import records as chat_records
 from chat.shapes import AnswerInput, VerdictInput, answer_payload, verdict_payload
 from core import transport
@@ -147,6 +147,14 @@ def report_verdict(key: ApiKey, answer_id: str, **arguments: Any) -> dict[str, A
     except chat_records.VerdictInvalid as invalid:
         raise OperationError(str(invalid)) from invalid
     return verdict_payload(verdict)
+
+
+def get_receipt(key: ApiKey, answer_id: str) -> dict[str, Any]:
+    """The receipt of an answer this key asked for (chat/receipts.py), as over REST: any other answer does not exist."""
+    record = chat_records.answer_get(tenant=key.tenant, answer_id=answer_id)
+    if record is None or not receipts.may_read(record, _viewer(key), api_key=key):
+        raise OperationError("No answer with that id in this tenant.")
+    return receipts.receipt(record, _viewer(key))
 
 
 def changes_since(key: ApiKey, *, since: str, limit: int = 100) -> dict[str, Any]:

@@ -230,6 +230,16 @@ def build_server() -> MCPServer:
                           claims=claims, correct_answer=correct_answer, document_id=document_id)  # fmt: skip
 
     @server.tool(annotations=READ_ONLY)
+    async def get_receipt(
+        answer_id: Annotated[str, Field(description="The answer_id an `answer` call of this key returned.")],
+        ctx: Context,
+    ) -> dict[str, Any]:
+        """An answer's receipt: the question, the document versions it read, each claim with the evidence it was
+        verified against, whether it held then and what that evidence is now (unchanged, changed, superseded,
+        expired, retired, no_longer_available), decided from the documents' history."""
+        return await _run(operations.get_receipt, request_key(ctx), answer_id)
+
+    @server.tool(annotations=READ_ONLY)
     async def list_sources(ctx: Context) -> dict[str, Any]:
         """The sources of this knowledge base (folders, uploads) with their source_id, tags and document counts."""
         return await _run(operations.list_sources, request_key(ctx))

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from chat.models import AnswerRecord
 from tenants.models import Membership, Tenant
 from tests.factories import make_member
 
@@ -112,6 +113,15 @@ def test_a_spanish_speaker_walks_the_pages_and_finds_no_english(live_server, tra
     page.wait_for_selector("#sources-status")
     left = english_left(page)
     assert left == [], "\n".join(left)
+
+    page.goto(f"{url}/t/acme/chat/answers/{AnswerRecord.objects.latest('created_at').public_id}/receipt/")
+    assert page.inner_text("h1") == "Recibo"
+    left = english_left(page)
+    assert left == [], "\n".join(left)
+    for path, title in (("chat/recalled/", "Respuestas cuya base cambió"), ("chat/digest/", "Resumen"),
+                        ("retention/", "Conservación")):  # fmt: skip
+        page.goto(f"{url}/t/acme/{path}")
+        assert page.inner_text("h1") == title and english_left(page) == [], path
 
     page.goto(f"{url}/t/acme/members/")
     assert page.inner_text("h1") == "Miembros de Acme" and english_left(page) == []

@@ -31,6 +31,7 @@ TOOLS = {
     "get_document",
     "document_history",
     "report_verdict",
+    "get_receipt",
     "changes_since",
     "session_start",
     "session_changes",
@@ -313,6 +314,16 @@ def test_answer_is_cited_by_the_right_document(server):
     given = over_http(server, server["keys"]["acme-write"], verdict(**wrong, document_id=RETURNS_ID))
     assert not given.is_error, given.content
     assert given.structured_content["queued_for_curation"] and given.structured_content["document_id"] == RETURNS_ID
+
+    # Its receipt: for the key that asked; another key of the tenant is told it does not exist.
+    def receipt(c: Client) -> Any:
+        return _tool(c, "get_receipt", answer_id=result["answer_id"])
+
+    mine = over_http(server, server["keys"]["acme"], receipt)
+    assert not mine.is_error and mine.structured_content["door"] == "mcp"
+    verified = [claim for claim in mine.structured_content["claims"] if claim["supported"]]
+    assert verified and all(c["now"] == "unchanged" and c["then"]["state"] == "held" for c in verified)
+    assert over_http(server, server["keys"]["acme-write"], receipt).is_error
 
 
 def test_a_key_of_one_tenant_never_sees_another_tenants_data(server):

@@ -326,6 +326,13 @@
 
   // 👍 / 👎 under the answer: the server renders the form (chat/partials/_verdict.html), HTMX posts it.
   function verdictForm(answer, answerId) {
+    const receipt = document.createElement("p");  // what it rests on, then and now (chat/receipt.html)
+    receipt.className = "receipt-link";
+    const link = document.createElement("a");
+    link.href = form.dataset.receiptUrl.replace("00000000-0000-0000-0000-000000000000", answerId);
+    link.textContent = gettext("Receipt");
+    receipt.appendChild(link);
+    answer.appendChild(receipt);
     const slot = document.createElement("div");
     slot.className = "verdict";
     slot.setAttribute("hx-get", form.dataset.verdictUrl.replace("00000000-0000-0000-0000-000000000000", answerId));

@@ -310,3 +310,27 @@ def test_receipts_export_as_json_lines_each_reader_gets_what_they_may(tenant_a, 
     audit = [json.loads(x) for x in b"".join(clients["admin"].get("/api/v1/tenants/acme/receipts/").streaming_content)
              .decode().splitlines()]  # fmt: skip
     assert audit[0]["asked_with"]["principals"] is None  # asked as everything (the test's viewer)
+
+
+def test_validity_that_ends_overnight_and_a_successor_in_force_flag_with_no_one_touching_the_answer(tenant_a, tmp_path):
+    root = tmp_path / "kb"
+    today = timezone.localdate()
+    source = make_folder_source(tenant=tenant_a, root=root, files={
+        "travel.md": f"---\nvalid_until: {today.isoformat()}\n---\n" + TRAVEL, "leave.md": LEAVE})  # fmt: skip
+    hanna = make_member(tenant_a, username="hanna")
+    travel = answer_on(tenant_a, "travel.md", "What is the per diem for travel?", "The per diem is 42 EUR a day [1].",
+                       user=hanna)  # fmt: skip
+    leave = answer_on(tenant_a, "leave.md", "How many days of leave?", "Employees have 27 days of paid leave [1].",
+                      user=hanna)  # fmt: skip
+    assert recall.scan().flagged == 0  # in force all of today
+    assert recall.scan(now=timezone.now() + dt.timedelta(days=1)).flagged == 1  # the first scan after midnight
+    travel.refresh_from_db()
+    assert travel.recall_state == "expired" and travel.recall["claims"][0]["valid_until"] == today.isoformat()
+
+    later = (today + dt.timedelta(days=30)).isoformat()  # a successor that comes into force in 30 days
+    resync(source, root, "leave-2027.md", f"---\nsupersedes: leave.md\nvalid_from: {later}\n---\n# Leave\n\n30 days.\n")
+    leave.refresh_from_db()
+    assert leave.recall_state == ""  # not before it is in force
+    assert recall.scan(now=timezone.now() + dt.timedelta(days=31)).flagged == 1
+    leave.refresh_from_db()
+    assert leave.recall_state == "superseded" and leave.recall["claims"][0]["superseded_by"].endswith("leave-2027.md")

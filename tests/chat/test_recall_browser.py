@@ -68,6 +68,10 @@ def test_a_changed_answer_is_badged_in_the_chat_listed_in_the_inbox_and_asked_ag
     page.wait_for_selector(".message.user")
     assert page.inner_text(".message.user") == QUESTION  # asked at once, in a new conversation
     assert "ask=" not in page.url  # a reload does not ask it again
+    page.wait_for_selector("article.message.assistant footer.meta", timeout=120_000)
+    page.click("article.message.assistant .receipt-link a")  # the new answer's receipt, linked as it is given
+    page.wait_for_selector(".receipt")
+    assert page.inner_text(".receipt blockquote.question") == QUESTION and page.query_selector(".recall-notice") is None
 
 
 def test_an_admin_sets_a_keys_webhook_on_the_keys_page_sees_its_secret_once_and_a_refused_url(
