@@ -152,6 +152,12 @@ class AnswerRecord(Attributed):
     recalled_at = models.DateTimeField(null=True, blank=True, db_index=True)
     recall = models.JSONField(default=dict, blank=True)
     recall_seen_at = models.DateTimeField(null=True, blank=True)
+    # What the insights read without opening the JSON (insights/usage.py): the time the answer took, the asker's
+    # groups then (" hr sales ", every group a space either side) and the source of the first hit.
+    total_ms = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    groups = models.CharField(max_length=1000, blank=True, default="")
+    top_source = models.CharField(max_length=700, blank=True, default="", db_index=True)
 
     def __str__(self) -> str:
         return f"{self.question[:60]} ({self.status})"

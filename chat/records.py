@@ -45,6 +45,8 @@ def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str
         index_state=index_state(viewer=viewer, documents=list(documents.values())),
         user=user if user is not None and user.is_authenticated else None, api_key=api_key,
         asked={**(asked or {}), **principals}, computed=result.computed, agent_session=agent_session,
+        total_ms=result.total_ms or None, ttft_ms=result.ttft_ms, groups=_groups(viewer),
+        top_source=result.hits[0].chunk.document.source.source_id if result.hits else "",
     )  # fmt: skip
     cited = {c.get("document_id"): c.get("version") for c in result.citations if isinstance(c, dict)}
     grounds = [
@@ -61,6 +63,12 @@ def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str
     ]
     AnswerGround.objects.bulk_create(grounds)
     return record
+
+
+def _groups(viewer: Viewer) -> str:
+    """The asker's groups as the insights filter them: " hr sales " (an admin, who reads everything: none)."""
+    names = sorted(p.removeprefix("group:") for p in viewer.principals or () if p.startswith("group:"))
+    return f" {' '.join(names)} " if names else ""
 
 
 class VerdictInvalid(ValueError):

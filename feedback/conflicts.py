@@ -120,6 +120,8 @@ def conflicting(a: Statement, b: Statement) -> bool:
     or one's words inside the other's with a single word more (a restatement names the thing more fully)."""
     if a.unit != b.unit or a.value == b.value or not a.terms or not b.terms:
         return False
+    if " ".join(a.sentence.split()).casefold() == " ".join(b.sentence.split()).casefold():
+        return False  # one sentence's two values ("42 EUR in Spain and 70 EUR abroad"), or a note quoting another
     small, large = sorted((a.terms, b.terms), key=len)
     return small <= large and len(large - small) <= 1
 

@@ -167,7 +167,7 @@ class SourceListApi(TenantApiView):
             with transaction.atomic():
                 source = services.source_create_for(
                     tenant=self.tenant, kind=data["kind"], name=data["name"], location=data["path"], sync=data["sync"],
-                    config={**_top_level(request.data), **data["config"]},
+                    config={**_top_level(request.data), **data["config"]}, owner=request.user,
                 )  # fmt: skip
                 source.default_mode, source.ocr_languages = data["default_mode"], data["ocr_languages"]
                 source.save(update_fields=["default_mode", "ocr_languages"])

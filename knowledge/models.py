@@ -7,6 +7,7 @@ import operator
 from collections.abc import Iterable
 from typing import Any, TypedDict
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
@@ -78,6 +79,11 @@ class Source(TenantOwned):
     )  # fmt: skip
     tags = models.ManyToManyField(Tag, blank=True, related_name="sources")
     is_default = models.BooleanField(default=False, help_text="Holds the tenant's loose uploads.")
+    # Who answers for its knowledge (insights/gaps.py sends them the questions it could not answer): whoever created
+    # it, until an admin names someone else; none: the tenant's admins.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     access = models.JSONField(
         default=list_of_tenant,
         help_text='Who sees its documents: ["tenant"], or principals such as ["group:hr", "user:bob"].',
@@ -270,6 +276,10 @@ class Document(TenantOwned):
     content_changed_at = models.DateTimeField(null=True, blank=True, help_text="When the served content last changed.")
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.CharField(max_length=150, blank=True)
+    # Its own owner, when an admin named one (else its source's owner answers for it).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -667,7 +677,8 @@ class JobFile(TenantOwned):
     ocr_pages = models.PositiveIntegerField(default=0)
     seconds = models.FloatField(null=True, blank=True)
     reason = models.TextField(blank=True)
-    kind = models.CharField(max_length=20, blank=True)  # of a failure: error, needs_ocr, rejected
+    kind = models.CharField(max_length=20, blank=True)  # of a failure: error, needs_ocr, rejected, unreadable
+    UNREADABLE = "unreadable"  # a failure of the file's own bytes (damaged, not its format): no retry reads them
     document = models.ForeignKey(Document, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:

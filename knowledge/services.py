@@ -321,7 +321,7 @@ def upload_files_remove(job) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-RETRYABLE_KINDS = ("error", "needs_ocr")  # failures a retry may fix; a refused name or a skipped file it cannot
+RETRYABLE_KINDS = ("error", "needs_ocr")  # a retry may fix these; not a refused name, a skipped or unreadable file
 
 
 def upload_files_done(job: IngestJob) -> None:
@@ -397,13 +397,14 @@ def source_create_for(
     config: dict | None = None,
     operator: bool = False,
     sync: bool = False,
+    owner: Any = None,
 ) -> Source:
     """The one flow that creates a source of any kind, for REST, the pages and the operator's CLI: its location
     checked by its kind (knowledge/ingest/sources.py; FolderNotAllowed says why) unless the operator creates it, and
     its kind's own options (a git source's branch and history depth; a bad value is a FolderNotAllowed with the
     reason). Raises SourceExists for a name taken, and ids.InvalidIdentifier for a name or kind the id scheme cannot
     hold. `sync`: a kind that syncs has its first sync queued at once (after the caller's transaction commits), so a
-    new source never sits at 0 documents."""
+    new source never sits at 0 documents. `owner`: who created it (insights/gaps.py sends them its gaps)."""
     if kind not in (sources.KINDS if operator else sources.creatable_kinds()):
         raise ids.InvalidIdentifier(f"Unknown source kind {kind!r}; use one of {', '.join(sources.creatable_kinds())}.")
     source_id = ids.source_id(tenant.slug, kind, name)
@@ -419,9 +420,10 @@ def source_create_for(
         path = (registered.operator_location(location) if operator
                 else sources.location_check(kind, location, tenant.slug))  # fmt: skip
     source = source_create(tenant=tenant, kind=kind, name=name, path=path)
-    if options:
-        source.config = options
-        source.save(update_fields=["config"])
+    if options or owner is not None:  # whoever creates a source owns its knowledge until an admin names another
+        source.config = options or source.config
+        source.owner = owner if owner is not None and owner.is_authenticated else None
+        source.save(update_fields=["config", "owner"])
     if sync and sources.kind_of(source).syncable:
         source_sync_enqueue(tenant=tenant, source=source, operator=operator, trigger="created")
     source_permissions_schedule(source)
@@ -729,11 +731,28 @@ def allowed_location_remove(*, pk: int, operator: str) -> None:
         logger.warning("Operator %s removed the allowed %s %s", operator, found.kind, found.value)
 
 
+def _one_top_folder(keys: list[str], folder_name: str) -> str:
+    """ "hq-policies/" when every file of the archive is inside one folder of the same name as the one it is unpacked
+    into (what "compress this folder" makes of hq-policies/): its files land in the drop folder's `hq-policies/`, not
+    `hq-policies/hq-policies/`, so the keys and the files' own `supersedes:` stay as they were written. "" otherwise
+    (an archive unpacked under another name keeps its folders)."""
+    tops = {key.split("/", 1)[0] for key in keys}
+    if len(tops) != 1 or not keys or not all("/" in key for key in keys):
+        return ""
+    top = tops.pop()
+    try:
+        same = ids.normalise_source_name(top) == folder_name
+    except ids.InvalidIdentifier:
+        same = False
+    return f"{top}/" if same else ""
+
+
 def drop_folder_fill(*, tenant: Tenant, name: str, upload_name: str, data: bytes) -> tuple[Path, int, list]:
     """A folder sent as a zip archive, unpacked into the tenant's drop folder under `name` (the archive's name when
     blank), so an admin can add it as a folder or vault source with no shell: the upload's own limits apply (zip
     bombs, unsafe paths, links, what cannot be indexed is left out and named). Returns the folder, how many files it
-    received, and the skips. Files already there of the same name are replaced; the others stay."""
+    received, and the skips. Files already there of the same name are replaced; the others stay. An archive of one
+    folder is unpacked as that folder (`_one_top_folder`)."""
     if not upload_name.lower().endswith(".zip"):
         raise UploadRejected("Send the folder as a .zip archive.")
     try:
@@ -745,8 +764,9 @@ def drop_folder_fill(*, tenant: Tenant, name: str, upload_name: str, data: bytes
     target = (root / folder_name).resolve()
     if root not in target.parents:
         raise UploadRejected(f"{name!r} is not a folder name.")
+    inside = _one_top_folder([key for key, _content in expanded.files], folder_name)
     for key, content in expanded.files:
-        path = (target / key).resolve()
+        path = (target / key[len(inside) :]).resolve()
         if target not in path.parents:
             continue  # normalised keys never leave it; checked all the same
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -90,6 +90,7 @@ def source_list(request: TenantRequest) -> HttpResponse:
                 source = services.source_create_for(
                     tenant=tenant, kind=kind, name=name, location=path, sync=True,
                     config={key: request.POST.get(key, "") for key in request.POST if key not in ("kind", "name")},
+                    owner=request.user,
                 )  # fmt: skip
                 services.source_set_tags(tenant=tenant, source=source, tags=_tags(request.POST.get("tags", "")))
             created = _("Created %(source)s.") % {"source": source.source_id}
@@ -404,9 +405,11 @@ def _job_context(request: TenantRequest, job: IngestJob) -> dict[str, Any]:
     nothing = job.is_finished and not (job.added or job.updated or job.unchanged) and bool(job.skipped or job.failed)
     files = job.files.select_related("document")
     retryable = job.files.filter(status=JobFile.Status.FAILED, kind__in=services.RETRYABLE_KINDS).count()
+    unreadable = job.files.filter(status=JobFile.Status.FAILED, kind=JobFile.UNREADABLE).count()
     return {"tenant": request.tenant, "job": job, "percent": percent, "nothing_ingested": nothing, "files_done": done,
             "files_total": total, "files": files[:JOB_FILES_SHOWN], "files_listed": files.count(),
             "files_shown": JOB_FILES_SHOWN, "retryable": retryable if job.is_finished else 0,
+            "unreadable": unreadable if job.is_finished else 0,
             "renamed": [f for f in files.exclude(notice="")[:50]]}  # fmt: skip
 
 

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "agent_sessions",  # agents' sessions: above knowledge, below chat (docs/sessions.md)
     "chat",
     "feedback",  # verdicts → curation queue → the tenant's own evaluation set
+    "insights",  # what is asked, what is refused, content gaps and their owners (docs/insights.md)
     "mcp_tools",  # the MCP server at /mcp/ and `manage.py mcp`
 ]
 
@@ -374,6 +375,14 @@ RAG_ANSWER_SHARE_UNDER_LOAD = env_bool("RAG_ANSWER_SHARE_UNDER_LOAD", default=Tr
 RAG_WEBHOOK_TIMEOUT_S = env_int("RAG_WEBHOOK_TIMEOUT_S", default=10, minimum=1)
 RAG_WEBHOOK_ATTEMPTS = env_int("RAG_WEBHOOK_ATTEMPTS", default=8, minimum=1)
 RAG_PUBLIC_URL = env_str("RAG_PUBLIC_URL", default="")
+
+# --- Insights and content gaps (insights/, docs/insights.md) -------------------------------------------------------
+# A refused or 👎 question joins a gap whose centre is at least RAG_GAP_JOIN similar (cosine); the others are grouped
+# by average linkage cut at RAG_GAP_LINK; a group of RAG_GAP_MIN_ASKED questions is a gap (chosen on a planted set's
+# tuning half, checked on its other half: bench/insights.py).
+RAG_GAP_JOIN = env_float("RAG_GAP_JOIN", default=0.55, minimum=0.0)
+RAG_GAP_LINK = env_float("RAG_GAP_LINK", default=0.40, minimum=0.0)
+RAG_GAP_MIN_ASKED = env_int("RAG_GAP_MIN_ASKED", default=2, minimum=1)
 
 # --- Agent sessions (agent_sessions/, docs/sessions.md) ------------------------------------------------------
 # A session lives this many hours after its last call (a caller may ask for less or more, up to 30 days); the worker

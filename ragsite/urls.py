@@ -38,6 +38,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("knowledge.urls_pages")),
     path("", include("feedback.urls")),
+    path("", include("insights.urls")),
 ]
 
 handler400 = "core.errors.bad_request"

@@ -303,7 +303,7 @@ def test_no_door_catches_a_domain_error_itself():
 
 FMT_SKIPS = ROOT / "tests" / "fmt_skips.json"
 FORMATTED = ("ragsite", "core", "tenants", "identity", "inference", "knowledge", "agent_sessions", "chat", "feedback",
-             "mcp_tools")  # fmt: skip
+             "mcp_tools", "insights")  # fmt: skip
 
 
 def test_fmt_skip_only_falls():

@@ -18,6 +18,7 @@ from chat.models import Verdict
 from feedback.models import Conflict, EvalRun
 from identity.models import Provider
 from identity.scim import token_issue
+from insights.models import Gap
 from knowledge.models import Chunk, Document, IngestJob, Source
 from tenants.models import Membership
 from tenants.services import api_key_issue, invitation_send
@@ -62,6 +63,13 @@ def world(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
         "answer_id": answer.public_id,
         "item_id": verdict.public_id,
         "run_id": EvalRun.objects.create(tenant=tenant_a, state="done").public_id,
+        "gap_id": Gap.objects.create(
+            tenant=tenant_a,
+            representative="Where can I park?",
+            owner=staff,
+            first_asked_at=answer.created_at,
+            last_asked_at=answer.created_at,
+        ).public_id,
         "invitation_id": invitation_send(
             tenant=tenant_a, actor=None, email="new@acme.example", role="staff", base_url="http://testserver/"
         ).public_id,
@@ -98,10 +106,13 @@ def test_every_page_route_declares_its_role():
         "t/<slug:tenant_slug>/chat/receipts.jsonl",
         "t/<slug:tenant_slug>/chat/recalled/",
         "t/<slug:tenant_slug>/chat/digest/",
+        "t/<slug:tenant_slug>/gaps/",  # the content gaps they own (an admin: every gap)
+        "t/<slug:tenant_slug>/gaps/<str:gap_id>/",  # one they own (else 404: tests/insights)
         "t/<slug:tenant_slug>/read/<path:document_id>/",  # a document a citation names, read only
     }
     operators = {route for route, role in roles.items() if role == "operator"}
-    assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/", "operator/locations/"}
+    assert operators == {"tenants/new/", "tenants/<slug:tenant_slug>/join/", "operator/locations/",
+                         "operator/insights/"}  # fmt: skip
     # Signing in through a workspace's provider is open to anyone: the provider decides who finishes it
     # (tests/identity/test_oidc.py, test_saml.py refuse whoever it does not admit).
     assert {route for route, role in roles.items() if role == "public"} == {

@@ -96,8 +96,8 @@ def ingest_one(
     except NeedsOCR as exc:
         record_failure(job, key, str(exc), kind="needs_ocr", position=position, started=started)
         return True
-    except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:
-        record_failure(job, key, str(exc), position=position, started=started)
+    except (ExtractionError, ids.InvalidIdentifier, ValueError) as exc:  # its bytes cannot be read: no retry of them
+        record_failure(job, key, str(exc), kind=JobFile.UNREADABLE, position=position, started=started)
         return True
     except Exception as exc:
         if is_storage_full(exc):  # every document after this one would fail the same way

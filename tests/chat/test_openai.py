@@ -3,6 +3,7 @@ real packaged Qwen2.5-Coder 0.5B Instruct in its own process. Plain, streamed, m
 
 from __future__ import annotations
 
+import httpx
 import openai
 import pytest
 
@@ -49,6 +50,13 @@ def test_a_plain_completion_is_the_verified_answer_with_its_citations_and_usage(
     assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
     record = AnswerRecord.objects.get(public_id=extra["answer_id"])
     assert record.channel == "openai" and record.answer == message.content
+    # Its receipt, for the key that asked: how it was asked, and each verified sentence held then and holds now.
+    site = str(sdk.base_url).rstrip("/").rsplit("/v1", 1)[0]
+    receipt = httpx.get(f"{site}/api/v1/tenants/acme/answers/{extra['answer_id']}/receipt/",
+                        headers={"Authorization": f"Api-Key {sdk.api_key}"}, timeout=30).json()  # fmt: skip
+    assert receipt["door"] == "openai" and receipt["asked_with"]["prompt_version"] and receipt["model"]
+    verified = [claim for claim in receipt["claims"] if claim["supported"]]
+    assert verified and all(c["then"]["state"] == "held" and c["now"] == "unchanged" for c in verified)
 
 
 def test_a_streamed_completion_sends_citations_first_then_only_verified_sentences(sdk):

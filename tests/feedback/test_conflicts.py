@@ -120,3 +120,16 @@ def test_a_declared_supersession_is_no_contradiction_no_review_item_and_shows_on
     assert "not yet valid" in listing.split("travel-2027.md", 1)[1].split("</tr>", 1)[0]  # from 2027 on
     page = client.get(f"/t/{tenant_a.slug}/documents/{old.public_id}/").content.decode()
     assert "not in force today" in page
+
+
+def test_a_note_quoting_another_raises_no_contradiction_with_it_or_itself(tenant_a, tmp_path):  # type: ignore[no-untyped-def]
+    """Issue 67's rough edge: a vault note embedding another (its text carried over) raised "contradictions" of one
+    sentence with itself, its two values on both sides."""
+    sentence = "The daily per diem is 42 EUR within Spain and 70 EUR abroad."
+    assert first_conflict(sentence, sentence) is None
+    files = {"per-diem.md": f"# Per diem\n\n{sentence}\n", "travel.md": f"# Travel\n\n![[per-diem]]\n\n{sentence}\n"}
+    make_folder_source(tenant=tenant_a, root=tmp_path / "vault", files=files, name="vault")
+    indexer.drain()
+    scan_pending()
+    assert not Conflict.objects.filter(tenant=tenant_a).exists()
+    assert first_conflict(sentence, "The daily per diem is 45 EUR within Spain.") is not None  # still a contradiction

@@ -215,6 +215,18 @@ def test_an_admin_sends_a_folder_as_a_zip_into_the_drop_folder_and_adds_it_with_
     page.post("/t/acme/sources/", {"kind": "obsidian", "name": "wiki", "path": "wiki"})
     assert Document.objects.filter(tenant=tenant_a, source__kind="obsidian", document_key="Handbook/leave.md").exists()
     assert not (drop_folder("globex") / "wiki").exists()  # another workspace's drop folder is untouched
+    # A folder compressed as itself (hq-policies.zip holding hq-policies/) lands as that folder, not one level deeper:
+    # its keys and its files' own `supersedes:` stay as written.
+    policies = io.BytesIO()
+    with zipfile.ZipFile(policies, "w") as archive:
+        archive.writestr("hq-policies/travel-2025.md", "# Travel 2025\n\nThe per diem is 42 EUR.\n")
+        archive.writestr("hq-policies/travel-2026.md", "---\nsupersedes: travel-2025.md\n---\n# Travel\n\n45 EUR.\n")
+    page.post("/t/acme/sources/drop/", {"archive": SimpleUploadedFile("hq-policies.zip", policies.getvalue())})
+    landed = sorted(p.name for p in (drop_folder("acme") / "hq-policies").iterdir())
+    assert landed == ["travel-2025.md", "travel-2026.md"]
+    page.post("/t/acme/sources/", {"kind": "folder", "name": "hq-policies", "path": "hq-policies"})
+    newer = Document.objects.get(tenant=tenant_a, source__name="hq-policies", document_key="travel-2026.md")
+    assert newer.supersedes is not None and newer.supersedes.document_key == "travel-2025.md"
     refused = page.post("/t/acme/sources/drop/", {"archive": SimpleUploadedFile("notes.txt", b"plain")}, follow=True)
     assert "Send the folder as a .zip archive" in refused.content.decode()
     settings.RAG_MAX_REQUEST_BYTES = 100

@@ -1,0 +1,362 @@
+"""Issue 67's measures: the insights page's time on an empty tenant and on one with 100,000 answers, and the content
+gaps found on a scripted month.
+
+    python bench/insights.py [page|gaps|all]
+
+`page`: ANSWERS answer records (a month, four doors, five groups, a fifth refused, each answered one citing one of
+200 documents) written straight to SQL, then the page requested as an admin (Django's test client, the whole view
+and template), five times each on the empty tenant and the full one: median seconds.
+
+`gaps`: a month of MONTH questions from several groups — the answerable ones (the public eval set's, the company
+questions', asked again and again as people do) and a tenth unanswerable on purpose, about ten planted topics no
+document covers, each asked in many words (English and Spanish). Which questions were refused is not decided by
+running 3,000 answers through the model here (hours on two cores): every planted question is refused, and the
+answerable ones at the false-refusal rate measured on the public set (FALSE_REFUSALS), the same ones each time they
+are asked (a refusal is deterministic). The real embedder and the real grouping then make the gaps. Topics 0-4 tune
+the thresholds (RAG_GAP_JOIN, RAG_GAP_LINK; the grid is printed), topics 5-9 are held out: each is found when one gap
+holds most of its questions and few others. A gap that is no planted topic is counted apart."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from _django import setup
+
+ANSWERS = int(os.environ.get("BENCH_ANSWERS", 100_000))
+MONTH = int(os.environ.get("BENCH_MONTH", 3000))
+FALSE_REFUSALS = float(os.environ.get("BENCH_FALSE_REFUSALS", 0.08))
+ROOT = Path(__file__).resolve().parent.parent
+
+TOPICS = [  # ten things no document of the corpora says, each asked in ten ways (the last two in Spanish)
+    [
+        "Where can employees park their cars?",
+        "Is there a car park for staff at the office?",
+        "Can I leave my car in the company garage?",
+        "How do I get a parking spot at headquarters?",
+        "Do we have free parking at work?",
+        "Who assigns the parking places?",
+        "Is parking at the office paid?",
+        "Where should visitors park?",
+        "¿Dónde pueden aparcar los empleados?",
+        "¿Hay parking para el personal?",
+    ],
+    [
+        "Does the health insurance cover the dentist?",
+        "Is dental care part of our medical plan?",
+        "Who pays for dental treatment?",
+        "Are orthodontics covered by the company insurance?",
+        "Can I claim a dentist bill?",
+        "What dental coverage do we have?",
+        "Is a teeth cleaning reimbursed?",
+        "Does insurance pay for my dental check-up?",
+        "¿El seguro cubre el dentista?",
+        "¿Qué cobertura dental tenemos?",
+    ],
+    [
+        "What is the wifi password for guests?",
+        "How do visitors connect to the wireless network?",
+        "Which wifi network should guests use?",
+        "Where do I find the guest wifi key?",
+        "Is there wifi for visitors?",
+        "What is the password of the lobby wifi?",
+        "How can a client get internet access in the meeting room?",
+        "Who gives out the guest network password?",
+        "¿Cuál es la contraseña del wifi de invitados?",
+        "¿Cómo se conectan las visitas a la red wifi?",
+    ],
+    [
+        "When is the summer party this year?",
+        "What date is the company summer event?",
+        "Where will the summer celebration be held?",
+        "Can I bring my family to the summer party?",
+        "Is there a summer barbecue for staff?",
+        "Who organises the summer party?",
+        "Do we have a team event in July?",
+        "What time does the summer party start?",
+        "¿Cuándo es la fiesta de verano?",
+        "¿Dónde se celebra la fiesta de verano de la empresa?",
+    ],
+    [
+        "How do I book a meeting room?",
+        "Which tool reserves conference rooms?",
+        "Can I reserve the big meeting room?",
+        "Where do I see if a meeting room is free?",
+        "How far ahead can I book a room?",
+        "Who manages the meeting room calendar?",
+        "Is there a limit on room bookings?",
+        "How do I cancel a room reservation?",
+        "¿Cómo reservo una sala de reuniones?",
+        "¿Dónde veo si una sala está libre?",
+    ],
+    [
+        "Can I bring my dog to the office?",
+        "Are pets allowed at work?",
+        "Is the office dog friendly?",
+        "What is the rule on animals in the building?",
+        "May I come in with my cat?",
+        "Do we allow dogs on Fridays?",
+        "Is there a pet policy?",
+        "Can a guide dog come into the office?",
+        "¿Puedo traer a mi perro a la oficina?",
+        "¿Se permiten mascotas en el trabajo?",
+    ],
+    [
+        "How do I get a new laptop?",
+        "Who replaces a broken laptop?",
+        "When am I due a new computer?",
+        "How do I order a second monitor?",
+        "Can I choose a Mac instead of a PC?",
+        "Where do I request new hardware?",
+        "How long does a laptop replacement take?",
+        "Who approves equipment requests?",
+        "¿Cómo pido un portátil nuevo?",
+        "¿Quién repone un ordenador roto?",
+    ],
+    [
+        "Is there a gym discount for employees?",
+        "Do we get a subsidised fitness membership?",
+        "Which gyms have a company deal?",
+        "Does the company pay for sports clubs?",
+        "How do I join the gym programme?",
+        "Is yoga paid by the company?",
+        "Are there sports benefits?",
+        "Can I get a discount at the swimming pool?",
+        "¿Hay descuento en el gimnasio para empleados?",
+        "¿La empresa paga el gimnasio?",
+    ],
+    [
+        "How do I change my bank account for the salary?",
+        "Where do I update my IBAN for payroll?",
+        "Who do I tell about a new bank account?",
+        "Can I split my salary into two accounts?",
+        "How long does a payroll bank change take?",
+        "Which form changes the salary account?",
+        "When does a new bank account apply to my pay?",
+        "Where is the payroll bank form?",
+        "¿Cómo cambio la cuenta bancaria de la nómina?",
+        "¿Dónde actualizo mi IBAN para el sueldo?",
+    ],
+    [
+        "Is there a shuttle bus from the station?",
+        "How do I get from the train station to the office?",
+        "Does the company run a bus for staff?",
+        "What time does the staff shuttle leave?",
+        "Where does the office shuttle stop?",
+        "Is there transport from the metro to headquarters?",
+        "Can visitors take the shuttle?",
+        "Is the shuttle free?",
+        "¿Hay autobús lanzadera desde la estación?",
+        "¿A qué hora sale el autobús de la empresa?",
+    ],
+]
+FRAMES = ["{q}", "Hi, {q}", "Quick question: {q}"]
+GROUPS = ["sales", "support", "engineering", "finance", "hr"]
+
+
+def page() -> None:
+    from django.test import Client
+    from django.utils import timezone
+
+    from chat.models import AnswerGround, AnswerRecord
+    from knowledge.models import Document, Source
+    from tenants.models import Membership, Tenant
+    from tenants.services import membership_add
+
+    def tenant_with(slug: str):  # type: ignore[no-untyped-def]
+        from django.contrib.auth import get_user_model
+
+        tenant = Tenant.objects.create(slug=slug, name=slug)
+        admin, _ = get_user_model().objects.get_or_create(username=f"admin-{slug}")
+        membership_add(tenant=tenant, user=admin, role=Membership.Role.ADMIN)
+        return tenant, admin
+
+    empty, empty_admin = tenant_with("empty")
+    full, full_admin = tenant_with("full")
+    source = Source.objects.create(tenant=full, kind="upload", name="docs", label="docs", source_id="full:upload:docs")
+    documents = Document.objects.bulk_create(
+        Document(
+            tenant=full,
+            source=source,
+            document_key=f"doc-{n}.md",
+            document_id=f"full:upload:docs/doc-{n}.md",
+            title=f"Document {n}",
+            version=1,
+            valid_until=timezone.localdate().replace(year=2025) if n % 40 == 0 else None,
+        )
+        for n in range(200)
+    )
+    started = time.perf_counter()
+    rng = random.Random(7)
+    now = timezone.now()
+    doors, statuses = ["chat", "api", "mcp", "openai"], ["answered"] * 7 + ["partial", "not_found", "no_evidence"]
+    for start in range(0, ANSWERS, 5000):
+        rows = []
+        for n in range(start, min(start + 5000, ANSWERS)):
+            rows.append(
+                AnswerRecord(
+                    tenant=full,
+                    channel=rng.choice(doors),
+                    question=f"question {n}",
+                    answer="…",
+                    status=rng.choice(statuses),
+                    total_ms=rng.lognormvariate(7, 0.5),
+                    groups=f" {rng.choice(GROUPS)} ",
+                    top_source=source.source_id,
+                )
+            )
+        made = AnswerRecord.objects.bulk_create(rows)
+        AnswerRecord.objects.filter(pk__in=[r.pk for r in made]).update(created_at=now)
+        grounds = [
+            AnswerGround(tenant=full, answer=r, document=rng.choice(documents), version=1)
+            for r in made
+            if r.status in ("answered", "partial")
+        ]
+        AnswerGround.objects.bulk_create(grounds)
+    for n, pk in enumerate(AnswerRecord.objects.filter(tenant=full).values_list("pk", flat=True)):
+        if n % 1000 == 0:  # spread over 30 days (one update per 1,000 answers, a day each)
+            AnswerRecord.objects.filter(tenant=full, pk__gte=pk, pk__lt=pk + 1000).update(
+                created_at=now - __import__("datetime").timedelta(days=(n // 1000) % 30)
+            )
+    print(f"wrote {ANSWERS:,} answers in {time.perf_counter() - started:.0f} s")
+    for tenant, admin in ((empty, empty_admin), (full, full_admin)):
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(admin)
+        seconds = []
+        for _ in range(5):
+            began = time.perf_counter()
+            response = client.get(f"/t/{tenant.slug}/insights/")
+            seconds.append(time.perf_counter() - began)
+            assert response.status_code == 200, response.status_code
+        grouped = []
+        for _ in range(3):
+            began = time.perf_counter()
+            client.get(f"/t/{tenant.slug}/insights/?group=sales")
+            grouped.append(time.perf_counter() - began)
+        count = AnswerRecord.objects.filter(tenant=tenant).count()
+        print(
+            f"insights page, {count:>7,} answers: {statistics.median(seconds):.3f} s median of 5 "
+            f"(max {max(seconds):.3f} s); one group: {statistics.median(grouped):.3f} s"
+        )
+
+
+def _questions() -> tuple[list[str], list[tuple[str, int]]]:
+    answerable = []
+    for path in (
+        Path("/work/shared/eval/questions.jsonl"),
+        ROOT / "bench/data/company-questions.jsonl",
+        ROOT / "bench/data/company-fresh-questions.jsonl",
+        ROOT / "bench/data/company-unseen-questions.jsonl",
+    ):
+        if path.exists():
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                if row.get("answerable", True) and row.get("question"):
+                    answerable.append(row["question"])
+    planted = [(frame.format(q=q), topic) for topic, asked in enumerate(TOPICS) for q in asked for frame in FRAMES]
+    return answerable, planted
+
+
+def gaps() -> None:
+    import numpy as np
+    from django.conf import settings
+
+    from chat.models import AnswerRecord
+    from insights import gaps as engine
+    from insights.models import Gap, GapQuestion
+    from tenants.models import Tenant
+
+    answerable, planted = _questions()
+    rng = random.Random(11)
+    month = [(q, None) for q in rng.choices(answerable, k=MONTH - len(planted))] + planted
+    rng.shuffle(month)
+    refused_answerable = set(rng.sample(sorted(set(answerable)), k=round(FALSE_REFUSALS * len(set(answerable)))))
+    refused = [(q, topic) for q, topic in month if topic is not None or q in refused_answerable]
+    print(
+        f"a month: {len(month):,} questions ({len(planted)} about {len(TOPICS)} planted topics, "
+        f"{len(set(answerable))} answerable asked again and again); refused: {len(refused)}, of which "
+        f"{len(refused) - len(planted)} answerable ({len(refused_answerable)} questions refused each time asked)"
+    )
+    tenant = Tenant.objects.create(slug="month", name="month")
+    topic_of: dict[int, int | None] = {}
+    for n, (question, topic) in enumerate(refused):
+        record = AnswerRecord.objects.create(
+            tenant=tenant,
+            channel="chat",
+            question=question,
+            answer="…",
+            status="not_found",
+            groups=f" {GROUPS[n % len(GROUPS)]} ",
+        )
+        topic_of[record.pk] = topic
+
+    def score(topics: range) -> tuple[int, int, list[str]]:
+        found, notes = 0, []
+        gaps_ = list(Gap.objects.filter(tenant=tenant))
+        members = {g.pk: [topic_of[q.answer_id] for q in g.questions.all()] for g in gaps_}
+        for topic in topics:
+            total = sum(1 for t in topic_of.values() if t == topic)
+            best = max(members.values(), key=lambda m: m.count(topic), default=[])
+            share, purity = best.count(topic) / total, (best.count(topic) / len(best) if best else 0)
+            if share >= 0.5 and purity >= 0.8:
+                found += 1
+            notes.append(f"topic {topic}: {share:.0%} of its questions in one gap ({purity:.0%} of that gap)")
+        other = sum(1 for m in members.values() if max(set(m), key=m.count) is None)
+        return found, other, notes
+
+    def _pieces(topics: range) -> int:
+        """How many gaps hold questions of these topics (a topic split in three counts three)."""
+        rows = GapQuestion.objects.filter(tenant=tenant, gap__isnull=False).values_list("gap_id", "answer_id")
+        return len({gap for gap, answer in rows if topic_of[answer] in topics})
+
+    started = time.perf_counter()
+    grid = []
+    for join in (0.5, 0.55, 0.6, 0.65, 0.7):
+        for link in (0.4, 0.45, 0.5, 0.55, 0.6):
+            Gap.objects.filter(tenant=tenant).delete()
+            GapQuestion.objects.filter(tenant=tenant).delete()
+            settings.RAG_GAP_JOIN, settings.RAG_GAP_LINK = join, link
+            for chunk in np.array_split(np.array(sorted(topic_of)), 4):  # four refreshes over the month
+                engine.refresh(tenant, only=[int(pk) for pk in chunk])
+            tuned, other, _ = score(range(0, 5))
+            held, _other, _ = score(range(5, 10))
+            pieces = _pieces(range(0, 5))
+            grid.append((tuned, -pieces, -other, join, link, held))
+            print(
+                f"  join {join:.2f} link {link:.2f}: tuning topics found {tuned}/5 in {pieces} gaps, held-out "
+                f"{held}/5, other gaps {other}, gaps {Gap.objects.filter(tenant=tenant).count()}"
+            )
+    tuned, _pieces_, _other, join, link, held = max(grid)  # most tuning topics found, then the fewest pieces
+    print(
+        f"chosen on topics 0-4 alone (most found, then the fewest gaps they are split into): join {join}, link {link} "
+        f"({tuned}/5 found there); held-out topics 5-9: "
+        f"{held}/5 found  [{time.perf_counter() - started:.0f} s for the grid]"
+    )
+    Gap.objects.filter(tenant=tenant).delete()
+    GapQuestion.objects.filter(tenant=tenant).delete()
+    settings.RAG_GAP_JOIN, settings.RAG_GAP_LINK = join, link
+    began = time.perf_counter()
+    for chunk in np.array_split(np.array(sorted(topic_of)), 4):
+        engine.refresh(tenant, only=[int(pk) for pk in chunk])
+    found, other, notes = score(range(10))
+    print(
+        f"with them: {found}/10 planted topics found, {other} other gaps (answerable questions refused again and "
+        f"again), {Gap.objects.filter(tenant=tenant).count()} gaps in all; "
+        f"four refreshes {time.perf_counter() - began:.1f} s"
+    )
+    for note in notes:
+        print("  " + note)
+
+
+if __name__ == "__main__":
+    setup()
+    wanted = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if wanted in ("page", "all"):
+        page()
+    if wanted in ("gaps", "all"):
+        gaps()

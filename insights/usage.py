@@ -1,0 +1,185 @@
+"""What a tenant asks and how its knowledge answers, over a date range (and one group of askers): the figures of the
+insights page, each one SQL aggregate over the answers' records (chat.AnswerRecord) and what they cited
+(chat.AnswerGround), so a tenant with 100,000 answers renders as fast as an empty one (bench/insights.py). No
+question text is read here: the operator's view across tenants is made of these figures alone."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from chat.models import AnswerGround, AnswerRecord
+from knowledge.models import Document, Status
+from tenants.models import Group, Tenant
+
+REFUSED = ("not_found", "no_evidence", "not_verified")
+ANSWERED = ("answered", "partial", "extractive")
+MAX_DAYS = 3 * 366
+TOP = 10
+
+
+class BadRange(ValueError):
+    """A date range the page cannot show: said to the admin, never a 500."""
+
+
+@dataclass(frozen=True)
+class Range:
+    start: dt.date
+    end: dt.date  # inclusive
+
+    @property
+    def days(self) -> list[dt.date]:
+        return [self.start + dt.timedelta(days=n) for n in range((self.end - self.start).days + 1)]
+
+
+def date_range(start: str = "", end: str = "", *, default_days: int = 30) -> Range:
+    """The range asked for (ISO dates; default: the last 30 days); BadRange says what is wrong with it."""
+    today = timezone.localdate()
+    try:
+        last = dt.date.fromisoformat(end) if end else today
+        first = dt.date.fromisoformat(start) if start else last - dt.timedelta(days=default_days - 1)
+    except ValueError as exc:
+        raise BadRange("Give the dates as YYYY-MM-DD.") from exc
+    if first > last:
+        raise BadRange("The range ends before it starts.")
+    if (last - first).days >= MAX_DAYS:
+        raise BadRange("Show at most three years at once.")
+    return Range(first, last)
+
+
+def answers(tenant: Tenant | None, span: Range, group: str = "") -> QuerySet[AnswerRecord]:
+    """The answers given in the range (one tenant's, or every tenant's for the operator), by members of `group`."""
+    start = dt.datetime.combine(span.start, dt.time.min, tzinfo=timezone.get_current_timezone())
+    end = dt.datetime.combine(span.end + dt.timedelta(days=1), dt.time.min, tzinfo=timezone.get_current_timezone())
+    found = AnswerRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+    if tenant is not None:
+        found = found.filter(tenant=tenant)
+    if group:
+        found = found.filter(groups__contains=f" {group} ")
+    return found
+
+
+@dataclass
+class Figures:
+    total: int = 0
+    by_day: dict[dt.date, dict[str, int]] = field(default_factory=dict)  # day → door → answers
+    outcomes: dict[str, int] = field(default_factory=dict)  # answered, partial, refused, computed
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    timed: int = 0
+    by_group: list[tuple[str, int]] = field(default_factory=list)
+    cited: list[dict[str, Any]] = field(default_factory=list)
+    never_cited: int = 0
+    never_cited_some: list[Document] = field(default_factory=list)
+    stale_cited: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+def figures(tenant: Tenant, span: Range, group: str = "") -> Figures:
+    found = answers(tenant, span, group)
+    shown = Figures()
+    _counts(found, shown)
+    shown.by_group = _by_group(tenant, found)
+    _documents(tenant, found, shown)
+    shown.sources = _sources(found)
+    return shown
+
+
+def _counts(found: QuerySet[AnswerRecord], shown: Figures) -> None:
+    for day, door, n in (
+        found.annotate(day=TruncDate("created_at")).values_list("day", "channel").annotate(n=Count("pk")).order_by()
+    ):
+        shown.by_day.setdefault(day, {})[door] = n
+        shown.total += n
+    statuses = dict(found.values_list("status").annotate(n=Count("pk")).order_by())
+    computed = found.filter(computed__isnull=False, status__in=ANSWERED).exclude(computed__status="fell_back").count()
+    shown.outcomes = {
+        "answered": sum(statuses.get(s, 0) for s in ANSWERED) - computed,
+        "computed": computed,
+        "partial": 0,
+        "refused": sum(statuses.get(s, 0) for s in REFUSED),
+    }
+    shown.outcomes["partial"] = statuses.get("partial", 0)
+    shown.outcomes["answered"] -= shown.outcomes["partial"]
+    timed = found.filter(total_ms__isnull=False)
+    shown.timed = timed.count()
+    if shown.timed:
+        ordered = timed.order_by("total_ms").values_list("total_ms", flat=True)
+        shown.p50_ms = ordered[int(0.5 * (shown.timed - 1))]
+        shown.p95_ms = ordered[int(0.95 * (shown.timed - 1))]
+
+
+def _by_group(tenant: Tenant, found: QuerySet[AnswerRecord]) -> list[tuple[str, int]]:
+    names = list(Group.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True)[:50])
+    counted = [(name, found.filter(groups__contains=f" {name} ").count()) for name in names]
+    return sorted([row for row in counted if row[1]], key=lambda row: -row[1])
+
+
+def _documents(tenant: Tenant, found: QuerySet[AnswerRecord], shown: Figures) -> None:
+    grounds = AnswerGround.objects.filter(answer__in=found)
+    rows = grounds.values("document").annotate(n=Count("answer")).order_by("-n")[:TOP]
+    documents = Document.objects.in_bulk([row["document"] for row in rows])
+    shown.cited = [{"document": documents[row["document"]], "answers": row["n"]} for row in rows]
+    live = Document.objects.filter(tenant=tenant, status=Status.ACTIVE)
+    unused = live.exclude(Exists(grounds.filter(document=OuterRef("pk")))).order_by("document_key")
+    shown.never_cited = unused.count()
+    shown.never_cited_some = list(unused.select_related("source")[:TOP])
+    today = timezone.localdate()
+    successor = Exists(Document.objects.filter(supersedes=OuterRef("document"), status=Status.ACTIVE))
+    stale = (
+        Q(document__valid_until__lt=today)
+        | Q(document__review_by__lt=today)
+        | Q(document__status=Status.RETIRED)
+        | Q(successor=True)
+    )
+    rows = grounds.annotate(successor=successor).filter(stale).values("document").annotate(n=Count("answer"))
+    rows = rows.order_by("-n")[:TOP]
+    documents = Document.objects.in_bulk([row["document"] for row in rows])
+    for row in rows:
+        document = documents[row["document"]]
+        why = []
+        if document.status == Status.RETIRED:
+            why.append("retired")
+        if document.valid_until and document.valid_until < today:
+            why.append("expired")
+        if Document.objects.filter(supersedes=document, status=Status.ACTIVE).exists():
+            why.append("superseded")
+        if document.review_by and document.review_by < today:
+            why.append("review_overdue")
+        shown.stale_cited.append({"document": document, "answers": row["n"], "why": why})
+
+
+def _sources(found: QuerySet[AnswerRecord]) -> list[dict[str, Any]]:
+    """Each source that the retriever put first: how often the answer was then given (the lowest rate first)."""
+    rows = (
+        found.exclude(top_source="")
+        .values("top_source")
+        .annotate(n=Count("pk"), answered=Count("pk", filter=Q(status__in=(*ANSWERED, "partial"))))
+        .order_by()
+    )
+    table = [
+        {
+            "source_id": row["top_source"],
+            "asked": row["n"],
+            "answered": row["answered"],
+            "rate": row["answered"] / row["n"],
+        }
+        for row in rows
+    ]
+    return sorted(table, key=lambda row: (row["rate"], -row["asked"]))[:TOP]
+
+
+def across_tenants(span: Range) -> list[dict[str, Any]]:
+    """The operator's view: per tenant, how many answers, their outcomes and latency — no question, no name."""
+    rows = []
+    for tenant in Tenant.objects.order_by("slug"):
+        found = answers(tenant, span)
+        shown = Figures()
+        _counts(found, shown)
+        rows.append({"tenant": tenant, "figures": shown})
+    return rows

@@ -1,0 +1,154 @@
+"""The insights pages (docs/insights.md): a tenant admin's picture of what is asked and how the knowledge answers, the
+content gaps and who closes each; a gap's owner writes the missing text; the operator sees figures across tenants,
+never a question."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods
+
+from insights import charts, gaps, owners, usage
+from insights.models import Gap
+from knowledge.models import Source
+from tenants.access import TenantRequest, operator_required, tenant_member_required
+from tenants.models import Group, Membership
+
+
+def _span(request: HttpRequest) -> tuple[usage.Range | None, str]:
+    try:
+        return usage.date_range(request.GET.get("start", ""), request.GET.get("end", "")), ""
+    except usage.BadRange as bad:
+        return None, str(bad)
+
+
+@tenant_member_required(admin=True)
+@require_GET
+def insights_page(request: TenantRequest) -> HttpResponse:
+    tenant = request.tenant
+    groups = list(Group.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True))
+    group = request.GET.get("group", "")
+    span, problem = _span(request)
+    if group and group not in groups:
+        problem, group = _("There is no group of that name."), ""
+    context: dict[str, Any] = {
+        "tenant": tenant,
+        "groups": groups,
+        "group": group,
+        "problem": problem,
+        "start": request.GET.get("start", ""),
+        "end": request.GET.get("end", ""),
+    }
+    status = 400 if problem else 200
+    span = span or usage.date_range()
+    shown = usage.figures(tenant, span, group)
+    context.update(
+        {
+            "span": span,
+            "figures": shown,
+            "per_day": charts.per_day(span.days, shown.by_day),
+            "outcomes": charts.split(shown.outcomes),
+            "gaps": gaps.open_gaps(tenant).exclude(state=Gap.State.CLOSED)[:10],
+            "gap_days": gaps.opened_and_closed(tenant, span.days),
+        }
+    )
+    context["gap_totals"] = [
+        sum(day[0] for day in context["gap_days"].values()),
+        sum(day[1] for day in context["gap_days"].values()),
+    ]
+    return render(request, "insights/insights.html", context, status=status)
+
+
+@tenant_member_required
+@require_GET
+def gaps_page(request: TenantRequest) -> HttpResponse:
+    """Every gap for an admin; the gaps a member owns for them."""
+    admin = request.membership.is_admin
+    found = gaps.open_gaps(request.tenant, user=request.user, admin=admin)
+    state = request.GET.get("state", "open")
+    if state in Gap.State.values:
+        found = found.filter(state=state)
+    context = {
+        "tenant": request.tenant,
+        "gaps": found[:200],
+        "state": state,
+        "states": Gap.State.choices,
+        "admin": admin,
+    }
+    return render(request, "insights/gaps.html", context)
+
+
+@tenant_member_required
+@require_http_methods(["GET", "POST"])
+def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
+    """A gap, for its owner or an admin: the question, who asked (groups, doors), what the retriever saw nearest,
+    the draft; the owner writes the missing text. Only an admin reads the questions one by one."""
+    gap = Gap.objects.for_tenant(request.tenant).select_related("owner").public_or_404(gap_id)
+    if not owners.may_close(gap, request.user):
+        from django.http import Http404
+
+        raise Http404("No such page.")
+    admin = request.membership.is_admin
+    context: dict[str, Any] = {"tenant": request.tenant, "gap": gap, "admin": admin}
+    status = 200
+    if request.method == "POST" and request.POST.get("owner") is not None and admin:
+        chosen = Membership.objects.filter(tenant=request.tenant, user__username=request.POST["owner"]).first()
+        gap.owner = chosen.user if chosen else None
+        gap.save(update_fields=["owner"])
+        messages.success(request, _("Saved."))
+        return redirect("insights:gap", request.tenant.slug, gap.public_id)
+    if request.method == "POST":
+        try:
+            owners.gap_write(
+                gap=gap, text=request.POST.get("text", ""), expected=request.POST.get("expected", ""), user=request.user
+            )
+        except owners.GapInvalid as invalid:
+            context["errors"], context["given"], status = invalid.errors, request.POST, 400
+        else:
+            messages.success(
+                request,
+                _(
+                    "Thank you: the text is being added, and its questions are in the evaluation "
+                    "set. The gap closes when an evaluation run answers them."
+                ),
+            )
+            return redirect("insights:gap", request.tenant.slug, gap.public_id)
+    if admin:
+        context["questions"] = gap.questions.select_related("answer")[:200]
+        context["members"] = Membership.objects.filter(tenant=request.tenant).select_related("user")
+    context["draft_text"] = " ".join(s["text"] for s in gap.draft.get("sentences", []))
+    return render(request, "insights/gap.html", context, status=status)
+
+
+@tenant_member_required(admin=True)
+@require_http_methods(["GET", "POST"])
+def owners_page(request: TenantRequest) -> HttpResponse:
+    """Who answers for each source's knowledge (its gaps go to them)."""
+    sources = Source.objects.for_tenant(request.tenant).select_related("owner").order_by("label")
+    if request.method == "POST":
+        source = sources.filter(public_id=request.POST.get("source", "")).first()
+        username = request.POST.get("owner", "")
+        member = Membership.objects.filter(tenant=request.tenant, user__username=username).first()
+        if source is not None and (member is not None or not username):
+            source.owner = member.user if member else None
+            source.save(update_fields=["owner"])
+            messages.success(request, _("Saved."))
+        return redirect("insights:owners", request.tenant.slug)
+    members = Membership.objects.filter(tenant=request.tenant).select_related("user").order_by("user__username")
+    return render(request, "insights/owners.html", {"tenant": request.tenant, "sources": sources, "members": members})
+
+
+@operator_required
+@require_GET
+def operator_insights(request: HttpRequest) -> HttpResponse:
+    """Figures across tenants, for the people who run the server: counts, outcomes, latency — no question text."""
+    span, problem = _span(request)
+    span = span or usage.date_range()
+    rows = usage.across_tenants(span)
+    context = {"rows": rows, "span": span, "problem": problem, "users": get_user_model().objects.count()}
+    return render(request, "insights/operator.html", context, status=400 if problem else 200)

@@ -1,0 +1,180 @@
+"""The insights (insights/usage.py, the page) over real answer records of a real folder source, and the content gaps
+(insights/gaps.py) made by the real packaged embedder from refused questions: planted topics become gaps, a new
+question joins its gap, each gap goes to the owner of the nearest document, its draft is made of sentences that
+exist; the owner's text becomes a document and evaluation questions, and an evaluation run that answers them closes
+the gap."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client, TestCase
+from django.utils import timezone
+
+from chat.models import AnswerRecord
+from chat.records import answer_record
+from chat.services import Answer
+from feedback.models import EvalQuestion, EvalRun
+from insights import gaps, usage
+from insights.models import Gap
+from knowledge.models import Document, IngestJob
+from knowledge.search.retrieval import retrieve
+from tenants.models import Membership
+from tenants.principals import Viewer, viewer_for
+from tenants.services import group_create, group_member_add
+from tests.factories import make_folder_source, make_member
+
+FILES = {
+    "travel.md": "# Travel\n\nThe per diem for travel is 42 EUR a day. Trains are booked through the travel portal.\n",
+    "leave.md": "# Leave\n\nEvery employee has 27 days of paid leave a year. Leave is asked for in the HR portal.\n",
+    "old-policy.md": "---\nreview_by: 2025-12-31\n---\n# Old policy\n\nThe office opens at 8.\n",
+}
+PARKING = ["Where can I park my car at the office?", "Is there parking for employees?",
+           "Do we have a car park at headquarters?", "Can staff park in the office garage?",
+           "Where do employees leave their cars?"]  # fmt: skip
+DENTAL = ["Does our health insurance cover the dentist?", "Is dental care included in the insurance?",
+          "Are dental treatments covered by the company insurance?", "Who pays for a dentist visit?"]  # fmt: skip
+ALONE = ["What is the wifi password in the lobby?", "When is the summer party?"]
+
+
+def ask(tenant, question: str, *, status: str = "not_found", who: Any = None, channel: str = "chat",
+        cite: str | None = None, ms: float = 900.0, viewer: Viewer | None = None) -> AnswerRecord:  # fmt: skip
+    """An answer as the answer flow records it, on a real retrieval (the model's words are the only stand-in)."""
+    hits = retrieve(viewer=Viewer.everything(tenant), query=question, top_k=5)
+    citations = []
+    if cite:
+        from chat.citations import citation_of
+
+        hit = next(h for h in hits if h.chunk.document.document_key == cite)
+        citations = [citation_of(1, hit)]
+    result = Answer(answer="…", generated=True, model="test", status=status, citations=citations, hits=hits,
+                    total_ms=ms)  # fmt: skip
+    return answer_record(viewer=viewer or Viewer.everything(tenant), question=question, result=result,
+                         channel=channel, user=who)  # fmt: skip
+
+
+def test_the_figures_count_doors_outcomes_latency_citations_and_stale_documents_and_filter_by_group(
+    tenant_a, admin_a, tmp_path
+):
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=FILES)
+    hr = group_create(tenant=tenant_a, name="hr")
+    hanna = make_member(tenant_a, username="hanna")
+    group_member_add(tenant=tenant_a, actor=None, group=hr, user=hanna)
+    as_hanna = viewer_for(tenant=tenant_a, membership=Membership.objects.get(user=hanna))
+    ask(tenant_a, "What is the per diem?", status="answered", cite="travel.md", ms=500, who=hanna, viewer=as_hanna)
+    ask(tenant_a, "How many days of leave?", status="answered", cite="leave.md", ms=700, channel="api")
+    ask(tenant_a, "When does the office open?", status="answered", cite="old-policy.md", ms=1500, channel="mcp")
+    ask(tenant_a, "Where can I park?", ms=300)
+    old = ask(tenant_a, "Per diem again?", status="partial", cite="travel.md", ms=100)
+    AnswerRecord.objects.filter(pk=old.pk).update(created_at=timezone.now() - dt.timedelta(days=40))
+
+    shown = usage.figures(tenant_a, usage.date_range())
+    today = timezone.localdate()
+    assert shown.total == 4 and shown.by_day == {today: {"chat": 2, "api": 1, "mcp": 1}}
+    assert shown.outcomes == {"answered": 3, "computed": 0, "partial": 0, "refused": 1}
+    assert (shown.p50_ms, shown.p95_ms, shown.timed) == (500, 700, 4)  # 300, 500, 700, 1500: nearest-rank
+    assert {row["document"].document_key for row in shown.cited} == {"travel.md", "leave.md", "old-policy.md"}
+    assert [(row["document"].document_key, row["why"]) for row in shown.stale_cited] == [
+        ("old-policy.md", ["review_overdue"])
+    ]
+    assert shown.never_cited == 0 and shown.by_group == [("hr", 1)]
+    assert usage.figures(tenant_a, usage.date_range(), "hr").total == 1
+    wide = usage.figures(tenant_a, usage.date_range((today - dt.timedelta(days=60)).isoformat()))
+    assert wide.total == 5 and wide.outcomes["partial"] == 1
+
+    client = Client()
+    client.force_login(admin_a)
+    page = client.get("/t/acme/insights/")
+    assert page.status_code == 200 and page.content.count(b"<rect") == 3 + 2  # today's three doors; two outcomes
+    assert f"<title>{today}: 2 chat</title>".encode() in page.content and b"refused: 1 (25%)" in page.content
+    assert b"old-policy.md" in page.content and b"Where can I park?" not in page.content  # no gap yet: no question
+    for bad in ("?start=2026-13-01", "?start=2026-02-01&end=2026-01-01", "?start=2020-01-01&end=2026-01-01",
+                "?group=nobody"):  # fmt: skip
+        response = client.get("/t/acme/insights/" + bad)
+        assert response.status_code == 400 and b'id="insights-problem"' in response.content, bad
+    operator = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
+    client.force_login(operator)
+    across = client.get("/operator/insights/")
+    assert across.status_code == 200 and b'data-tenant="acme"' in across.content
+    assert b"per diem" not in across.content and b"park" not in across.content  # figures only
+
+
+def test_refused_questions_become_gaps_by_meaning_each_sent_to_the_owner_of_the_nearest_document(tenant_a, tmp_path):
+    owner = make_member(tenant_a, username="olga")
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={
+        **FILES, "facilities.md": "# Facilities\n\nVisitors park in the street. Employees cycle: the office has a "
+                                  "bicycle room in the basement.\n"})  # fmt: skip
+    source.owner = owner
+    source.save()
+    for question in PARKING + DENTAL + ALONE:
+        ask(tenant_a, question)
+    ask(tenant_a, "What is the per diem?", status="answered", cite="travel.md")  # answered: no gap
+    done = gaps.refresh(tenant_a)
+    assert done.questions == len(PARKING + DENTAL + ALONE) and done.gaps_made == 2
+    found = {frozenset(q.question for q in gap.questions.all()): gap for gap in Gap.objects.all()}
+    assert set(found) == {frozenset(PARKING), frozenset(DENTAL)}
+    parking = found[frozenset(PARKING)]
+    assert parking.asked == 5 and parking.representative in PARKING and parking.doors == {"chat": 5}
+    assert parking.draft["sentences"][0]["document_key"] == "facilities.md" and parking.owner == owner  # its source's
+    dental = found[frozenset(DENTAL)]
+    assert dental.draft["none"] is True and dental.owner is None  # nothing here bears on it: the admins
+
+    ask(tenant_a, "Is there a parking garage for the staff?")
+    ask(tenant_a, "¿Dónde pueden aparcar los empleados?")  # the same gap, asked in Spanish
+    again = gaps.refresh(tenant_a)
+    assert again.joined == 2 and again.gaps_made == 0
+    parking.refresh_from_db()
+    assert parking.asked == 7 and Gap.objects.count() == 2
+
+
+def test_an_owner_writes_the_missing_text_its_questions_join_the_evaluation_set_and_a_run_closes_the_gap(
+    tenant_a, admin_a, tmp_path
+):
+    owner = make_member(tenant_a, username="olga")
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=FILES)
+    for question in PARKING[:3]:
+        ask(tenant_a, question)
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    assert gap.draft.get("none") is True  # nothing here is about parking: "no source says this"
+    gap.owner = owner
+    gap.save()
+
+    client = Client()
+    client.force_login(owner)
+    mine = client.get("/t/acme/gaps/")
+    assert mine.status_code == 200 and gap.representative.encode() in mine.content
+    page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
+    assert "No source says this." in page and PARKING[1] not in page.replace(gap.representative, "")  # no list
+    refused = client.post(f"/t/acme/gaps/{gap.public_id}/", {"text": "Staff park in garage B.", "expected": "level 2"})
+    assert refused.status_code == 400 and "must be in the text" in refused.content.decode()
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        done = client.post(
+            f"/t/acme/gaps/{gap.public_id}/",
+            {"text": "Employees park in garage B, level 2, with their badge.", "expected": "garage B"},
+        )
+    assert done.status_code == 302
+    gap.refresh_from_db()
+    assert gap.state == "written" and gap.written_by == "olga"
+    assert Document.objects.filter(document_key__startswith="gap-answer-").count() == 1
+    assert IngestJob.objects.filter(source__is_default=True, state="succeeded").exists()  # ingested like an upload
+    asked = EvalQuestion.objects.filter(answer="garage B")
+    assert set(asked.values_list("question", flat=True)) == set(PARKING[:3])
+    assert {tuple(q.relevant_docs) for q in asked} == {
+        (Document.objects.get(document_key__startswith="gap-answer-").document_key,)
+    }
+
+    rows = [{"uuid": str(q.public_id), "ans_phrase": 1.0, "refused": False} for q in asked]
+    EvalRun.objects.create(tenant=tenant_a, state="done", answers=True, results=rows[:2])  # one not answered yet
+    gap.refresh_from_db()
+    assert gap.state == "written"
+    EvalRun.objects.create(tenant=tenant_a, state="done", answers=True, results=rows)
+    gap.refresh_from_db()
+    assert gap.state == "closed" and gap.closed_at is not None
+
+    other = make_member(tenant_a, username="sam")
+    client.force_login(other)
+    assert client.get(f"/t/acme/gaps/{gap.public_id}/").status_code == 404  # not theirs
+    assert b"garage" not in client.get("/t/acme/gaps/?state=closed").content
