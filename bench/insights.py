@@ -166,7 +166,7 @@ def page() -> None:
     from chat.models import AnswerGround, AnswerRecord
     from knowledge.models import Document, Source
     from tenants.models import Membership, Tenant
-    from tenants.services import membership_add
+    from tenants.services import group_create, membership_add
 
     def tenant_with(slug: str):  # type: ignore[no-untyped-def]
         from django.contrib.auth import get_user_model
@@ -174,6 +174,8 @@ def page() -> None:
         tenant = Tenant.objects.create(slug=slug, name=slug)
         admin, _ = get_user_model().objects.get_or_create(username=f"admin-{slug}")
         membership_add(tenant=tenant, user=admin, role=Membership.Role.ADMIN)
+        for name in GROUPS:
+            group_create(tenant=tenant, name=name)
         return tenant, admin
 
     empty, empty_admin = tenant_with("empty")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from chat.focus import relevance, split_units
@@ -115,6 +115,15 @@ def refresh(tenant: Tenant, *, only: list[int] | None = None) -> Refreshed:
         GapQuestion.objects.filter(pk__in=[q.pk for q in members]).update(gap=gap)
         touched.add(gap.pk)
         done.gaps_made += 1
+    # Answers the tenant's retention deleted took their questions with them: a gap left with none goes (unless its
+    # owner wrote its text), the others are counted again.
+    Gap.objects.filter(tenant=tenant, questions__isnull=True).exclude(state=Gap.State.WRITTEN).delete()
+    touched |= set(
+        Gap.objects.filter(tenant=tenant)
+        .annotate(n=Count("questions"))
+        .exclude(asked=F("n"))
+        .values_list("pk", flat=True)
+    )
     for gap in Gap.objects.filter(pk__in=touched):
         if gap.state == Gap.State.CLOSED:
             gap.state, gap.closed_at = Gap.State.OPEN, None  # asked again, and refused again: it is not closed

@@ -9,8 +9,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
-from django.db.models.functions import TruncDate
+from django.conf import settings
+from django.db import connection
+from django.db.models import CharField, Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Cast, Substr, TruncDate
 from django.utils import timezone
 
 from chat.models import AnswerGround, AnswerRecord
@@ -90,10 +92,17 @@ def figures(tenant: Tenant, span: Range, group: str = "") -> Figures:
     return shown
 
 
+def _day() -> Any:
+    """An answer's day, as SQL: SQLite keeps datetimes as UTC text, so with the UTC time zone the day is its first ten
+    characters (TruncDate there calls a Python function per row: 0.4 s of 100,000 answers against 0.05 s)."""
+    if connection.vendor == "sqlite" and settings.TIME_ZONE == "UTC":
+        return Substr(Cast("created_at", CharField()), 1, 10)
+    return TruncDate("created_at")
+
+
 def _counts(found: QuerySet[AnswerRecord], shown: Figures) -> None:
-    for day, door, n in (
-        found.annotate(day=TruncDate("created_at")).values_list("day", "channel").annotate(n=Count("pk")).order_by()
-    ):
+    for day, door, n in found.annotate(day=_day()).values_list("day", "channel").annotate(n=Count("pk")).order_by():
+        day = dt.date.fromisoformat(day) if isinstance(day, str) else day
         shown.by_day.setdefault(day, {})[door] = n
         shown.total += n
     statuses = dict(found.values_list("status").annotate(n=Count("pk")).order_by())
@@ -106,12 +115,17 @@ def _counts(found: QuerySet[AnswerRecord], shown: Figures) -> None:
     }
     shown.outcomes["partial"] = statuses.get("partial", 0)
     shown.outcomes["answered"] -= shown.outcomes["partial"]
-    timed = found.filter(total_ms__isnull=False)
-    shown.timed = timed.count()
-    if shown.timed:
-        ordered = timed.order_by("total_ms").values_list("total_ms", flat=True)
-        shown.p50_ms = ordered[int(0.5 * (shown.timed - 1))]
-        shown.p95_ms = ordered[int(0.95 * (shown.timed - 1))]
+    # One sorted read, through the cursor (the ORM's per-row work is twice SQLite's sort at 100,000 answers).
+    sql, params = (
+        found.filter(total_ms__isnull=False).order_by("total_ms").values_list("total_ms").query.sql_with_params()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        times = [row[0] for row in cursor.fetchall()]
+    shown.timed = len(times)
+    if times:
+        shown.p50_ms = times[int(0.5 * (len(times) - 1))]
+        shown.p95_ms = times[int(0.95 * (len(times) - 1))]
 
 
 def _by_group(tenant: Tenant, found: QuerySet[AnswerRecord]) -> list[tuple[str, int]]:
@@ -121,37 +135,38 @@ def _by_group(tenant: Tenant, found: QuerySet[AnswerRecord]) -> list[tuple[str, 
 
 
 def _documents(tenant: Tenant, found: QuerySet[AnswerRecord], shown: Figures) -> None:
-    grounds = AnswerGround.objects.filter(answer__in=found)
-    rows = grounds.values("document").annotate(n=Count("answer")).order_by("-n")[:TOP]
-    documents = Document.objects.in_bulk([row["document"] for row in rows])
-    shown.cited = [{"document": documents[row["document"]], "answers": row["n"]} for row in rows]
+    """One grouped read of what the answers cited (a document → how many answers), then the documents alone."""
+    cited = dict(
+        AnswerGround.objects.filter(answer__in=found).values_list("document").annotate(n=Count("answer")).order_by()
+    )
+    top = sorted(cited.items(), key=lambda row: -row[1])[:TOP]
+    documents = Document.objects.in_bulk([pk for pk, _n in top])
+    shown.cited = [{"document": documents[pk], "answers": n} for pk, n in top if pk in documents]
     live = Document.objects.filter(tenant=tenant, status=Status.ACTIVE)
-    unused = live.exclude(Exists(grounds.filter(document=OuterRef("pk")))).order_by("document_key")
+    unused = live.exclude(pk__in=list(cited)).order_by("document_key")
     shown.never_cited = unused.count()
     shown.never_cited_some = list(unused.select_related("source")[:TOP])
     today = timezone.localdate()
-    successor = Exists(Document.objects.filter(supersedes=OuterRef("document"), status=Status.ACTIVE))
+    successor = Exists(Document.objects.filter(supersedes=OuterRef("pk"), status=Status.ACTIVE))
     stale = (
-        Q(document__valid_until__lt=today)
-        | Q(document__review_by__lt=today)
-        | Q(document__status=Status.RETIRED)
-        | Q(successor=True)
+        Document.objects.filter(pk__in=list(cited))
+        .annotate(successor=successor)
+        .filter(Q(valid_until__lt=today) | Q(review_by__lt=today) | Q(status=Status.RETIRED) | Q(successor=True))
     )
-    rows = grounds.annotate(successor=successor).filter(stale).values("document").annotate(n=Count("answer"))
-    rows = rows.order_by("-n")[:TOP]
-    documents = Document.objects.in_bulk([row["document"] for row in rows])
-    for row in rows:
-        document = documents[row["document"]]
-        why = []
-        if document.status == Status.RETIRED:
-            why.append("retired")
-        if document.valid_until and document.valid_until < today:
-            why.append("expired")
-        if Document.objects.filter(supersedes=document, status=Status.ACTIVE).exists():
-            why.append("superseded")
-        if document.review_by and document.review_by < today:
-            why.append("review_overdue")
-        shown.stale_cited.append({"document": document, "answers": row["n"], "why": why})
+    rows = []
+    for document in stale:
+        why = [
+            word
+            for word, true in (
+                ("retired", document.status == Status.RETIRED),
+                ("expired", bool(document.valid_until and document.valid_until < today)),
+                ("superseded", document.successor),
+                ("review_overdue", bool(document.review_by and document.review_by < today)),
+            )
+            if true
+        ]
+        rows.append({"document": document, "answers": cited[document.pk], "why": why})
+    shown.stale_cited = sorted(rows, key=lambda row: -row["answers"])[:TOP]
 
 
 def _sources(found: QuerySet[AnswerRecord]) -> list[dict[str, Any]]:

@@ -128,6 +128,13 @@ def test_refused_questions_become_gaps_by_meaning_each_sent_to_the_owner_of_the_
     parking.refresh_from_db()
     assert parking.asked == 7 and Gap.objects.count() == 2
 
+    # The tenant's retention deletes old answers: their questions leave the gaps, and a gap left empty goes.
+    AnswerRecord.objects.filter(question__in=DENTAL).delete()
+    AnswerRecord.objects.filter(question__in=PARKING[:2]).delete()
+    gaps.refresh(tenant_a)
+    parking.refresh_from_db()
+    assert parking.asked == 5 and list(Gap.objects.all()) == [parking]
+
 
 def test_an_owner_writes_the_missing_text_its_questions_join_the_evaluation_set_and_a_run_closes_the_gap(
     tenant_a, admin_a, tmp_path
