@@ -12,6 +12,7 @@ from feedback.models import EvalQuestion, EvalRun
 from insights import gaps
 from insights.models import Gap
 from tenants.models import Membership
+from tests.chat.test_recall_browser import _login
 from tests.factories import make_folder_source, make_member, make_tenant
 from tests.insights.test_insights import PARKING, ask
 from tests.test_languages_browser import english_left
@@ -20,13 +21,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (scripts/test.sh)"),
 ]
-
-
-def _login(page, base: str, username: str, next_path: str) -> None:  # type: ignore[no-untyped-def]
-    page.goto(f"{base}{next_path}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "pw-for-tests-123")
-    page.click("button[type=submit]")
 
 
 def test_an_admin_reads_the_insights_and_an_owner_closes_a_gap_in_both_languages(
