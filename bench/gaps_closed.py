@@ -62,6 +62,8 @@ def setup() -> Path:
     os.environ.setdefault("RAG_MODELS_DIR", str(ROOT / "var" / "models"))
     os.environ.setdefault("RAG_DEBUG", "true")
     os.environ["DJANGO_SETTINGS_MODULE"] = "_sync_settings"
+    bench = str(Path(__file__).resolve().parent)  # the model server (manage.py llm_serve) reads the same settings
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (bench, os.environ.get("PYTHONPATH", "")) if p)
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop in this thread
     import django
 
