@@ -43,16 +43,21 @@ class Bars:
     legend: list[tuple[str, str]] = field(default_factory=list)  # key, colour
 
 
-def per_day(days: list[dt.date], counts: dict[dt.date, dict[str, int]]) -> Bars:
-    """One bar a day, stacked by door; the y scale rounded up to a readable step."""
-    chart = Bars(WIDTH, HEIGHT, legend=list(DOORS))
+GAP_SERIES = (("opened", "#c0392b"), ("closed", "#2e8b57"))
+
+
+def per_day(
+    days: list[dt.date], counts: dict[dt.date, dict[str, int]], series: tuple[tuple[str, str], ...] = DOORS
+) -> Bars:
+    """One bar a day, stacked by door (or `series`); the y scale rounded up to a readable step."""
+    chart = Bars(WIDTH, HEIGHT, legend=list(series))
     inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     most = max((sum(counts.get(day, {}).values()) for day in days), default=0)
     top = _nice(most)
     slot = inner_w / max(len(days), 1)
     for i, day in enumerate(days):
         y = float(TOP + inner_h)
-        for door, colour in DOORS:
+        for door, colour in series:
             n = counts.get(day, {}).get(door, 0)
             if not n:
                 continue

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 from django.db.models import CharField, Count, Exists, OuterRef, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Substr, TruncDate
 from django.utils import timezone
 
@@ -75,6 +76,7 @@ class Figures:
     p95_ms: float | None = None
     timed: int = 0
     by_group: list[tuple[str, int]] = field(default_factory=list)
+    by_assistant: list[tuple[str, int]] = field(default_factory=list)  # "" : no assistant named (the default)
     cited: list[dict[str, Any]] = field(default_factory=list)
     never_cited: int = 0
     never_cited_some: list[Document] = field(default_factory=list)
@@ -87,6 +89,8 @@ def figures(tenant: Tenant, span: Range, group: str = "") -> Figures:
     shown = Figures()
     _counts(found, shown)
     shown.by_group = _by_group(tenant, found)
+    rows = found.annotate(assistant=KT("asked__assistant")).values_list("assistant").annotate(n=Count("pk"))
+    shown.by_assistant = sorted(((name or "", n) for name, n in rows.order_by()), key=lambda row: -row[1])
     _documents(tenant, found, shown)
     shown.sources = _sources(found)
     return shown

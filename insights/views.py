@@ -57,10 +57,9 @@ def insights_page(request: TenantRequest) -> HttpResponse:
             "gap_days": gaps.opened_and_closed(tenant, span.days),
         }
     )
-    context["gap_totals"] = [
-        sum(day[0] for day in context["gap_days"].values()),
-        sum(day[1] for day in context["gap_days"].values()),
-    ]
+    gap_days = {day: {"opened": opened, "closed": closed} for day, (opened, closed) in context["gap_days"].items()}
+    context["gap_chart"] = charts.per_day(span.days, gap_days, charts.GAP_SERIES)
+    context["gap_totals"] = [sum(d["opened"] for d in gap_days.values()), sum(d["closed"] for d in gap_days.values())]
     return render(request, "insights/insights.html", context, status=status)
 
 

@@ -79,7 +79,7 @@ def test_the_figures_count_doors_outcomes_latency_citations_and_stale_documents_
     assert [(row["document"].document_key, row["why"]) for row in shown.stale_cited] == [
         ("old-policy.md", ["review_overdue"])
     ]
-    assert shown.never_cited == 0 and shown.by_group == [("hr", 1)]
+    assert shown.never_cited == 0 and shown.by_group == [("hr", 1)] and shown.by_assistant == [("", 4)]
     assert usage.figures(tenant_a, usage.date_range(), "hr").total == 1
     wide = usage.figures(tenant_a, usage.date_range((today - dt.timedelta(days=60)).isoformat()))
     assert wide.total == 5 and wide.outcomes["partial"] == 1
