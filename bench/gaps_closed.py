@@ -1,7 +1,8 @@
 """Issue 67's last measure: the evaluation before and after three content gaps are closed through the owner's flow,
 in Chromium, on the company's own documents (bench/data/company), with the packaged chat model.
 
-    python bench/gaps_closed.py
+    python bench/gaps_closed.py [--screenshots]   (with it: docs/screenshots/insights.png, gap.png,
+                                                  changed-answers.png, receipt.png)
 
 Staff ask three things the documents do not say (parking, the dentist, the guest wifi), three ways each, through
 the answer every door gives (chat.recipe, the real model): what is refused becomes content gaps (the worker's
@@ -176,9 +177,66 @@ def main() -> None:
                 f"  {row['question']!r}: {row.get('status')}, phrase {row.get('ans_phrase')}: "
                 f"{row.get('answer', '')[:90]!r}"
             )
+        if "--screenshots" in sys.argv:
+            _screenshots(tenant, folder, source, users, sam)
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # type: ignore[no-untyped-def]
+    """docs/screenshots/: the insights and a gap as the admin sees them; a staff member's answer whose ground changed
+    (the travel policy's per diem edited after it was given), in their inbox and its receipt."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.test.testcases import LiveServerThread
+    from playwright.sync_api import sync_playwright
+
+    from chat import recipe
+    from chat.models import AnswerRecord
+    from insights.models import Gap
+    from knowledge.ingest import pipeline
+
+    out = ROOT / "docs" / "screenshots"
+    question = "What is the daily per diem for travel within Spain in 2026?"
+    result, record = recipe.Answering(
+        viewer=sam, asked=recipe.Asked(question=question), channel="chat", user=users["sam"]
+    ).json()
+    print(f"  asked {question!r}: {result.status}")
+    policy = next(folder.rglob("travel-policy-2026.md"))
+    text = policy.read_text()
+    policy.write_text(text.replace("within Spain is 52 EUR", "within Spain is 55 EUR"))  # the value the answer cited
+    pipeline.sync_folder(source=source, root=folder)  # the recall scan runs as it commits (tasks inline here)
+    record = AnswerRecord.objects.get(pk=record.pk)
+    print(f"  after the policy's edit: {record.recall_state or 'not flagged'}")
+    live = LiveServerThread("127.0.0.1", StaticFilesHandler)
+    live.daemon = True
+    live.start()
+    live.is_ready.wait()
+    base = f"http://127.0.0.1:{live.port}"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        pages = {}
+        for name in ("ada", "sam"):
+            pages[name] = chromium.new_page(viewport={"width": 1366, "height": 820})
+            pages[name].goto(f"{base}/accounts/login/")
+            pages[name].fill("#id_username", name)
+            pages[name].fill("#id_password", "pw-for-bench-123")
+            pages[name].click("button[type=submit]")
+        admin, staff = pages["ada"], pages["sam"]
+        admin.goto(f"{base}/t/company/insights/")
+        admin.screenshot(path=str(out / "insights.png"), full_page=True)
+        gap = Gap.objects.filter(tenant=tenant).order_by("state", "-asked").first()
+        if gap is not None:
+            admin.goto(f"{base}/t/company/gaps/{gap.public_id}/")
+            admin.screenshot(path=str(out / "gap.png"), full_page=True)
+        staff.goto(f"{base}/t/company/chat/recalled/")
+        staff.screenshot(path=str(out / "changed-answers.png"))
+        staff.goto(f"{base}/t/company/chat/answers/{record.public_id}/receipt/")
+        staff.screenshot(path=str(out / "receipt.png"), full_page=True)
+        chromium.close()
+    live.terminate()
+    live.join()
+    print(f"  screenshots written to {out}")
 
 
 if __name__ == "__main__":

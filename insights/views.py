@@ -15,9 +15,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from insights import charts, gaps, owners, usage
 from insights.models import Gap
-from knowledge.models import Source
+from knowledge.models import Document, Source, Status
 from tenants.access import TenantRequest, operator_required, tenant_member_required
 from tenants.models import Group, Membership
+
+MAX_LISTED = 1000  # documents offered on the owners page (a larger tenant names the rest through their sources)
 
 
 def _span(request: HttpRequest) -> tuple[usage.Range | None, str]:
@@ -129,17 +131,31 @@ def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
 def owners_page(request: TenantRequest) -> HttpResponse:
     """Who answers for each source's knowledge (its gaps go to them)."""
     sources = Source.objects.for_tenant(request.tenant).select_related("owner").order_by("label")
+    documents = Document.objects.for_tenant(request.tenant).filter(status=Status.ACTIVE).order_by("document_key")
     if request.method == "POST":
-        source = sources.filter(public_id=request.POST.get("source", "")).first()
         username = request.POST.get("owner", "")
         member = Membership.objects.filter(tenant=request.tenant, user__username=username).first()
-        if source is not None and (member is not None or not username):
-            source.owner = member.user if member else None
-            source.save(update_fields=["owner"])
+        target = (
+            sources.filter(public_id=request.POST.get("source", "")).first()
+            if request.POST.get("source")
+            else documents.filter(public_id=request.POST.get("document", "")).first()
+        )
+        if target is None or (username and member is None):
+            messages.error(request, _("Choose a source or a document, and a member."))
+        else:
+            target.owner = member.user if member else None  # none: the source's owner, or the admins
+            target.save(update_fields=["owner"])
             messages.success(request, _("Saved."))
         return redirect("insights:owners", request.tenant.slug)
     members = Membership.objects.filter(tenant=request.tenant).select_related("user").order_by("user__username")
-    return render(request, "insights/owners.html", {"tenant": request.tenant, "sources": sources, "members": members})
+    context = {
+        "tenant": request.tenant,
+        "sources": sources,
+        "members": members,
+        "owned": documents.filter(owner__isnull=False).select_related("owner")[:200],
+        "documents": documents.only("public_id", "document_key")[:MAX_LISTED],
+    }
+    return render(request, "insights/owners.html", context)
 
 
 @operator_required

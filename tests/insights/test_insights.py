@@ -181,6 +181,16 @@ def test_an_owner_writes_the_missing_text_its_questions_join_the_evaluation_set_
     gap.refresh_from_db()
     assert gap.state == "closed" and gap.closed_at is not None
 
+    # An admin gives one document an owner of its own (its gaps go to them, not to its source's owner).
+    admin = Client()
+    admin.force_login(admin_a)
+    travel = Document.objects.get(document_key="travel.md")
+    admin.post("/t/acme/insights/owners/", {"document": str(travel.public_id), "owner": "olga"})
+    travel.refresh_from_db()
+    assert travel.owner == owner and "travel.md" in admin.get("/t/acme/insights/owners/").content.decode()
+    assert admin.post("/t/acme/insights/owners/", {"document": str(travel.public_id), "owner": "nobody"},
+                      follow=True).content.decode().count("Choose a source or a document")  # fmt: skip
+
     other = make_member(tenant_a, username="sam")
     client.force_login(other)
     assert client.get(f"/t/acme/gaps/{gap.public_id}/").status_code == 404  # not theirs
