@@ -684,5 +684,5 @@ def reading_blocks(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
             text = "\n".join(text.split("\n")[last_line - chunk.line_start + 1 :])
         last_line = max(last_line, chunk.line_end or 0)
         blocks.append({"chunk_id": chunk.chunk_id, "heading": chunk.heading, "text": text, "page": chunk.page,
-                       "lines": (chunk.line_start, chunk.line_end)})  # fmt: skip
+                       "lines": (chunk.line_start, chunk.line_end), "language": chunk.language})  # fmt: skip
     return blocks

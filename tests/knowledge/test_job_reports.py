@@ -163,3 +163,24 @@ def test_a_name_django_strips_is_still_reported_as_sent_over_rest_and_on_the_pag
         client_a.generic("POST", "/t/acme/upload/", body, content_type=content_type)
     renamed = JobFile.objects.get(key="page.md")
     assert renamed.sent_as == "notes/../../page.md" and "folder parts" in renamed.notice
+
+
+def test_a_reason_the_ingestion_wrote_is_shown_in_the_readers_language_with_the_parsers_words_kept(
+    tenant_a, client_a, django_capture_on_commit_callbacks
+):
+    """Issue 67's rough edge: English reasons on the Spanish pages. The ingestion records its reasons once, in
+    English; the page puts its own into words, and what a parser said inside one stays as it was, marked English."""
+    job = _run(tenant_a, BATCH, django_capture_on_commit_callbacks)
+    client_a.cookies["django_language"] = "es"
+    page = client_a.get(f"/t/acme/jobs/{job.public_id}/", HTTP_ACCEPT_LANGUAGE="es").content.decode()
+    assert 'El PDF está dañado o no es un PDF (<span lang="en">' in page and "Vacío: no hay texto que indexar." in page
+    assert "The PDF is damaged" not in page
+    client_a.cookies["django_language"] = "en"
+    assert "The PDF is damaged or not a PDF (<span" in client_a.get(f"/t/acme/jobs/{job.public_id}/").content.decode()
+    from tenants.services import api_key_issue
+
+    api_key_issue(tenant=tenant_a, name="bot", scope="read")  # the audit log records "scope read, acts for tenant"
+    assert "scope <code>read</code>, acts for <code>tenant</code>" in client_a.get("/t/acme/keys/").content.decode()
+    client_a.cookies["django_language"] = "es"
+    keys = client_a.get("/t/acme/keys/", HTTP_ACCEPT_LANGUAGE="es").content.decode()
+    assert "alcance <code>read</code>, actúa por <code>tenant</code>" in keys and "acts for" not in keys
