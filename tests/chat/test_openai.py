@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 
+from agent_sessions.models import SessionChange
 from chat.models import AnswerRecord, Assistant
 from tenants.services import api_key_issue
 from tests.factories import make_folder_source, make_tenant
@@ -159,4 +160,7 @@ def test_a_conversation_in_a_session_records_what_its_answers_rest_on_and_says_w
     returns = [{"role": "user", "content": "Which returns are accepted?"}]
     chunks = list(sdk.chat.completions.create(model="acme", stream=True, user=f"session:{session}", messages=returns))
     last = chunks[-1].model_extra or {}
-    assert last["session"] == session and last["memory_changes"] == 1
+    # Two changes: the document it holds changed, and the answer it was given rests on the changed sentence (recalled).
+    assert last["session"] == session and last["memory_changes"] == 2
+    assert sorted(SessionChange.objects.filter(session__public_id=session).values_list("kind", flat=True)) == [
+        "answer", "changed"]  # fmt: skip
