@@ -199,6 +199,9 @@ class AnswerGround(models.Model):
     retired = models.BooleanField(default=False)
     expired = models.BooleanField(default=False)
     superseded_by = models.BigIntegerField(null=True, blank=True)
+    # Already so when the answer was given (an answer about last year cites last year's policy): not a change, so it
+    # recalls nothing; only a change since does.
+    settled = models.BooleanField(default=False, help_text="Superseded or expired when the answer was given.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["answer", "document"], name="answer_ground_once")]

@@ -116,9 +116,12 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
 
 
 def claim_states(record: AnswerRecord, *, now: Any = None) -> list[tuple[str, dict[str, Any]]]:
-    """Each claim's state now for its asker, as the receipt computes it (the recall scan flags with exactly this)."""
+    """Each claim's state now for its asker, as the receipt computes it, less what was already so when the answer was
+    given (a document superseded or expired then: an answer about last year cites last year's policy on purpose).
+    The recall scan flags with exactly this."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
-    states = _Evidence(record, asker_viewer(record), citations, now=now)
+    settled = set(record.grounds.filter(settled=True).values_list("document_id", flat=True))
+    states = _Evidence(record, asker_viewer(record), citations, now=now, settled=settled)
     return [states.claim(claim) for claim in record.claims]
 
 
@@ -155,9 +158,16 @@ class _Evidence:
     """Each cited document's state now, read once for the receipt."""
 
     def __init__(
-        self, record: AnswerRecord, asker: Viewer | None, citations: dict[int, dict[str, Any]], *, now: Any = None
+        self,
+        record: AnswerRecord,
+        asker: Viewer | None,
+        citations: dict[int, dict[str, Any]],
+        *,
+        now: Any = None,
+        settled: set[int] | None = None,
     ):
         now = now or timezone.now()
+        self.settled = settled or set()  # documents superseded or expired already when the answer was given
         self.citations = citations
         ids = {str(c.get("document_id")) for c in citations.values() if c.get("document_id")}
         every = Document.objects.filter(tenant_id=record.tenant_id, document_id__in=ids)
@@ -182,10 +192,11 @@ class _Evidence:
             return "no_longer_available", {}
         if document.status == Status.RETIRED:
             return "retired", {}
-        if document.pk in self.superseded:
+        if document.pk in self.superseded and document.pk not in self.settled:
             by = self.superseded[document.pk]
             return "superseded", {"superseded_by": by} if by in self.named else {}
-        if document.valid_until is not None and document.valid_until < self.today:
+        expired = document.valid_until is not None and document.valid_until < self.today
+        if expired and document.pk not in self.settled:
             return "expired", {"valid_until": document.valid_until.isoformat()}
         if int(citation.get("version") or 0) == document.version or not sentence:
             return "unchanged", {}

@@ -10,9 +10,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+
 from chat.models import AnswerGround, AnswerRecord, Verdict
 from chat.services import Answer
-from knowledge import selectors
+from knowledge import selectors, validity
 from knowledge.models import Document, Status
 from knowledge.shapes import HitSerializer
 from tenants.models import ApiKey, Tenant
@@ -49,18 +51,25 @@ def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str
         top_source=result.hits[0].chunk.document.source.source_id if result.hits else "",
     )  # fmt: skip
     cited = {c.get("document_id"): c.get("version") for c in result.citations if isinstance(c, dict)}
-    grounds = [
-        AnswerGround(
-            tenant_id=viewer.tenant.pk,
-            answer=record,
-            document_id=d.pk,
-            version=int(cited[d.document_id] or d.version),
-            readers=d.readers,
-            retired=d.status == Status.RETIRED,
+    read = [d for d in documents.values() if d.document_id in cited]
+    successors = validity.successors_in_force([d.pk for d in read], viewer.tenant, record.created_at) if read else {}
+    today = timezone.localdate(record.created_at)
+    grounds = []
+    for d in read:
+        successor, expired = successors.get(d.pk), validity.expired(d.valid_until, today)
+        grounds.append(
+            AnswerGround(
+                tenant_id=viewer.tenant.pk,
+                answer=record,
+                document_id=d.pk,
+                version=int(cited[d.document_id] or d.version),
+                readers=d.readers,
+                retired=d.status == Status.RETIRED,
+                expired=expired,
+                superseded_by=successor[0] if successor else None,
+                settled=bool(successor) or expired,
+            )
         )
-        for d in documents.values()
-        if d.document_id in cited
-    ]
     AnswerGround.objects.bulk_create(grounds)
     return record
 

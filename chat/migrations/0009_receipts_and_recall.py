@@ -115,6 +115,7 @@ class Migration(migrations.Migration):
                 ('retired', models.BooleanField(default=False)),
                 ('expired', models.BooleanField(default=False)),
                 ('superseded_by', models.BigIntegerField(blank=True, null=True)),
+                ('settled', models.BooleanField(default=False, help_text='Superseded or expired when the answer was given.')),
                 ('answer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='grounds', to='chat.answerrecord')),
                 ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='knowledge.document')),
                 ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),

@@ -44,8 +44,8 @@ LEAVE = "# Leave\n\nEvery employee has 27 days of paid leave a year.\n"
 
 def answer_on(tenant, key: str, question: str, said: str, **who: Any) -> AnswerRecord:  # type: ignore[no-untyped-def]
     """An answer as the answer flow records it: the real hit of `key`, the claim checked by the real verifier."""
-    hits = [h for h in retrieve(viewer=Viewer.everything(tenant), query=question, top_k=5)
-            if h.chunk.document.document_key == key][:1]  # fmt: skip
+    found = retrieve(viewer=Viewer.everything(tenant), query=question, top_k=5, filters=who.pop("filters", None))
+    hits = [h for h in found if h.chunk.document.document_key == key][:1]
     assert hits, key
     claims = Verifier([EvidenceText(text=hits[0].chunk.text, units=[])]).check(said)
     assert claims[0].supported and claims[0].quotes
@@ -334,3 +334,25 @@ def test_validity_that_ends_overnight_and_a_successor_in_force_flag_with_no_one_
     assert recall.scan(now=timezone.now() + dt.timedelta(days=31)).flagged == 1
     leave.refresh_from_db()
     assert leave.recall_state == "superseded" and leave.recall["claims"][0]["superseded_by"].endswith("leave-2027.md")
+
+
+def test_an_answer_about_the_past_citing_what_was_already_superseded_is_not_recalled_for_it(tenant_a, tmp_path):
+    """An answer about 2025 cites the 2025 policy, superseded since: that is no change, and recalls nothing. An edit of
+    its sentence since still does."""
+    from knowledge.search.retrieval import RetrieveFilters
+
+    root = tmp_path / "kb"
+    newer = "---\nsupersedes: leave.md\n---\n# Leave\n\n30 days of paid leave.\n"
+    source = make_folder_source(tenant=tenant_a, root=root, files={"leave.md": LEAVE, "leave-2027.md": newer})
+    hanna = make_member(tenant_a, username="hanna")
+    said = "Employees had 27 days of paid leave [1]."
+    record = answer_on(tenant_a, "leave.md", "How many days of leave were there?", said, user=hanna,
+                       filters=RetrieveFilters(include_expired=True))  # fmt: skip
+    assert record.grounds.get().settled is True
+    assert recall.scan().flagged == 0  # superseded already when it was given
+    resync(source, root, "travel.md", TRAVEL)  # a change elsewhere brings a scan: still nothing to recall
+    record.refresh_from_db()
+    assert record.recall_state == ""
+    resync(source, root, "leave.md", LEAVE.replace("27", "26"))  # its own sentence edited since: recalled
+    record.refresh_from_db()
+    assert record.recall_state == "changed"
