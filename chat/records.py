@@ -51,7 +51,11 @@ def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str
         top_source=result.hits[0].chunk.document.source.source_id if result.hits else "",
     )  # fmt: skip
     cited = {c.get("document_id"): c.get("version") for c in result.citations if isinstance(c, dict)}
+    # Every cited document, whether a hit brought it or the answer's own note on time did ("before 2026, … said").
     read = [d for d in documents.values() if d.document_id in cited]
+    missing = set(cited) - {d.document_id for d in read}
+    if missing:
+        read += list(Document.objects.filter(tenant_id=viewer.tenant.pk, document_id__in=missing))
     successors = validity.successors_in_force([d.pk for d in read], viewer.tenant, record.created_at) if read else {}
     today = timezone.localdate(record.created_at)
     grounds = []
