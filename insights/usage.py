@@ -90,7 +90,11 @@ def figures(tenant: Tenant, span: Range, group: str = "") -> Figures:
     _counts(found, shown)
     shown.by_group = _by_group(tenant, found)
     rows = found.annotate(assistant=KT("asked__assistant")).values_list("assistant").annotate(n=Count("pk"))
-    shown.by_assistant = sorted(((name or "", n) for name, n in rows.order_by()), key=lambda row: -row[1])
+    named: dict[str, int] = {}
+    for name, n in rows.order_by():  # none named: the key absent, or JSON null (read back as "null" on SQLite)
+        key = "" if name in (None, "", "null") else str(name)
+        named[key] = named.get(key, 0) + n
+    shown.by_assistant = sorted(named.items(), key=lambda row: -row[1])
     _documents(tenant, found, shown)
     shown.sources = _sources(found)
     return shown
