@@ -55,7 +55,7 @@ def answer_record(*, viewer: Viewer, question: str, result: Answer, channel: str
     read = [d for d in documents.values() if d.document_id in cited]
     missing = set(cited) - {d.document_id for d in read}
     if missing:
-        read += list(Document.objects.filter(tenant_id=viewer.tenant.pk, document_id__in=missing))
+        read += list(selectors.visible_documents(viewer).filter(document_id__in=missing))
     successors = validity.successors_in_force([d.pk for d in read], viewer.tenant, record.created_at) if read else {}
     today = timezone.localdate(record.created_at)
     grounds = []
