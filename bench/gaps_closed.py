@@ -20,7 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,6 +78,35 @@ def setup() -> Path:
     return data
 
 
+@contextmanager
+def signed_in(*names: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """This process's pages served by Django's live server thread, and a Chromium page signed in for each name."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.test.testcases import LiveServerThread
+    from playwright.sync_api import sync_playwright
+
+    live = LiveServerThread("127.0.0.1", StaticFilesHandler)
+    live.daemon = True
+    live.start()
+    live.is_ready.wait()
+    base = f"http://127.0.0.1:{live.port}"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+            pages = {}
+            for name in names:
+                pages[name] = chromium.new_page(viewport={"width": 1366, "height": 820})
+                pages[name].goto(f"{base}/accounts/login/")
+                pages[name].fill("#id_username", name)
+                pages[name].fill("#id_password", "pw-for-bench-123")
+                pages[name].click("button[type=submit]")
+            yield base, pages
+            chromium.close()
+    finally:
+        live.terminate()
+        live.join()
+
+
 def scores(tenant, rows: list[dict]) -> str:  # type: ignore[no-untyped-def]
     phrase = sum(r.get("ans_phrase", 0) for r in rows)
     wrong = sum(r.get("answered_wrong", 0) for r in rows)
@@ -86,9 +118,6 @@ def main() -> None:
     setup()
     from company import start_model
     from django.contrib.auth import get_user_model
-    from django.contrib.staticfiles.handlers import StaticFilesHandler
-    from django.test.testcases import LiveServerThread
-    from playwright.sync_api import sync_playwright
 
     from chat import recipe
     from feedback import evaluation
@@ -132,19 +161,8 @@ def main() -> None:
                 before.append(evaluation.score_question(tenant, q, answers=True))
         print(f"before: {scores(tenant, before)}", flush=True)
 
-        live = LiveServerThread("127.0.0.1", StaticFilesHandler)
-        live.daemon = True
-        live.start()
-        live.is_ready.wait()
-        base = f"http://127.0.0.1:{live.port}"
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
-            admin, owner = chromium.new_page(), chromium.new_page()
-            for page, name in ((admin, "ada"), (owner, "olga")):
-                page.goto(f"{base}/accounts/login/")
-                page.fill("#id_username", name)
-                page.fill("#id_password", "pw-for-bench-123")
-                page.click("button[type=submit]")
+        with signed_in("ada", "olga") as (base, pages):
+            admin, owner = pages["ada"], pages["olga"]
             for gap in Gap.objects.filter(tenant=tenant):
                 topic = next((t for t, (qs, _p, _x) in GAPS.items() if gap.representative in qs), None)
                 if topic is None:
@@ -161,9 +179,6 @@ def main() -> None:
                 owner.click(".gap-write button[type=submit]")
                 owner.wait_for_selector(".flash", timeout=300_000)
                 print(f"  {topic}: written by olga in Chromium ({Gap.objects.get(pk=gap.pk).state})", flush=True)
-            chromium.close()
-        live.terminate()
-        live.join()
 
         run = EvalRun.objects.create(tenant=tenant, answers=True, started_by="bench")
         run = evaluation.evaluation_run(run)
@@ -187,9 +202,6 @@ def main() -> None:
 def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # type: ignore[no-untyped-def]
     """docs/screenshots/: the insights and a gap as the admin sees them; a staff member's answer whose ground changed
     (the travel policy's per diem edited after it was given), in their inbox and its receipt."""
-    from django.contrib.staticfiles.handlers import StaticFilesHandler
-    from django.test.testcases import LiveServerThread
-    from playwright.sync_api import sync_playwright
 
     from chat import recipe
     from chat.models import AnswerRecord
@@ -208,20 +220,7 @@ def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # typ
     pipeline.sync_folder(source=source, root=folder)  # the recall scan runs as it commits (tasks inline here)
     record = AnswerRecord.objects.get(pk=record.pk)
     print(f"  after the policy's edit: {record.recall_state or 'not flagged'}")
-    live = LiveServerThread("127.0.0.1", StaticFilesHandler)
-    live.daemon = True
-    live.start()
-    live.is_ready.wait()
-    base = f"http://127.0.0.1:{live.port}"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
-        pages = {}
-        for name in ("ada", "sam"):
-            pages[name] = chromium.new_page(viewport={"width": 1366, "height": 820})
-            pages[name].goto(f"{base}/accounts/login/")
-            pages[name].fill("#id_username", name)
-            pages[name].fill("#id_password", "pw-for-bench-123")
-            pages[name].click("button[type=submit]")
+    with signed_in("ada", "sam") as (base, pages):
         admin, staff = pages["ada"], pages["sam"]
         admin.goto(f"{base}/t/company/insights/")
         admin.screenshot(path=str(out / "insights.png"), full_page=True)
@@ -233,9 +232,6 @@ def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # typ
         staff.screenshot(path=str(out / "changed-answers.png"))
         staff.goto(f"{base}/t/company/chat/answers/{record.public_id}/receipt/")
         staff.screenshot(path=str(out / "receipt.png"), full_page=True)
-        chromium.close()
-    live.terminate()
-    live.join()
     print(f"  screenshots written to {out}")
 
 
