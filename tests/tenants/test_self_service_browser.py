@@ -150,7 +150,8 @@ def test_a_batch_with_an_empty_a_corrupt_and_a_renamed_file_shows_each_files_row
     assert "stored as passwd.md: the name was normalised" in rows["passwd.md"].inner_text()
     assert page.locator(".notice", has_text="stored as passwd.md").is_visible()
     # A corrupt PDF fails however often it is sent: no retry is offered, the page says what would help.
-    assert page.locator("#retry-failed").count() == 0 and "cannot be read as it was sent" in page.inner_text("#unreadable")
+    assert page.locator("#retry-failed").count() == 0
+    assert "cannot be read as it was sent" in page.inner_text("#unreadable")
     assert_accessible(page)  # the "100 %" label, the states, the table: WCAG AA contrast
 
 
