@@ -195,9 +195,9 @@ class _Evidence:
         if document.pk in self.superseded and document.pk not in self.settled:
             by = self.superseded[document.pk]
             return "superseded", {"superseded_by": by} if by in self.named else {}
-        expired = document.valid_until is not None and document.valid_until < self.today
-        if expired and document.pk not in self.settled:
-            return "expired", {"valid_until": document.valid_until.isoformat()}
+        until = document.valid_until
+        if until is not None and until < self.today and document.pk not in self.settled:
+            return "expired", {"valid_until": until.isoformat()}
         if int(citation.get("version") or 0) == document.version or not sentence:
             return "unchanged", {}
         version = self.served.get(document.pk)
