@@ -71,7 +71,7 @@ def receipt(record: AnswerRecord, reader: Viewer) -> dict[str, Any]:
     the asker reading their own receipt is told nothing more of those than "no longer available"), with each claim's
     state now for the asker, as the asker is now."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
-    states = _Evidence(record, asker_viewer(record), citations)
+    states = _Evidence(record, asker_viewer(record), citations, settled=_settled(record))
     then = _Then(record, citations)
     text, shown_citations, shown_claims = records.masked_for(
         reader, text=record.answer, citations=record.citations, claims=record.claims
@@ -120,9 +120,13 @@ def claim_states(record: AnswerRecord, *, now: Any = None) -> list[tuple[str, di
     given (a document superseded or expired then: an answer about last year cites last year's policy on purpose).
     The recall scan flags with exactly this."""
     citations = {int(c["n"]): c for c in record.citations if isinstance(c, dict) and "n" in c}
-    settled = set(record.grounds.filter(settled=True).values_list("document_id", flat=True))
-    states = _Evidence(record, asker_viewer(record), citations, now=now, settled=settled)
+    states = _Evidence(record, asker_viewer(record), citations, now=now, settled=_settled(record))
     return [states.claim(claim) for claim in record.claims]
+
+
+def _settled(record: AnswerRecord) -> set[int]:
+    """The cited documents already superseded or expired when the answer was given (records.answer_record)."""
+    return set(record.grounds.filter(settled=True).values_list("document_id", flat=True))
 
 
 def worst(states: list[tuple[str, dict[str, Any]]]) -> str:
@@ -192,19 +196,24 @@ class _Evidence:
             return "no_longer_available", {}
         if document.status == Status.RETIRED:
             return "retired", {}
-        if document.pk in self.superseded and document.pk not in self.settled:
+        until = document.valid_until
+        expired = until is not None and until < self.today
+        if document.pk in self.settled:  # superseded or expired when it was asked: only a change since counts
+            already = {"already": "superseded" if document.pk in self.superseded else "expired"}
+        elif document.pk in self.superseded:
             by = self.superseded[document.pk]
             return "superseded", {"superseded_by": by} if by in self.named else {}
-        until = document.valid_until
-        if until is not None and until < self.today and document.pk not in self.settled:
+        elif expired and until is not None:
             return "expired", {"valid_until": until.isoformat()}
+        else:
+            already = {}
         if int(citation.get("version") or 0) == document.version or not sentence:
-            return "unchanged", {}
+            return "unchanged", already
         version = self.served.get(document.pk)
         text = " ".join(chunk.text for chunk in version.chunks.all()) if version is not None else ""
         if _normal(sentence) in _normal(text):
-            return "unchanged", {"version_now": document.version}
-        return "changed", {"version_now": document.version, **_changed_to(sentence, text)}
+            return "unchanged", {"version_now": document.version, **already}
+        return "changed", {"version_now": document.version, **_changed_to(sentence, text), **already}
 
     def claim(self, claim: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         worst: str = "unchanged"

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from agent_sessions.models import SessionChange
 from agent_sessions.services import session_create
-from chat import digests, recall, retention, webhooks
+from chat import digests, recall, receipts, retention, webhooks
 from chat.citations import citation_of
 from chat.models import AnswerGround, AnswerRecord, ChatMessage, ChatSession, DigestChoice, Verdict, WebhookDelivery
 from chat.records import answer_record
@@ -350,6 +350,8 @@ def test_an_answer_about_the_past_citing_what_was_already_superseded_is_not_reca
                        filters=RetrieveFilters(include_expired=True))  # fmt: skip
     assert record.grounds.get().settled is True
     assert recall.scan().flagged == 0  # superseded already when it was given
+    claim = receipts.receipt(record, Viewer.everything(tenant_a))["claims"][0]
+    assert claim["now"] == "unchanged" and claim["already"] == "superseded"  # the receipt says it, and flags nothing
     resync(source, root, "travel.md", TRAVEL)  # a change elsewhere brings a scan: still nothing to recall
     record.refresh_from_db()
     assert record.recall_state == ""
