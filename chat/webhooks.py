@@ -86,11 +86,11 @@ def deliver_due(*, now: dt.datetime | None = None, limit: int = 100) -> Sent:
             sent.failed += 1
             more = delivery.attempts < settings.RAG_WEBHOOK_ATTEMPTS
             wait = BACKOFF_MINUTES[min(delivery.attempts - 1, len(BACKOFF_MINUTES) - 1)]
-            delivery.next_at = timezone.now() + dt.timedelta(minutes=wait) if more else None
+            delivery.next_at = now + dt.timedelta(minutes=wait) if more else None  # from the run's own clock
             delivery.last_error = error[:500]
         else:
             sent.delivered += 1
-            delivery.delivered_at, delivery.last_error = timezone.now(), ""
+            delivery.delivered_at, delivery.last_error = now, ""
         delivery.save(update_fields=["next_at", "last_error", "delivered_at"])
     return sent
 

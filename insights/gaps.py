@@ -32,8 +32,10 @@ from chat.focus import relevance, split_units
 from chat.models import AnswerRecord
 from inference.embedders import get_embedder
 from insights.models import Gap, GapQuestion
+from knowledge import selectors
 from knowledge.models import Document
 from tenants.models import Tenant
+from tenants.principals import Viewer
 
 REFUSED = ("not_found", "no_evidence", "not_verified")
 # A sentence bears on a question when its relevance (lexical overlap plus the multilingual embedding's similarity, as
@@ -166,15 +168,28 @@ def summarise(gap: Gap) -> None:
     changed = gap.representative != representative.question or not gap.draft
     gap.representative = representative.question
     if changed:
-        gap.nearest = _nearest(representative.answer)
-        gap.draft = _draft(representative.question, representative.answer)
+        hits = _open_hits(gap.tenant, representative.answer)
+        gap.nearest = _nearest(hits)
+        gap.draft = _draft(representative.question, hits)
         if not gap.owner_id:
             gap.owner = _owner(gap.tenant_id, gap.draft)
     gap.save()
 
 
-def _nearest(answer: AnswerRecord) -> dict[str, Any]:
+def _open_hits(tenant: Tenant, answer: AnswerRecord) -> list[dict[str, Any]]:
+    """The answer's hits from documents the whole tenant may read, decided by the one resolver for a viewer holding
+    only `tenant`: a gap's page (its owner need not read what the asker could) and its draft (which becomes a document
+    of the tenant's upload source, open to all) never carry a restricted document's text."""
     hits = [h for h in answer.hits if isinstance(h, dict)]
+    ids = {str(h.get("document_id")) for h in hits}
+    everyone = Viewer(tenant=tenant, principals=frozenset({"tenant"}))
+    open_ids = set(
+        selectors.visible_documents(everyone).filter(document_id__in=ids).values_list("document_id", flat=True)
+    )
+    return [h for h in hits if str(h.get("document_id")) in open_ids]
+
+
+def _nearest(hits: list[dict[str, Any]]) -> dict[str, Any]:
     if not hits:
         return {}
     top = hits[0]
@@ -195,10 +210,11 @@ def _owner(tenant_id: int, draft: dict[str, Any]) -> Any:
     return document.owner or document.source.owner
 
 
-def _draft(question: str, answer: AnswerRecord) -> dict[str, Any]:
-    """The sentences that exist, verbatim, in the passages the retriever returned and bear most on the question
-    (lexical overlap plus embedding similarity, as the answer's focus step ranks them), each cited; or none."""
-    hits = [h for h in answer.hits if isinstance(h, dict)][:5]
+def _draft(question: str, open_hits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sentences that exist, verbatim, in the passages the retriever returned (from documents all may read) and
+    bear most on the question (lexical overlap plus embedding similarity, as the answer's focus step ranks them),
+    each cited; or none."""
+    hits = open_hits[:5]
     sentences: list[tuple[str, dict[str, Any]]] = []
     for hit in hits:
         for unit in split_units(str(hit.get("text", "")).rstrip("…"), code=False):

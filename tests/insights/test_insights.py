@@ -196,3 +196,22 @@ def test_an_owner_writes_the_missing_text_its_questions_join_the_evaluation_set_
     client.force_login(other)
     assert client.get(f"/t/acme/gaps/{gap.public_id}/").status_code == 404  # not theirs
     assert b"garage" not in client.get("/t/acme/gaps/?state=closed").content
+
+
+def test_a_gap_never_carries_a_restricted_documents_text_to_its_owner_or_its_draft(tenant_a, tmp_path):
+    """The asker (here an admin) saw a board-only note; the gap goes to an owner who may not read it, and its draft
+    becomes a document open to all: neither shows a sentence of it (decided by the one resolver, for `tenant`)."""
+    from knowledge import services as knowledge
+
+    secret = "Board members park in the reserved bay C7 behind the building."
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=FILES)
+    board = make_folder_source(tenant=tenant_a, root=tmp_path / "board", files={"board.md": f"# Board\n\n{secret}\n"})
+    group_create(tenant=tenant_a, name="board")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        knowledge.source_set_access(tenant=tenant_a, source=board, access=["group:board"])
+    for question in PARKING[:3]:
+        record = ask(tenant_a, question)
+        assert any("board.md" in str(hit.get("document_key")) for hit in record.hits)  # the asker saw it
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    assert "C7" not in str(gap.draft) and "C7" not in str(gap.nearest) and gap.owner is None
