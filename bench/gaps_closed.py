@@ -176,7 +176,7 @@ def main() -> None:
                 _questions, phrase, text = GAPS[topic]
                 owner.fill("#gap-text", text)
                 owner.fill("#gap-expected", phrase)
-                owner.click(".gap-write button[type=submit]")
+                owner.click(".gap-write[data-where=new] button[type=submit]")
                 owner.wait_for_selector(".flash", timeout=300_000)
                 print(f"  {topic}: written by olga in Chromium ({Gap.objects.get(pk=gap.pk).state})", flush=True)
 

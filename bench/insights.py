@@ -14,7 +14,15 @@ running 3,000 answers through the model here (hours on two cores): every planted
 answerable ones at the false-refusal rate measured on the public set (FALSE_REFUSALS), the same ones each time they
 are asked (a refusal is deterministic). The real embedder and the real grouping then make the gaps. Topics 0-4 tune
 the thresholds (RAG_GAP_JOIN, RAG_GAP_LINK; the grid is printed), topics 5-9 are held out: each is found when one gap
-holds most of its questions and few others. A gap that is no planted topic is counted apart."""
+holds most of its questions and few others. A gap that is no planted topic is counted apart.
+
+`gaps --real`: which questions are refused is decided by the product. The three public corpora (BENCH_CORPORA, from
+../shared/eval/get_corpus.sh) and the three companies' documents are ingested as six sources of one tenant, and
+every distinct question of the month is answered once through the answer every door gives (chat.recipe, the
+packaged chat model in its own process); the month's askings of it take that outcome and its hits (asked again, the
+same retrieval and the same greedy model give the same refusal). Outcomes are kept in BENCH_OUTCOMES (a JSON file)
+so a cut run goes on where it stopped. A planted question the product answered instead of refusing is an answer no
+document supports: counted as answered wrong, and missing from the gaps."""
 
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _django import setup
 
@@ -264,6 +273,55 @@ def _questions() -> tuple[list[str], list[tuple[str, int]]]:
     return answerable, planted
 
 
+def _real_outcomes(questions: list[str]) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The tenant with the six corpora, and each distinct question's real outcome: {question: {status, hits}}."""
+    import subprocess
+    import tempfile
+
+    from company import start_model
+
+    from chat import recipe
+    from knowledge.ingest import pipeline
+    from tenants.principals import Viewer
+    from tenants.services import tenant_create
+
+    corpora = Path(os.environ.get("BENCH_CORPORA", "/srv/bench"))
+    tenant = tenant_create(slug="month", name="month")
+    began = time.perf_counter()
+    for name in ("flask-docs", "click-code", "es-docs", "company", "company-fresh", "company-unseen"):
+        where = corpora / name if name.endswith("-docs") or name == "click-code" else ROOT / "bench/data" / name
+        folder = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+        subprocess.run(["cp", "-r", f"{where}/.", str(folder)], check=True)
+        source = pipeline.folder_source_get_or_create(tenant=tenant, name=name, path=folder)
+        job = pipeline.sync_folder(source=source, root=folder)
+        print(f"  ingested {name}: {job.state}, {job.chunks_total} chunks", flush=True)
+    print(f"six sources ingested in {time.perf_counter() - began:.0f} s", flush=True)
+    kept = Path(os.environ.get("BENCH_OUTCOMES", ROOT / "var" / "bench-month-outcomes.json"))
+    outcomes = json.loads(kept.read_text()) if kept.exists() else {}
+    viewer = Viewer.everything(tenant)
+    todo = [q for q in dict.fromkeys(questions) if q not in outcomes]
+    if todo:
+        server = start_model()
+        try:
+            began = time.perf_counter()
+            for n, question in enumerate(todo, 1):
+                asked = time.perf_counter()
+                answering = recipe.Answering(viewer=viewer, asked=recipe.Asked(question=question), channel="chat")
+                result, record = answering.json()  # kept as every door keeps it: its hits as the gaps read them
+                total = time.perf_counter() - asked
+                outcomes[question] = {"status": result.status, "hits": record.hits, "seconds": round(total, 2)}
+                record.delete()  # the month's askings are written below, each with this outcome
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_text(json.dumps(outcomes))
+                if n % 20 == 0:
+                    spent = time.perf_counter() - began
+                    print(f"  answered {n}/{len(todo)} in {spent:.0f} s", flush=True)
+        finally:
+            server.terminate()
+            server.wait(60)
+    return tenant, outcomes
+
+
 def gaps() -> None:
     import numpy as np
     from django.conf import settings
@@ -273,18 +331,37 @@ def gaps() -> None:
     from insights.models import Gap, GapQuestion
     from tenants.models import Tenant
 
+    real = "--real" in sys.argv
     answerable, planted = _questions()
     rng = random.Random(11)
     month = [(q, None) for q in rng.choices(answerable, k=MONTH - len(planted))] + planted
     rng.shuffle(month)
-    refused_answerable = set(rng.sample(sorted(set(answerable)), k=round(FALSE_REFUSALS * len(set(answerable)))))
-    refused = [(q, topic) for q, topic in month if topic is not None or q in refused_answerable]
+    outcomes: dict[str, dict[str, Any]] = {}
+    if real:
+        tenant, outcomes = _real_outcomes([q for q, _ in month])
+        refused = [(q, topic) for q, topic in month if outcomes[q]["status"] in engine.REFUSED]
+        distinct_answerable = sorted({q for q, topic in month if topic is None})
+        refused_answerable = {q for q in distinct_answerable if outcomes[q]["status"] in engine.REFUSED}
+        planted_answered = [q for q, topic in planted if outcomes[q]["status"] not in engine.REFUSED]
+        seconds = sorted(o["seconds"] for o in outcomes.values())
+        print(
+            f"real outcomes of {len(outcomes)} distinct questions (answer p50 {statistics.median(seconds):.1f} s): "
+            f"planted refused {len(planted) - len(planted_answered)}/{len(planted)}, answered instead (answered "
+            f"wrong: no document says it) {len(planted_answered)}; answerable refused {len(refused_answerable)}/"
+            f"{len(distinct_answerable)} distinct"
+        )
+        for q in planted_answered:
+            print(f"    planted, answered {outcomes[q]['status']}: {q!r}")
+    else:
+        refused_answerable = set(rng.sample(sorted(set(answerable)), k=round(FALSE_REFUSALS * len(set(answerable)))))
+        refused = [(q, topic) for q, topic in month if topic is not None or q in refused_answerable]
+        tenant = Tenant.objects.create(slug="month", name="month")
     print(
         f"a month: {len(month):,} questions ({len(planted)} about {len(TOPICS)} planted topics, "
         f"{len(set(answerable))} answerable asked again and again); refused: {len(refused)}, of which "
-        f"{len(refused) - len(planted)} answerable ({len(refused_answerable)} questions refused each time asked)"
+        f"{sum(1 for _, t in refused if t is None)} answerable ({len(refused_answerable)} questions refused each "
+        "time asked)"
     )
-    tenant = Tenant.objects.create(slug="month", name="month")
     topic_of: dict[int, int | None] = {}
     for n, (question, topic) in enumerate(refused):
         record = AnswerRecord.objects.create(
@@ -292,7 +369,8 @@ def gaps() -> None:
             channel="chat",
             question=question,
             answer="…",
-            status="not_found",
+            status=outcomes[question]["status"] if real else "not_found",
+            hits=outcomes[question]["hits"] if real else [],
             groups=f" {GROUPS[n % len(GROUPS)]} ",
         )
         topic_of[record.pk] = topic

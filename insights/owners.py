@@ -1,22 +1,40 @@
-"""A gap's owner closes it: they write (or approve the draft as) the missing text, which becomes a document of the
-tenant's upload source, and the gap's questions join the tenant's evaluation set with the phrase a right answer
-contains — so the fix is measured and stays fixed. The gap closes when an evaluation run answers all its questions
-with that phrase (`close_answered`, on every finished run); until then it is `written`."""
+"""A gap's owner closes it: they write (or approve the draft as) the missing text, and the gap's questions join the
+tenant's evaluation set with the phrase a right answer contains — so the fix is measured and stays fixed. The gap
+closes when an evaluation run answers all its questions with that phrase (`close_answered`, on every finished run);
+until then it is `written`.
+
+Where the text goes (`Destination`):
+- `new`: a new document in a source that accepts one (a source of uploaded files; the tenant's own by default);
+- `edit`: an edit of the gap's nearest document, when ragsite holds its text (a text document of a source of uploaded
+  files): its text as ragsite read it, with the missing sentence, becomes the document's next version;
+- `there`: the nearest document lives elsewhere (a folder, a repository, a wiki, a website): the owner edits it where
+  it lives and says so here, with the phrase; a sync of its source is queued, and the evaluation checks the edit.
+The nearest document is always one the whole tenant may read (insights/gaps._open_hits): nothing restricted is shown
+to the owner or rewritten through a gap."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from feedback.models import EvalQuestion, EvalRun
 from insights.models import Gap
+from knowledge import selectors
 from knowledge import services as knowledge
+from knowledge.locations import FolderNotAllowed
+from knowledge.models import Document, Source, Status
 from tenants.models import Membership
+from tenants.principals import Viewer, viewer_for
 
 MAX_TEXT = 20_000
+MAX_EDITED = 200_000  # an edited document's whole text
+EDITABLE = frozenset({".md", ".markdown", ".txt", ".text", ".rst"})  # what ragsite can write back as it read it
 GAP_PREFIX = "gap-answer"  # an upload's key has no folder: "gap-answer-where-can-employees-park-1a2b3c4d.md"
 
 
@@ -38,30 +56,131 @@ def document_key(gap: Gap) -> str:
     return f"{GAP_PREFIX}-{'-'.join(words)}-{str(gap.public_id)[:8]}.md"
 
 
-def gap_write(*, gap: Gap, text: str, expected: str, user: Any) -> Gap:
-    """The missing text into a new document (the tenant's upload source, ingested by the worker), the gap's questions
-    into the evaluation set with `expected`; the gap is then written, waiting for its questions to be answered."""
+@dataclass
+class Destination:
+    """Where a gap's text can go, for the page: sources that accept a new document, and the nearest document —
+    editable here (`editable`), or to be edited where it lives (`lives`: its source, in words, and its address)."""
+
+    sources: list[Source]
+    document: Document | None
+    editable: bool
+    current: str  # the nearest document's text as ragsite read it ("" unless editable)
+    lives: str
+    url: str
+
+
+def _nearest_document(gap: Gap) -> Document | None:
+    """The document whose sentence bears most on the gap (its draft's first), else the retriever's first hit; only
+    a live one the whole tenant may read (the one resolver, for a viewer holding `tenant`)."""
+    sentences = gap.draft.get("sentences") or []
+    document_id = (sentences[0].get("document_id") if sentences else None) or gap.nearest.get("document_id")
+    if not document_id:
+        return None
+    everyone = Viewer(tenant=gap.tenant, principals=frozenset({"tenant"}))
+    found = selectors.visible_documents(everyone).filter(document_id=str(document_id), status=Status.ACTIVE)
+    return found.select_related("source").first()
+
+
+def _editable(document: Document) -> bool:
+    suffix = PurePosixPath(document.document_key).suffix.casefold()
+    return knowledge.source_capabilities(document.source)["accepts_uploads"] and suffix in EDITABLE
+
+
+def destinations(gap: Gap) -> Destination:
+    sources = [
+        source
+        for source in Source.objects.for_tenant(gap.tenant).order_by("-is_default", "label")
+        if knowledge.source_capabilities(source)["accepts_uploads"]
+    ]
+    document = _nearest_document(gap)
+    if document is None:
+        return Destination(sources, None, False, "", "", "")
+    editable = _editable(document)
+    current = ""
+    if editable:
+        everyone = Viewer(tenant=gap.tenant, principals=frozenset({"tenant"}))
+        version = selectors.version_get(viewer=everyone, document=document, version=document.version)
+        current = selectors.version_text(viewer=everyone, version=version) if version else ""
+    lives = knowledge.source_capabilities(document.source)["label"]
+    url = document.source_path if document.source_path.startswith(("http://", "https://")) else ""
+    return Destination(sources, document, editable, current, lives, url)
+
+
+def _checked(text: str, expected: str, *, limit: int, written_elsewhere: bool = False) -> tuple[str, str]:
     text, expected = text.strip(), expected.strip()
     errors = {}
-    if not text:
-        errors["text"] = "Write the missing text (or keep the draft)."
-    elif len(text) > MAX_TEXT:
-        errors["text"] = f"At most {MAX_TEXT:,} characters."
+    if not text and not written_elsewhere:
+        errors["text"] = _("Write the missing text (or keep the draft).")
+    elif len(text) > limit:
+        errors["text"] = _("At most %(limit)s characters.") % {"limit": f"{limit:,}"}
     if not expected:
-        errors["expected"] = "Give a phrase every right answer contains, e.g. a number or a name."
-    elif expected.casefold() not in text.casefold():
-        errors["expected"] = "The phrase must be in the text you wrote."
+        errors["expected"] = _("Give a phrase every right answer contains, e.g. a number or a name.")
+    elif not written_elsewhere and expected.casefold() not in text.casefold():
+        errors["expected"] = _("The phrase must be in the text you wrote.")
     if errors:
         raise GapInvalid(errors)
-    key = document_key(gap)
-    body = f"# {gap.representative.strip().rstrip('?')}\n\n{text}\n"
+    return text, expected
+
+
+def _writer(gap: Gap, user: Any) -> list[str] | None:
+    """The writer's principals (None for an admin, who sees everything): an upload job changes no document they cannot
+    see."""
+    membership = Membership.objects.filter(tenant_id=gap.tenant_id, user=user).first()
+    return viewer_for(tenant=gap.tenant, membership=membership).principal_list
+
+
+def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "new", source: str = "") -> Gap:
+    """The missing text where it goes (`where`: new, edit, there — see the module), the gap's questions into the
+    evaluation set with `expected`; the gap is then written, waiting for its questions to be answered."""
+    if where == "new":
+        text, expected = _checked(text, expected, limit=MAX_TEXT)
+        chosen = destinations(gap).sources
+        target = next((s for s in chosen if str(s.public_id) == source), None) if source else None
+        if source and target is None:
+            raise GapInvalid({"source": _("Choose a source of uploaded files of this workspace.")})
+        key = document_key(gap)
+        relevant, document = key, None
+        body = f"# {gap.representative.strip().rstrip('?')}\n\n{text}\n"
+        upload = (target, key, body)
+    elif where in ("edit", "there"):
+        document = _nearest_document(gap)
+        if document is None:
+            raise GapInvalid({"where": _("No document is near this gap: add a new one.")})
+        if where == "edit" and not _editable(document):
+            raise GapInvalid(
+                {"where": _("%(key)s is not kept here: edit it where it lives.") % {"key": document.document_key}}
+            )
+        if where == "edit":
+            text, expected = _checked(text, expected, limit=MAX_EDITED)
+            if text == destinations(gap).current.strip():
+                raise GapInvalid({"text": _("Nothing was changed: add the missing sentence to the text.")})
+            upload = (document.source, document.document_key, text + "\n")
+        else:
+            text, expected = _checked(text, expected, limit=MAX_TEXT, written_elsewhere=True)
+            upload = None
+        relevant = document.document_key
+    else:
+        raise GapInvalid({"where": _("Choose where the text goes.")})
     with transaction.atomic():
-        knowledge.upload_enqueue(tenant=gap.tenant, source=None, uploads=[(key, body.encode())])
+        if upload is not None:
+            target, key, body = upload
+            writer = _writer(gap, user)
+            try:
+                knowledge.upload_enqueue(
+                    tenant=gap.tenant, source=target, uploads=[(key, body.encode())], writer=writer
+                )
+            except (knowledge.UploadRefused, knowledge.UploadQuotaExceeded, knowledge.UploadNotStored) as refused:
+                raise GapInvalid({"text": str(refused)}) from refused
+        elif document is not None and knowledge.source_capabilities(document.source)["syncable"]:
+            try:  # the edit made where it lives comes in with the next sync: queued now
+                knowledge.source_sync_enqueue(tenant=gap.tenant, source=document.source, trigger="gap")
+            except FolderNotAllowed:  # a source that may not be synced on request comes in on its schedule
+                pass
         for question in gap.questions.all():
             made = EvalQuestion.objects.create(
                 tenant=gap.tenant,
                 question=question.question,
-                relevant_docs=[key],
+                relevant_docs=[relevant],
                 answer=expected,
                 answerable=True,
                 created_by=user.get_username(),
@@ -69,8 +188,8 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any) -> Gap:
             question.eval_question = made
             question.save(update_fields=["eval_question"])
         gap.written, gap.expected, gap.written_by, gap.written_at = text, expected, user.get_username(), timezone.now()
-        gap.state = Gap.State.WRITTEN
-        gap.save(update_fields=["written", "expected", "written_by", "written_at", "state"])
+        gap.document, gap.state = document, Gap.State.WRITTEN
+        gap.save(update_fields=["written", "expected", "written_by", "written_at", "state", "document"])
     return gap
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
@@ -91,8 +91,6 @@ def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
     the draft; the owner writes the missing text. Only an admin reads the questions one by one."""
     gap = Gap.objects.for_tenant(request.tenant).select_related("owner").public_or_404(gap_id)
     if not owners.may_close(gap, request.user):
-        from django.http import Http404
-
         raise Http404("No such page.")
     admin = request.membership.is_admin
     context: dict[str, Any] = {"tenant": request.tenant, "gap": gap, "admin": admin}
@@ -106,7 +104,12 @@ def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
     if request.method == "POST":
         try:
             owners.gap_write(
-                gap=gap, text=request.POST.get("text", ""), expected=request.POST.get("expected", ""), user=request.user
+                gap=gap,
+                text=request.POST.get("text", ""),
+                expected=request.POST.get("expected", ""),
+                user=request.user,
+                where=request.POST.get("where", "new"),
+                source=request.POST.get("source", ""),
             )
         except owners.GapInvalid as invalid:
             context["errors"], context["given"], status = invalid.errors, request.POST, 400
@@ -123,6 +126,8 @@ def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
         context["questions"] = gap.questions.select_related("answer")[:200]
         context["members"] = Membership.objects.filter(tenant=request.tenant).select_related("user")
     context["draft_text"] = " ".join(s["text"] for s in gap.draft.get("sentences", []))
+    if gap.state == Gap.State.OPEN:
+        context["to"] = owners.destinations(gap)
     return render(request, "insights/gap.html", context, status=status)
 
 

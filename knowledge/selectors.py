@@ -363,6 +363,39 @@ def document_rows(*, viewer: Viewer, document: Document) -> TenantQuerySet[Docum
     return visible_documents(viewer).filter(pk=document.pk)
 
 
+def reading_blocks(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
+    """A version's text as its chunks hold it, in order, each once: a chunk's first lines that repeat the end of the
+    one before (the overlap that keeps a sentence whole in retrieval) are left out; cards and summaries are not the
+    document's text."""
+    blocks: list[dict[str, Any]] = []
+    last_line = 0
+    for chunk in sorted(chunks, key=lambda c: c.index):
+        if chunk.mode in RANKING_ONLY_MODES:
+            continue
+        text = chunk.text
+        if chunk.line_start and chunk.line_end and chunk.line_start <= last_line:
+            text = "\n".join(text.split("\n")[last_line - chunk.line_start + 1 :])
+        last_line = max(last_line, chunk.line_end or 0)
+        blocks.append(
+            {
+                "chunk_id": chunk.chunk_id,
+                "heading": chunk.heading,
+                "text": text,
+                "page": chunk.page,
+                "lines": (chunk.line_start, chunk.line_end),
+                "language": chunk.language,
+            }
+        )
+    return blocks
+
+
+def version_text(*, viewer: Viewer, version: DocumentVersion) -> str:
+    """A version's text as the viewer may read it, its chunks joined once each (reading_blocks): what an owner edits
+    when a content gap's missing sentence goes into an existing document (insights/owners.py)."""
+    blocks = reading_blocks(version_chunks(viewer=viewer, version=version))
+    return "\n".join(block["text"].rstrip("\n") for block in blocks)
+
+
 def version_get(*, viewer: Viewer, document: Document, version: int) -> DocumentVersion | None:
     """One version of a document the viewer sees; None when it has no such version or the viewer may not read it."""
     return visible_versions(viewer, document).filter(version=version).first()

@@ -454,6 +454,14 @@ def git_source_create(*, tenant: Tenant, name: str, location: str, branch: str =
                              config={"branch": branch, "history_depth": history_depth})  # fmt: skip
 
 
+def source_capabilities(source: Source) -> dict[str, Any]:
+    """What a source's kind allows, for the apps outside knowledge that never read the kinds themselves: whether files
+    may be uploaded into it (`accepts_uploads`), whether it is read again by a sync (`syncable`), and its kind in
+    words (`label`)."""
+    kind = sources.kind_of(source)
+    return {"accepts_uploads": kind.accepts_uploads, "syncable": kind.syncable, "label": str(kind.label)}
+
+
 def upload_enqueue(*, tenant: Tenant, source: Source | None, uploads: list[tuple[str, bytes]],
                    options: IngestOptions = DEFAULT_OPTIONS, writer: list[str] | None = None) -> IngestJob:  # fmt: skip
     """Keep uploaded files (zip archives expanded safely) and queue their ingestion; returns the job. `writer`: the

@@ -7,7 +7,6 @@ citation names (`document_read`, any member, read only) and the operator's allow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -29,7 +28,7 @@ from knowledge.ingest import sources as source_kinds
 from knowledge.ingest.classify import accepted_formats
 from knowledge.ingest.uploads import UploadRejected, request_too_large
 from knowledge.links import document_links
-from knowledge.models import RANKING_ONLY_MODES, AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
+from knowledge.models import AllowedLocation, Chunk, Document, IngestJob, JobFile, Source, Status
 from knowledge.options import IngestOptions
 from knowledge.search.bootstrap import bootstrap
 from knowledge.search.retrieval import RetrieveFilters, retrieve
@@ -663,26 +662,8 @@ def document_read(request: TenantRequest, document_id: str) -> HttpResponse:
         **_validity_context(request, document),
         "version": version,
         "versions": selectors.visible_versions(request.viewer, document).count(),
-        "blocks": reading_blocks(selectors.version_chunks(viewer=request.viewer, version=version)),
+        "blocks": selectors.reading_blocks(selectors.version_chunks(viewer=request.viewer, version=version)),
         "cited": request.GET.get("chunk", ""),
         "chat_url": reverse("chat:chat-page", args=[request.tenant.slug]),
     }
     return render(request, "knowledge/document_read.html", context)
-
-
-def reading_blocks(chunks: Iterable[Chunk]) -> list[dict[str, Any]]:
-    """A version's text as its chunks hold it, in order, each once: a chunk's first lines that repeat the end of the
-    one before (the overlap that keeps a sentence whole in retrieval) are left out; cards and summaries are not the
-    document's text."""
-    blocks: list[dict[str, Any]] = []
-    last_line = 0
-    for chunk in sorted(chunks, key=lambda c: c.index):
-        if chunk.mode in RANKING_ONLY_MODES:
-            continue
-        text = chunk.text
-        if chunk.line_start and chunk.line_end and chunk.line_start <= last_line:
-            text = "\n".join(text.split("\n")[last_line - chunk.line_start + 1 :])
-        last_line = max(last_line, chunk.line_end or 0)
-        blocks.append({"chunk_id": chunk.chunk_id, "heading": chunk.heading, "text": text, "page": chunk.page,
-                       "lines": (chunk.line_start, chunk.line_end), "language": chunk.language})  # fmt: skip
-    return blocks

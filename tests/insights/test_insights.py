@@ -17,8 +17,9 @@ from chat.models import AnswerRecord
 from chat.records import answer_record
 from chat.services import Answer
 from feedback.models import EvalQuestion, EvalRun
-from insights import gaps, usage
+from insights import gaps, owners, usage
 from insights.models import Gap
+from knowledge import selectors
 from knowledge.models import Document, IngestJob
 from knowledge.search.retrieval import retrieve
 from tenants.models import Membership
@@ -215,3 +216,79 @@ def test_a_gap_never_carries_a_restricted_documents_text_to_its_owner_or_its_dra
     gaps.refresh(tenant_a)
     gap = Gap.objects.get()
     assert "C7" not in str(gap.draft) and "C7" not in str(gap.nearest) and gap.owner is None
+
+
+FACILITIES = ("# Facilities\n\nVisitors park in the street. Employees cycle: the office has a bicycle room in the "
+              "basement.\n")  # fmt: skip
+
+
+def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it_lives(tenant_a, tmp_path, settings):
+    """Where ragsite holds the nearest document's text (a text file uploaded), the owner edits it and it becomes the
+    next version; where it lives elsewhere (a folder), the owner edits it there and says so: a sync is queued. Either
+    way the gap's questions join the evaluation set with that document as the one to cite."""
+    from knowledge import services as knowledge
+
+    settings.RAG_ALLOWED_FOLDER_ROOTS = [tmp_path.resolve()]  # where the admin may point a folder source
+    olga = make_member(tenant_a, username="olga")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        knowledge.upload_enqueue(tenant=tenant_a, source=None, uploads=[("facilities.md", FACILITIES.encode())])
+    facilities = Document.objects.get(document_key="facilities.md")
+    facilities.owner = olga
+    facilities.save()
+    for question in PARKING[:3]:
+        ask(tenant_a, question)
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    assert gap.owner == olga and gap.draft["sentences"][0]["document_key"] == "facilities.md"
+
+    client = Client()
+    client.force_login(olga)
+    page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
+    assert "Or as an edit of facilities.md" in page and "bicycle room in the basement" in page  # its text, to edit
+    current = owners.destinations(gap).current
+    assert current.startswith("# Facilities") and "bicycle room" in current
+    unchanged = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": current, "expected": "street"})
+    assert unchanged.status_code == 400 and "Nothing was changed" in unchanged.content.decode()
+    edited = current + "\nEmployees park in garage B, level 2, with their badge.\n"
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        done = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": edited, "expected": "garage B"})
+    assert done.status_code == 302
+    facilities.refresh_from_db()
+    assert facilities.version == 2 and facilities.owner == olga  # the same document, its next version
+    text = selectors.version_text(viewer=Viewer.everything(tenant_a), version=facilities.versions.get(version=2))
+    assert "garage B" in text and "bicycle room" in text
+    gap.refresh_from_db()
+    assert gap.state == "written" and gap.document == facilities
+    asked = EvalQuestion.objects.filter(answer="garage B")
+    assert asked.count() == 3 and {tuple(q.relevant_docs) for q in asked} == {("facilities.md",)}
+    hits = retrieve(viewer=Viewer.everything(tenant_a), query=PARKING[0], top_k=3)
+    assert "garage B" in hits[0].chunk.text  # the next question finds it
+
+    # The same gap in another workspace whose facilities note is a file of a server folder: not written here.
+    Gap.objects.all().delete()
+    AnswerRecord.objects.all().delete()
+    EvalQuestion.objects.all().delete()
+    knowledge.documents_retire(tenant=tenant_a, documents=Document.objects.filter(pk=facilities.pk))
+    folder = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={"facilities.md": FACILITIES})
+    folder.owner = olga
+    folder.save()
+    for question in PARKING[:3]:
+        ask(tenant_a, question)
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
+    assert "Or edit facilities.md where it lives" in page and "Or as an edit of" not in page
+    here = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": edited, "expected": "garage B"})
+    assert here.status_code == 400 and "is not kept here" in here.content.decode()
+    wrong_source = {"where": "new", "text": "Garage B.", "expected": "Garage B", "source": str(folder.public_id)}
+    foreign = client.post(f"/t/acme/gaps/{gap.public_id}/", wrong_source)
+    assert foreign.status_code == 400 and "Choose a source of uploaded files" in foreign.content.decode()
+    (tmp_path / "kb" / "facilities.md").write_text(FACILITIES + "\nEmployees park in garage B.\n")  # edited there
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        said = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "there", "text": "", "expected": "garage B"})
+    assert said.status_code == 302
+    gap.refresh_from_db()
+    assert gap.state == "written" and gap.document.source == folder
+    assert IngestJob.objects.filter(source=folder, params__trigger="gap", state="succeeded").exists()
+    assert Document.objects.get(source=folder, document_key="facilities.md").version == 2  # the sync brought it in
+    assert {tuple(q.relevant_docs) for q in EvalQuestion.objects.filter(answer="garage B")} == {("facilities.md",)}

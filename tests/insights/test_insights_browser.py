@@ -63,11 +63,13 @@ def test_an_admin_reads_the_insights_and_an_owner_closes_a_gap_in_both_languages
     owner.click("table.gaps tr.gap a")
     owner.wait_for_selector(".gap .draft")  # a draft from what exists: the facilities sentence, cited
     assert "facilities.md" in owner.inner_text(".gap .draft")
+    there = owner.inner_text(".gap-write[data-where=there]")  # a folder's file is edited where it lives, not here
+    assert "O edite facilities.md donde está" in there and "Carpeta del servidor" in there
     left = english_left(owner)
     assert left == [], "\n".join(left)
     owner.fill("#gap-text", "Employees park in garage B, level 2, with their badge.")
     owner.fill("#gap-expected", "garage B")
-    owner.click(".gap-write button[type=submit]")
+    owner.click(".gap-write[data-where=new] button[type=submit]")
     owner.wait_for_selector(".flash")
     assert "Gracias" in owner.inner_text(".flash")
     gap.refresh_from_db()
