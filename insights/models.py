@@ -47,6 +47,12 @@ class Gap(TenantOwned):
         related_name="+",
         help_text="The document its text went into.",
     )
+    checked = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Where its text went (a new document's source and key) and the last check of its questions: the "
+        "version asked against, when, how many answered with the phrase.",
+    )
     closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from feedback import evaluation
 from feedback.models import EvalQuestion, EvalRun
 from insights.models import Gap
 from knowledge import selectors
@@ -142,6 +143,7 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
         relevant, document = key, None
         body = f"# {gap.representative.strip().rstrip('?')}\n\n{text}\n"
         upload = (target, key, body)
+        gap.checked = {"source": (target or knowledge.source_default_get(tenant=gap.tenant)).pk, "key": key}
     elif where in ("edit", "there"):
         document = _nearest_document(gap)
         if document is None:
@@ -189,8 +191,46 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
             question.save(update_fields=["eval_question"])
         gap.written, gap.expected, gap.written_by, gap.written_at = text, expected, user.get_username(), timezone.now()
         gap.document, gap.state = document, Gap.State.WRITTEN
-        gap.save(update_fields=["written", "expected", "written_by", "written_at", "state", "document"])
+        gap.save(update_fields=["written", "expected", "written_by", "written_at", "state", "document", "checked"])
     return gap
+
+
+def _written_document(gap: Gap) -> Document | None:
+    if gap.document_id is not None:
+        return gap.document
+    where = gap.checked
+    found = Document.objects.for_tenant(gap.tenant).filter(source_id=where.get("source"), document_key=where.get("key"))
+    return found.filter(status=Status.ACTIVE).first()
+
+
+def check_written(tenant: Any) -> int:
+    """Each written gap whose text has come into the index since (a version of its document served from then on,
+    not asked against yet) has its questions asked again, as an evaluation run asks them (feedback.evaluation: the
+    whole knowledge, the model): it closes when every one is answered with its phrase. A check that could not ask
+    (no model) is tried again at the next run. Returns how many closed."""
+    closed = 0
+    for gap in Gap.objects.for_tenant(tenant).filter(state=Gap.State.WRITTEN).select_related("document"):
+        document = _written_document(gap)
+        if document is None or gap.written_at is None:
+            continue  # its text is not indexed yet
+        served = document.versions.filter(served_from__gte=gap.written_at).order_by("-version").first()
+        if served is None or gap.checked.get("version") == served.version:
+            continue  # not there yet (an edit made where it lives comes with a sync), or already asked against it
+        asked = [q.eval_question for q in gap.questions.select_related("eval_question") if q.eval_question]
+        rows = [evaluation.score_question(gap.tenant, q, answers=True) for q in asked]
+        if any(row.get("error") for row in rows):
+            continue
+        passed = sum(1 for row in rows if row.get("ans_phrase") == 1.0 and not row.get("refused"))
+        gap.document = document
+        at = timezone.now().isoformat()
+        gap.checked = {**gap.checked, "version": served.version, "at": at, "passed": passed, "of": len(rows)}
+        fields = ["document", "checked"]
+        if rows and passed == len(rows):
+            gap.state, gap.closed_at = Gap.State.CLOSED, timezone.now()
+            fields += ["state", "closed_at"]
+            closed += 1
+        gap.save(update_fields=fields)
+    return closed
 
 
 def close_answered(run: EvalRun) -> int:

@@ -1,9 +1,9 @@
 """django-q2 entry point of the insights: the content gaps of every tenant, refreshed every five minutes (the schedule
-is made by migration insights 0001)."""
+is made by migration insights 0001), and the written gaps whose text is now indexed asked again."""
 
 from __future__ import annotations
 
-from insights import gaps
+from insights import gaps, owners
 from tenants.models import Tenant
 
 
@@ -11,6 +11,7 @@ def gaps_task() -> dict[str, int]:
     done: dict[str, int] = {}
     for tenant in Tenant.objects.all():
         found = gaps.refresh(tenant)
-        if found.questions or found.gaps_made:
+        closed = owners.check_written(tenant)
+        if found.questions or found.gaps_made or closed:
             done[tenant.slug] = found.gaps_made
     return done

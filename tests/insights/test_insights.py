@@ -292,3 +292,38 @@ def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it
     assert IngestJob.objects.filter(source=folder, params__trigger="gap", state="succeeded").exists()
     assert Document.objects.get(source=folder, document_key="facilities.md").version == 2  # the sync brought it in
     assert {tuple(q.relevant_docs) for q in EvalQuestion.objects.filter(answer="garage B")} == {("facilities.md",)}
+
+
+def test_a_written_gap_is_asked_again_once_its_text_is_indexed_and_closes_when_answered(tenant_a, tmp_path,
+                                                                                        chat_model):  # fmt: skip
+    """No evaluation run needed: the worker's gap task asks a written gap's questions again (the real packaged model)
+    as soon as a version of its document is served, once per version, and closes it when all are answered with the
+    phrase."""
+    from insights.tasks import gaps_task
+
+    olga = make_member(tenant_a, username="olga")
+    make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files=FILES)
+    for question in (PARKING[0], PARKING[4]):
+        ask(tenant_a, question)
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    assert owners.check_written(tenant_a) == 0  # nothing written yet
+    gap.owner = olga  # an admin gave it to her
+    gap.save()
+    text = "Employees park their cars in garage B, on level 2, with their badge. Visitors park in the street."
+    with TestCase.captureOnCommitCallbacks(execute=False) as queued:  # the upload's job not run yet
+        owners.gap_write(gap=gap, text=text, expected="garage B", user=olga)
+    gaps_task()
+    gap.refresh_from_db()
+    assert gap.state == "written" and gap.checked.get("at") is None  # its text is not indexed yet: not asked
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        for callback in queued:
+            callback()  # the worker ingests the upload
+    gaps_task()
+    gap.refresh_from_db()
+    assert gap.checked["of"] == 2 and gap.checked["version"] == 1 and gap.document.document_key.startswith("gap-")
+    assert gap.checked["passed"] == 2 and gap.state == "closed" and gap.closed_at is not None, gap.checked
+    client = Client()
+    client.force_login(olga)
+    page = client.get(f"/t/acme/gaps/{gap.public_id}/")
+    assert b'class="checked" data-passed="2" data-of="2"' in page.content
