@@ -53,6 +53,9 @@ class Gap(TenantOwned):
         help_text="Where its text went (a new document's source and key) and the last check of its questions: the "
         "version asked against, when, how many answered with the phrase.",
     )
+    told = models.JSONField(
+        default=list, blank=True, help_text="The users told by e-mail that this gap is theirs to close (their pks)."
+    )
     closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from django.conf import settings
+from django.core.mail import send_mail
 from django.db import transaction
-from django.utils import timezone
+from django.template.loader import render_to_string
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from feedback import evaluation
@@ -249,3 +252,26 @@ def close_answered(run: EvalRun) -> int:
             gap.save(update_fields=["state", "closed_at"])
             closed += 1
     return closed
+
+
+def tell_owners(tenant: Any) -> int:
+    """E-mail each open gap to whoever closes it — its owner, else the tenant's admins — once each (a gap given to
+    someone else tells them too), through the mail settings, in the platform's language, with a link when
+    RAG_PUBLIC_URL is set. Only those with an address are told; the page lists the gaps for all. Returns how many
+    e-mails were sent."""
+    sent = 0
+    admins = Membership.objects.filter(tenant=tenant, role=Membership.Role.ADMIN, user__is_active=True)
+    for gap in Gap.objects.for_tenant(tenant).filter(state=Gap.State.OPEN).select_related("owner"):
+        people = [gap.owner] if gap.owner is not None else [m.user for m in admins.select_related("user")]
+        for person in people:
+            if person.pk in gap.told or not person.email or not person.is_active:
+                continue
+            context = {"tenant": tenant, "gap": gap, "site": settings.RAG_PUBLIC_URL, "owner": gap.owner is not None}
+            with translation.override(settings.LANGUAGE_CODE):
+                subject = render_to_string("insights/email/gap_subject.txt", context).strip()
+                body = render_to_string("insights/email/gap.txt", context)
+            send_mail(subject, body, None, [person.email])
+            gap.told = [*gap.told, person.pk]
+            gap.save(update_fields=["told"])
+            sent += 1
+    return sent

@@ -327,3 +327,39 @@ def test_a_written_gap_is_asked_again_once_its_text_is_indexed_and_closes_when_a
     client.force_login(olga)
     page = client.get(f"/t/acme/gaps/{gap.public_id}/")
     assert b'class="checked" data-passed="2" data-of="2"' in page.content
+
+
+def test_each_open_gap_is_e_mailed_once_to_whoever_closes_it(tenant_a, admin_a, tmp_path, mailoutbox, settings):
+    """Its owner (the nearest document's), else the tenant's admins; a gap given to someone else tells them too; the
+    e-mail links the gap and carries no other question than its representative one."""
+    from insights.tasks import gaps_task
+
+    settings.RAG_PUBLIC_URL = "https://kb.example.com"
+    olga, sam = make_member(tenant_a, username="olga"), make_member(tenant_a, username="sam")
+    for person, address in ((olga, "olga@example.com"), (sam, "sam@example.com"), (admin_a, "alice@example.com")):
+        person.email = address
+        person.save()
+    source = make_folder_source(tenant=tenant_a, root=tmp_path / "kb", files={
+        **FILES, "facilities.md": "# Facilities\n\nVisitors park in the street. Employees cycle: the office has a "
+                                  "bicycle room in the basement.\n"})  # fmt: skip
+    source.owner = olga
+    source.save()
+    for question in PARKING[:3] + DENTAL[:2]:
+        ask(tenant_a, question)
+    gaps_task()
+    parking = Gap.objects.get(owner=olga)
+    dental = Gap.objects.get(owner=None)
+    sent = {message.to[0]: message for message in mailoutbox}
+    assert set(sent) == {"olga@example.com", "alice@example.com"}  # the dental gap has no owner: the admins
+    body = sent["olga@example.com"].body
+    assert parking.representative in body and "Asked 3 times" in body
+    assert f"https://kb.example.com/t/acme/gaps/{parking.public_id}/" in body
+    assert not any(q in body for q in PARKING[:3] if q != parking.representative)  # one question, no list
+    assert dental.representative in sent["alice@example.com"].body
+    gaps_task()
+    assert len(mailoutbox) == 2  # told once
+
+    parking.owner = sam  # an admin gives it to sam
+    parking.save()
+    gaps_task()
+    assert [m.to for m in mailoutbox[2:]] == [["sam@example.com"]]
