@@ -8,10 +8,13 @@ Staff ask three things the documents do not say (parking, the dentist, the guest
 the answer every door gives (chat.recipe, the real model): what is refused becomes content gaps (the worker's
 refresh). Before: each gap's questions are scored as the tenant's evaluation scores them (feedback/evaluation.py:
 answered with the expected phrase, answered wrong, refused). Then in Chromium the admin gives each gap to an owner
-(the gap page), and the owner writes the missing text with its phrase (the owner's flow); the text is ingested as an
-upload, the questions join the evaluation set. After: an evaluation run with answers (the same code the Evaluation
-page starts), which closes the gaps whose questions it answers. One process: the page is served by Django's live
-server thread, tasks run inline (django-q2 sync), the model in its own process (manage.py llm_serve)."""
+(the gap page), and the owner writes the missing text with its phrase (the owner's flow): for two gaps a new
+document (ingested as an upload), for the dentist's an edit of the nearest document where it lives (the file in the
+company's folder; the page queues the sync); the questions join the evaluation set. Then the worker's gap task asks
+each written gap's questions again against its indexed text, and closes those answered with the phrase — no
+evaluation run needed. After: an evaluation run with answers (the same code the Evaluation page starts). One
+process: the page is served by Django's live server thread, tasks run inline (django-q2 sync), the model in its own
+process (manage.py llm_serve)."""
 
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ GAPS = {  # the questions, the phrase a right answer contains, and what the owne
         "Guests connect to the TIL-Guest wifi network; reception gives them the day's password on a card.",
     ),
 }
+THERE = "dentist"  # the gap whose text its owner writes into the nearest document where it lives (the folder)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
@@ -117,13 +121,15 @@ def scores(tenant, rows: list[dict]) -> str:  # type: ignore[no-untyped-def]
 def main() -> None:
     setup()
     from company import start_model
+    from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from chat import recipe
     from feedback import evaluation
     from feedback.models import EvalQuestion, EvalRun
-    from insights import gaps
+    from insights import gaps, owners
     from insights.models import Gap
+    from insights.tasks import gaps_task
     from knowledge.ingest import pipeline
     from tenants.models import Membership
     from tenants.principals import viewer_for
@@ -134,6 +140,7 @@ def main() -> None:
     tenant = tenant_create(slug="company", name="Transportes Ibérica Logística")
     source = pipeline.folder_source_get_or_create(tenant=tenant, name="company", path=folder)
     pipeline.sync_folder(source=source, root=folder)
+    settings.RAG_ALLOWED_FOLDER_ROOTS = [folder.resolve()]  # where the admin may point a folder source
     users = {}
     for name, role in (("ada", Membership.Role.ADMIN), ("olga", Membership.Role.STAFF), ("sam", Membership.Role.STAFF)):
         users[name] = get_user_model().objects.create_user(name, password="pw-for-bench-123")
@@ -174,11 +181,29 @@ def main() -> None:
                 owner.goto(f"{base}/t/company/gaps/")
                 owner.click(f"tr.gap[data-gap='{gap.public_id}'] a")
                 _questions, phrase, text = GAPS[topic]
-                owner.fill("#gap-text", text)
-                owner.fill("#gap-expected", phrase)
-                owner.click(".gap-write[data-where=new] button[type=submit]")
+                nearest = owners.destinations(gap).document
+                if topic == THERE and nearest is not None and owner.locator("[data-where=there]").count():
+                    # the nearest document is a file of the company's folder: olga edits it where it lives (the
+                    # file), then says so on the gap's page; a sync of the folder is queued
+                    where = folder / nearest.document_key
+                    where.write_text(where.read_text().rstrip("\n") + "\n\n" + text + "\n")
+                    owner.fill("#gap-there-expected", phrase)
+                    owner.click(".gap-write[data-where=there] button[type=submit]")
+                    how = f"edited where it lives ({nearest.document_key})"
+                else:
+                    owner.fill("#gap-text", text)
+                    owner.fill("#gap-expected", phrase)
+                    owner.click(".gap-write[data-where=new] button[type=submit]")
+                    how = "a new document"
                 owner.wait_for_selector(".flash", timeout=300_000)
-                print(f"  {topic}: written by olga in Chromium ({Gap.objects.get(pk=gap.pk).state})", flush=True)
+                print(f"  {topic}: written by olga in Chromium, {how} ({Gap.objects.get(pk=gap.pk).state})", flush=True)
+
+        began = time.perf_counter()
+        gaps_task()  # the worker's gap task: each written gap whose text is indexed is asked again
+        for gap in Gap.objects.filter(tenant=tenant):
+            print(f"  asked again by the gap task: {gap.representative!r} {gap.state} {gap.checked}")
+        closed = Gap.objects.filter(tenant=tenant, state=Gap.State.CLOSED).count()
+        print(f"gaps closed by the gap task, with no evaluation run: {closed} ({time.perf_counter() - began:.0f} s)")
 
         run = EvalRun.objects.create(tenant=tenant, answers=True, started_by="bench")
         run = evaluation.evaluation_run(run)
@@ -186,7 +211,7 @@ def main() -> None:
         after = [row for row in run.results if row.get("uuid") in mine]
         print(f"after:  {scores(tenant, after)}")
         closed = Gap.objects.filter(tenant=tenant, state=Gap.State.CLOSED).count()
-        print(f"gaps closed by that run: {closed} of {Gap.objects.filter(tenant=tenant).count()}")
+        print(f"gaps closed after that run: {closed} of {Gap.objects.filter(tenant=tenant).count()}")
         for row in after:
             print(
                 f"  {row['question']!r}: {row.get('status')}, phrase {row.get('ans_phrase')}: "
