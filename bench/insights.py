@@ -281,21 +281,34 @@ def _real_outcomes(questions: list[str]) -> tuple[Any, dict[str, dict[str, Any]]
     from company import start_model
 
     from chat import recipe
+    from chat.models import AnswerRecord
+    from insights.models import Gap, GapQuestion
     from knowledge.ingest import pipeline
+    from tenants.models import Tenant
     from tenants.principals import Viewer
     from tenants.services import tenant_create
 
     corpora = Path(os.environ.get("BENCH_CORPORA", "/srv/bench"))
-    tenant = tenant_create(slug="month", name="month")
+    tenant = Tenant.objects.filter(slug="month").first()
+    if tenant is not None:  # a kept data directory (BENCH_DATA_DIR): its corpora are there, the month is made again
+        GapQuestion.objects.filter(tenant=tenant).delete()
+        Gap.objects.filter(tenant=tenant).delete()
+        AnswerRecord.objects.filter(tenant=tenant).delete()
+        print("the six sources kept in BENCH_DATA_DIR", flush=True)
+    fresh = tenant is None
+    tenant = tenant or tenant_create(slug="month", name="month")
     began = time.perf_counter()
-    for name in ("flask-docs", "click-code", "es-docs", "company", "company-fresh", "company-unseen"):
+    for name in (
+        [] if not fresh else ("flask-docs", "click-code", "es-docs", "company", "company-fresh", "company-unseen")
+    ):
         where = corpora / name if name.endswith("-docs") or name == "click-code" else ROOT / "bench/data" / name
         folder = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         subprocess.run(["cp", "-r", f"{where}/.", str(folder)], check=True)
         source = pipeline.folder_source_get_or_create(tenant=tenant, name=name, path=folder)
         job = pipeline.sync_folder(source=source, root=folder)
         print(f"  ingested {name}: {job.state}, {job.chunks_total} chunks", flush=True)
-    print(f"six sources ingested in {time.perf_counter() - began:.0f} s", flush=True)
+    if fresh:
+        print(f"six sources ingested in {time.perf_counter() - began:.0f} s", flush=True)
     kept = Path(os.environ.get("BENCH_OUTCOMES", ROOT / "var" / "bench-month-outcomes.json"))
     outcomes = json.loads(kept.read_text()) if kept.exists() else {}
     viewer = Viewer.everything(tenant)
@@ -431,6 +444,20 @@ def gaps() -> None:
     )
     for note in notes:
         print("  " + note)
+    if real:  # what each gap's owner is shown: a draft of existing sentences, or "no source says this"
+        drafted = {True: [0, 0], False: [0, 0]}  # planted or not → [with a draft, "no source says this"]
+        for gap in Gap.objects.filter(tenant=tenant):
+            topics = [topic_of[q.answer_id] for q in gap.questions.all()]
+            planted_gap = max(set(topics), key=topics.count) is not None
+            drafted[planted_gap][0 if gap.draft.get("sentences") else 1] += 1
+            if gap.draft.get("sentences") and planted_gap:
+                first = gap.draft["sentences"][0]
+                said = f"{first['document_key']}: {first['text'][:90]!r}"
+                print(f"    planted gap {gap.representative!r} drafted from {said}")
+        print(
+            f"drafts (NEAR {engine.NEAR}): planted gaps {drafted[True][0]} with a draft, {drafted[True][1]} 'no source "
+            f"says this'; other gaps {drafted[False][0]} with a draft, {drafted[False][1]} without"
+        )
 
 
 if __name__ == "__main__":
