@@ -91,10 +91,11 @@ def _editable(document: Document) -> bool:
 
 
 def destinations(gap: Gap) -> Destination:
-    sources = [
+    everyone = Viewer(tenant=gap.tenant, principals=frozenset({"tenant"}))
+    sources = [  # a gap's answer is for everyone who asked: only a source the whole tenant reads
         source
         for source in Source.objects.for_tenant(gap.tenant).order_by("-is_default", "label")
-        if knowledge.source_capabilities(source)["accepts_uploads"]
+        if knowledge.source_capabilities(source)["accepts_uploads"] and everyone.sees(source.access or [])
     ]
     document = _nearest_document(gap)
     if document is None:
@@ -102,7 +103,6 @@ def destinations(gap: Gap) -> Destination:
     editable = _editable(document)
     current = ""
     if editable:
-        everyone = Viewer(tenant=gap.tenant, principals=frozenset({"tenant"}))
         version = selectors.version_get(viewer=everyone, document=document, version=document.version)
         current = selectors.version_text(viewer=everyone, version=version) if version else ""
     lives = knowledge.source_capabilities(document.source)["label"]

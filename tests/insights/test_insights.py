@@ -241,10 +241,16 @@ def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it
     gap = Gap.objects.get()
     assert gap.owner == olga and gap.draft["sentences"][0]["document_key"] == "facilities.md"
 
+    board = knowledge.source_create(tenant=tenant_a, kind="upload", name="board-minutes")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        knowledge.source_set_access(tenant=tenant_a, source=board, access=["user:olga"])
     client = Client()
     client.force_login(olga)
     page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
     assert "Or as an edit of facilities.md" in page and "bicycle room in the basement" in page  # its text, to edit
+    assert "board-minutes" not in page  # a source not all may read is not offered: the answer is for all who asked
+    restricted = {"where": "new", "text": "Garage B.", "expected": "Garage B", "source": str(board.public_id)}
+    assert client.post(f"/t/acme/gaps/{gap.public_id}/", restricted).status_code == 400
     current = owners.destinations(gap).current
     assert current.startswith("# Facilities") and "bicycle room" in current
     unchanged = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": current, "expected": "street"})
