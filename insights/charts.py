@@ -44,6 +44,14 @@ class Bars:
 
 
 GAP_SERIES = (("opened", "#c0392b"), ("closed", "#2e8b57"))
+PALETTE = ("#1f5fbf", "#2e8b57", "#8e44ad", "#d35400", "#16a085", "#c0392b", "#7f8c8d", "#b7950b")
+
+
+def series_of(counts: dict[dt.date, dict[str, int]], order: list[str]) -> tuple[tuple[str, str], ...]:
+    """A colour for each key of `counts` (assistants, groups), in `order` (the most asked first), the rest after."""
+    keys = list(dict.fromkeys([k for k in order if any(k in day for day in counts.values())]))
+    keys += sorted({k for day in counts.values() for k in day} - set(keys))
+    return tuple((key, PALETTE[n % len(PALETTE)]) for n, key in enumerate(keys))
 
 
 def per_day(

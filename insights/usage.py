@@ -136,6 +136,35 @@ def _counts(found: QuerySet[AnswerRecord], shown: Figures) -> None:
         shown.p95_ms = times[int(0.95 * (len(times) - 1))]
 
 
+SPLITS = ("door", "assistant", "group")
+SERIES = 7  # an assistant's or a group's own colour in the chart; the rest stacked as "other"
+OTHER = "\u2026other"  # a key no assistant or group can have (names are slugs)
+
+
+def per_day_by(tenant: Tenant, span: Range, group: str, by: str, shown: Figures) -> dict[dt.date, dict[str, int]]:
+    """Questions per day split by assistant or by group (the door's split is `shown.by_day`): the SERIES most asked
+    keep their own series, the rest are one. "" is the default assistant. A group split is one grouped read per
+    group shown, so it costs as many reads as groups (at most SERIES + 1)."""
+    found = answers(tenant, span, group)
+    counts: dict[dt.date, dict[str, int]] = {}
+    if by == "assistant":
+        top = {name for name, _n in shown.by_assistant[:SERIES]}
+        rows = found.annotate(day=_day(), assistant=KT("asked__assistant")).values_list("day", "assistant")
+        for day, name, n in rows.annotate(n=Count("pk")).order_by():
+            key = "" if name in (None, "", "null") else str(name)
+            day = dt.date.fromisoformat(day) if isinstance(day, str) else day
+            key = key if key in top else OTHER
+            counts.setdefault(day, {})[key] = counts.get(day, {}).get(key, 0) + n
+        return counts
+    names = [name for name, _n in shown.by_group[:SERIES]]
+    for name in names:
+        grouped = found.filter(groups__contains=f" {name} ").annotate(day=_day()).values_list("day")
+        for day, n in grouped.annotate(n=Count("pk")).order_by():
+            day = dt.date.fromisoformat(day) if isinstance(day, str) else day
+            counts.setdefault(day, {})[name] = n
+    return counts
+
+
 def _by_group(tenant: Tenant, found: QuerySet[AnswerRecord]) -> list[tuple[str, int]]:
     names = list(Group.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True)[:50])
     counted = [(name, found.filter(groups__contains=f" {name} ").count()) for name in names]

@@ -38,10 +38,14 @@ def insights_page(request: TenantRequest) -> HttpResponse:
     span, problem = _span(request)
     if group and group not in groups:
         problem, group = _("There is no group of that name."), ""
+    by = request.GET.get("by", "door")
+    if by not in usage.SPLITS:
+        problem, by = _("Split the questions by door, assistant or group."), "door"
     context: dict[str, Any] = {
         "tenant": tenant,
         "groups": groups,
         "group": group,
+        "by": by,
         "problem": problem,
         "start": request.GET.get("start", ""),
         "end": request.GET.get("end", ""),
@@ -49,11 +53,17 @@ def insights_page(request: TenantRequest) -> HttpResponse:
     status = 400 if problem else 200
     span = span or usage.date_range()
     shown = usage.figures(tenant, span, group)
+    if by == "door":
+        per_day = charts.per_day(span.days, shown.by_day)
+    else:
+        split = usage.per_day_by(tenant, span, group, by, shown)
+        order = [name for name, _n in (shown.by_assistant if by == "assistant" else shown.by_group)]
+        per_day = charts.per_day(span.days, split, charts.series_of(split, [*order, usage.OTHER]))
     context.update(
         {
             "span": span,
             "figures": shown,
-            "per_day": charts.per_day(span.days, shown.by_day),
+            "per_day": per_day,
             "outcomes": charts.split(shown.outcomes),
             "gaps": gaps.open_gaps(tenant).exclude(state=Gap.State.CLOSED)[:10],
             "gap_days": gaps.opened_and_closed(tenant, span.days),

@@ -92,8 +92,12 @@ def test_the_figures_count_doors_outcomes_latency_citations_and_stale_documents_
     assert page.status_code == 200 and page.content.count(b"<rect") == 3 + 2  # today's three doors; two outcomes
     assert f"<title>{today}: 2 chat</title>".encode() in page.content and b"refused: 1 (25%)" in page.content
     assert b"old-policy.md" in page.content and b"Where can I park?" not in page.content  # no gap yet: no question
+    by_group = client.get("/t/acme/insights/?by=group").content.decode()
+    assert f"<title>{today}: 1 hr</title>" in by_group and "Questions per day, by group" in by_group
+    by_assistant = client.get("/t/acme/insights/?by=assistant").content.decode()
+    assert f"<title>{today}: 4 </title>" in by_assistant and "the default" in by_assistant  # no assistant named
     for bad in ("?start=2026-13-01", "?start=2026-02-01&end=2026-01-01", "?start=2020-01-01&end=2026-01-01",
-                "?group=nobody"):  # fmt: skip
+                "?group=nobody", "?by=colour"):  # fmt: skip
         response = client.get("/t/acme/insights/" + bad)
         assert response.status_code == 400 and b'id="insights-problem"' in response.content, bad
     operator = get_user_model().objects.create_superuser("root", password="pw-for-tests-123")
