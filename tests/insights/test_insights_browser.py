@@ -80,3 +80,35 @@ def test_an_admin_reads_the_insights_and_an_owner_closes_a_gap_in_both_languages
     EvalRun.objects.create(tenant=tenant, state="done", answers=True, results=rows)
     admin.goto(f"{live_server.url}/t/acme/insights/")
     assert "1 cerradas" in admin.inner_text(".insights") and admin.locator("table.gaps tr.gap").count() == 0
+
+
+def test_an_owner_edits_the_nearest_document_in_the_browser_and_it_becomes_its_next_version(
+    live_server, transactional_db, browser
+):
+    from django.test import TestCase
+
+    from knowledge import services as knowledge
+    from knowledge.models import Document
+    from tests.insights.test_insights import FACILITIES
+
+    tenant = make_tenant(slug="acme", name="Acme")
+    olga = make_member(tenant, role=Membership.Role.STAFF, username="olga")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        knowledge.upload_enqueue(tenant=tenant, source=None, uploads=[("facilities.md", FACILITIES.encode())])
+    Document.objects.filter(document_key="facilities.md").update(owner=olga)
+    for question in PARKING[:3]:
+        ask(tenant, question)
+    gaps.refresh(tenant)
+    gap = Gap.objects.get()
+
+    owner = browser.new_page()
+    _login(owner, live_server.url, "olga", f"/t/acme/gaps/{gap.public_id}/")
+    edited = owner.locator("#gap-edited")
+    assert "bicycle room in the basement" in edited.input_value()  # its text as the knowledge base holds it
+    edited.fill(edited.input_value() + "\nEmployees park in garage B, level 2, with their badge.\n")
+    owner.fill("#gap-edited-expected", "garage B")
+    owner.click(".gap-write[data-where=edit] button[type=submit]")
+    owner.wait_for_selector(".flash")
+    assert "In facilities.md." in owner.inner_text(".gap")
+    document = Document.objects.get(document_key="facilities.md")
+    assert document.version == 2 and Gap.objects.get().state == "written"
