@@ -77,6 +77,8 @@ class Figures:
     timed: int = 0
     by_group: list[tuple[str, int]] = field(default_factory=list)
     by_assistant: list[tuple[str, int]] = field(default_factory=list)  # "" : no assistant named (the default)
+    day_group: dict[dt.date, dict[str, int]] = field(default_factory=dict)  # day → group → answers
+    day_assistant: dict[dt.date, dict[str, int]] = field(default_factory=dict)  # day → assistant → answers
     cited: list[dict[str, Any]] = field(default_factory=list)
     never_cited: int = 0
     never_cited_some: list[Document] = field(default_factory=list)
@@ -88,13 +90,8 @@ def figures(tenant: Tenant, span: Range, group: str = "") -> Figures:
     found = answers(tenant, span, group)
     shown = Figures()
     _counts(found, shown)
-    shown.by_group = _by_group(tenant, found)
-    rows = found.annotate(assistant=KT("asked__assistant")).values_list("assistant").annotate(n=Count("pk"))
-    named: dict[str, int] = {}
-    for name, n in rows.order_by():  # none named: the key absent, or JSON null (read back as "null" on SQLite)
-        key = "" if name in (None, "", "null") else str(name)
-        named[key] = named.get(key, 0) + n
-    shown.by_assistant = sorted(named.items(), key=lambda row: -row[1])
+    _groups(tenant, found, shown)
+    _assistants(found, shown)
     _documents(tenant, found, shown)
     shown.sources = _sources(found)
     return shown
@@ -141,34 +138,49 @@ SERIES = 7  # an assistant's or a group's own colour in the chart; the rest stac
 OTHER = "\u2026other"  # a key no assistant or group can have (names are slugs)
 
 
-def per_day_by(tenant: Tenant, span: Range, group: str, by: str, shown: Figures) -> dict[dt.date, dict[str, int]]:
+def per_day_by(shown: Figures, by: str) -> dict[dt.date, dict[str, int]]:
     """Questions per day split by assistant or by group (the door's split is `shown.by_day`): the SERIES most asked
-    keep their own series, the rest are one. "" is the default assistant. A group split is one grouped read per
-    group shown, so it costs as many reads as groups (at most SERIES + 1)."""
-    found = answers(tenant, span, group)
+    keep their own series, the rest are one (OTHER). "" is the default assistant."""
+    split, ranked = (
+        (shown.day_assistant, shown.by_assistant) if by == "assistant" else (shown.day_group, shown.by_group)
+    )
+    top = {name for name, _n in ranked[:SERIES]}
     counts: dict[dt.date, dict[str, int]] = {}
-    if by == "assistant":
-        top = {name for name, _n in shown.by_assistant[:SERIES]}
-        rows = found.annotate(day=_day(), assistant=KT("asked__assistant")).values_list("day", "assistant")
-        for day, name, n in rows.annotate(n=Count("pk")).order_by():
-            key = "" if name in (None, "", "null") else str(name)
-            day = dt.date.fromisoformat(day) if isinstance(day, str) else day
-            key = key if key in top else OTHER
+    for day, named in split.items():
+        for name, n in named.items():
+            key = name if name in top else OTHER
             counts.setdefault(day, {})[key] = counts.get(day, {}).get(key, 0) + n
-        return counts
-    names = [name for name, _n in shown.by_group[:SERIES]]
-    for name in names:
-        grouped = found.filter(groups__contains=f" {name} ").annotate(day=_day()).values_list("day")
-        for day, n in grouped.annotate(n=Count("pk")).order_by():
-            day = dt.date.fromisoformat(day) if isinstance(day, str) else day
-            counts.setdefault(day, {})[name] = n
     return counts
 
 
-def _by_group(tenant: Tenant, found: QuerySet[AnswerRecord]) -> list[tuple[str, int]]:
-    names = list(Group.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True)[:50])
-    counted = [(name, found.filter(groups__contains=f" {name} ").count()) for name in names]
-    return sorted([row for row in counted if row[1]], key=lambda row: -row[1])
+def _per_day(rows: Any) -> Any:
+    """(day, key, n) rows of a grouped read, the day as a date (SQLite gives its text)."""
+    for day, key, n in rows:
+        yield (dt.date.fromisoformat(day) if isinstance(day, str) else day), key, n
+
+
+def _assistants(found: QuerySet[AnswerRecord], shown: Figures) -> None:
+    """One grouped read: answers per day and assistant; the totals by assistant from it."""
+    rows = found.annotate(day=_day(), assistant=KT("asked__assistant")).values_list("day", "assistant")
+    named: dict[str, int] = {}
+    for day, name, n in _per_day(rows.annotate(n=Count("pk")).order_by()):
+        key = "" if name in (None, "", "null") else str(name)  # none named: absent, or JSON null ("null" on SQLite)
+        named[key] = named.get(key, 0) + n
+        shown.day_assistant.setdefault(day, {})[key] = shown.day_assistant.get(day, {}).get(key, 0) + n
+    shown.by_assistant = sorted(named.items(), key=lambda row: -row[1])
+
+
+def _groups(tenant: Tenant, found: QuerySet[AnswerRecord], shown: Figures) -> None:
+    """One grouped read: answers per day and the asker's groups then (a few distinct sets), counted for each of the
+    tenant's groups; the totals by group from it."""
+    names = set(Group.objects.filter(tenant=tenant).values_list("name", flat=True))
+    totals: dict[str, int] = {}
+    rows = found.annotate(day=_day()).values_list("day", "groups").annotate(n=Count("pk")).order_by()
+    for day, groups, n in _per_day(rows):
+        for name in set(str(groups).split()) & names:
+            totals[name] = totals.get(name, 0) + n
+            shown.day_group.setdefault(day, {})[name] = shown.day_group.get(day, {}).get(name, 0) + n
+    shown.by_group = sorted(totals.items(), key=lambda row: (-row[1], row[0]))
 
 
 def _documents(tenant: Tenant, found: QuerySet[AnswerRecord], shown: Figures) -> None:

@@ -56,7 +56,7 @@ def insights_page(request: TenantRequest) -> HttpResponse:
     if by == "door":
         per_day = charts.per_day(span.days, shown.by_day)
     else:
-        split = usage.per_day_by(tenant, span, group, by, shown)
+        split = usage.per_day_by(shown, by)
         order = [name for name, _n in (shown.by_assistant if by == "assistant" else shown.by_group)]
         per_day = charts.per_day(span.days, split, charts.series_of(split, [*order, usage.OTHER]))
     context.update(
