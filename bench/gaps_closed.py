@@ -8,13 +8,13 @@ Staff ask three things the documents do not say (parking, the dentist, the guest
 the answer every door gives (chat.recipe, the real model): what is refused becomes content gaps (the worker's
 refresh). Before: each gap's questions are scored as the tenant's evaluation scores them (feedback/evaluation.py:
 answered with the expected phrase, answered wrong, refused). Then in Chromium the admin gives each gap to an owner
-(the gap page), and the owner writes the missing text with its phrase (the owner's flow): for two gaps a new
-document (ingested as an upload), for the dentist's an edit of the nearest document where it lives (the file in the
-company's folder; the page queues the sync); the questions join the evaluation set. Then the worker's gap task asks
-each written gap's questions again against its indexed text, and closes those answered with the phrase — no
-evaluation run needed. After: an evaluation run with answers (the same code the Evaluation page starts). One
-process: the page is served by Django's live server thread, tasks run inline (django-q2 sync), the model in its own
-process (manage.py llm_serve)."""
+(the gap page), and the owner writes the missing text with its phrase (the owner's flow): the first gap whose
+nearest document is a text file is edited where it lives (the file in the company's folder; the page queues the
+sync), the others become new documents (ingested as uploads); the questions join the evaluation set. Then the
+worker's gap task asks each written gap's questions again against its indexed text, and closes those answered with
+the phrase — no evaluation run needed. After: an evaluation run with answers (the same code the Evaluation page
+starts). One process: the page is served by Django's live server thread, tasks run inline (django-q2 sync), the
+model in its own process (manage.py llm_serve)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,6 @@ GAPS = {  # the questions, the phrase a right answer contains, and what the owne
         "Guests connect to the TIL-Guest wifi network; reception gives them the day's password on a card.",
     ),
 }
-THERE = "dentist"  # the gap whose text its owner writes into the nearest document where it lives (the folder)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
@@ -168,6 +167,7 @@ def main() -> None:
                 before.append(evaluation.score_question(tenant, q, answers=True))
         print(f"before: {scores(tenant, before)}", flush=True)
 
+        edited_there = False  # the first gap whose nearest document is a text file is edited where it lives
         with signed_in("ada", "olga") as (base, pages):
             admin, owner = pages["ada"], pages["olga"]
             for gap in Gap.objects.filter(tenant=tenant):
@@ -182,7 +182,10 @@ def main() -> None:
                 owner.click(f"tr.gap[data-gap='{gap.public_id}'] a")
                 _questions, phrase, text = GAPS[topic]
                 nearest = owners.destinations(gap).document
-                if topic == THERE and nearest is not None and owner.locator("[data-where=there]").count():
+                text_file = nearest is not None and nearest.document_key.endswith((".md", ".txt"))
+                print(f"  {topic}: nearest document {nearest.document_key if nearest else None}", flush=True)
+                if not edited_there and text_file and owner.locator("[data-where=there]").count():
+                    edited_there = True
                     # the nearest document is a file of the company's folder: olga edits it where it lives (the
                     # file), then says so on the gap's page; a sync of the folder is queued
                     where = folder / nearest.document_key
