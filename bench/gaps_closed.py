@@ -9,7 +9,7 @@ the answer every door gives (chat.recipe, the real model): what is refused becom
 refresh). Before: each gap's questions are scored as the tenant's evaluation scores them (feedback/evaluation.py:
 answered with the expected phrase, answered wrong, refused). Then in Chromium the admin gives each gap to an owner
 (the gap page), and the owner writes the missing text with its phrase (the owner's flow): the first gap whose
-nearest document is a text file is edited where it lives (the file in the company's folder; the page queues the
+nearest document is a text or Word file is edited where it lives (the file in the company's folder; the page queues the
 sync), the others become new documents (ingested as uploads); the questions join the evaluation set. Then the
 worker's gap task asks each written gap's questions again against its indexed text, and closes those answered with
 the phrase — no evaluation run needed. After: an evaluation run with answers (the same code the Evaluation page
@@ -182,14 +182,21 @@ def main() -> None:
                 owner.click(f"tr.gap[data-gap='{gap.public_id}'] a")
                 _questions, phrase, text = GAPS[topic]
                 nearest = owners.destinations(gap).document
-                text_file = nearest is not None and nearest.document_key.endswith((".md", ".txt"))
+                editable = nearest is not None and nearest.document_key.endswith((".md", ".txt", ".docx"))
                 print(f"  {topic}: nearest document {nearest.document_key if nearest else None}", flush=True)
-                if not edited_there and text_file and owner.locator("[data-where=there]").count():
+                if not edited_there and editable and owner.locator("[data-where=there]").count():
                     edited_there = True
-                    # the nearest document is a file of the company's folder: olga edits it where it lives (the
-                    # file), then says so on the gap's page; a sync of the folder is queued
+                    # the nearest document is a file of the company's folder: olga edits it where it lives (as she
+                    # would in her editor: a paragraph added), then says so on the gap's page; a sync is queued
                     where = folder / nearest.document_key
-                    where.write_text(where.read_text().rstrip("\n") + "\n\n" + text + "\n")
+                    if where.suffix == ".docx":
+                        import docx
+
+                        document = docx.Document(str(where))
+                        document.add_paragraph(text)
+                        document.save(str(where))
+                    else:
+                        where.write_text(where.read_text().rstrip("\n") + "\n\n" + text + "\n")
                     owner.fill("#gap-there-expected", phrase)
                     owner.click(".gap-write[data-where=there] button[type=submit]")
                     how = f"edited where it lives ({nearest.document_key})"

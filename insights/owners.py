@@ -144,7 +144,7 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
             raise GapInvalid({"source": _("Choose a source of uploaded files of this workspace.")})
         key = document_key(gap)
         relevant, document = key, None
-        body = f"# {gap.representative.strip().rstrip('?')}\n\n{text}\n"
+        body = f"{text}\n"  # the owner's words only: a heading made of the question would read as its answer
         upload = (target, key, body)
         gap.checked = {"source": (target or knowledge.source_default_get(tenant=gap.tenant)).pk, "key": key}
     elif where in ("edit", "there"):
