@@ -240,6 +240,7 @@ def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # typ
 
     from chat import recipe
     from chat.models import AnswerRecord
+    from insights import gaps
     from insights.models import Gap
     from knowledge.ingest import pipeline
 
@@ -249,6 +250,10 @@ def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # typ
         viewer=sam, asked=recipe.Asked(question=question), channel="chat", user=users["sam"]
     ).json()
     print(f"  asked {question!r}: {result.status}")
+    for asked in ("Can I bring my dog to the office?", "Are pets allowed at work?"):  # a gap left open
+        pets = recipe.Answering(viewer=sam, asked=recipe.Asked(question=asked), channel="chat", user=users["sam"])
+        print(f"  asked {asked!r}: {pets.json()[0].status}")
+    gaps.refresh(tenant)
     policy = next(folder.rglob("travel-policy-2026.md"))
     text = policy.read_text()
     policy.write_text(text.replace("within Spain is 52 EUR", "within Spain is 55 EUR"))  # the value the answer cited
@@ -259,8 +264,8 @@ def _screenshots(tenant, folder: Path, source, users: dict, sam) -> None:  # typ
         admin, staff = pages["ada"], pages["sam"]
         admin.goto(f"{base}/t/company/insights/")
         admin.screenshot(path=str(out / "insights.png"), full_page=True)
-        gap = Gap.objects.filter(tenant=tenant).order_by("state", "-asked").first()
-        if gap is not None:
+        gap = Gap.objects.filter(tenant=tenant, state=Gap.State.OPEN).order_by("-asked").first()
+        if gap is not None:  # an open gap: where its text can go
             admin.goto(f"{base}/t/company/gaps/{gap.public_id}/")
             admin.screenshot(path=str(out / "gap.png"), full_page=True)
         staff.goto(f"{base}/t/company/chat/recalled/")
