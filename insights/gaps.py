@@ -34,7 +34,7 @@ from inference.embedders import get_embedder
 from insights.models import Gap, GapQuestion
 from knowledge import selectors
 from knowledge.models import Document
-from tenants.models import Tenant
+from tenants.models import Membership, Tenant
 from tenants.principals import Viewer
 
 REFUSED = ("not_found", "no_evidence", "not_verified")
@@ -207,7 +207,10 @@ def _owner(tenant_id: int, draft: dict[str, Any]) -> Any:
     document = found.select_related("source__owner", "owner").first()
     if document is None:
         return None
-    return document.owner or document.source.owner
+    owner = document.owner or document.source.owner
+    if owner is None or not Membership.objects.filter(tenant_id=tenant_id, user=owner).exists():
+        return None  # one who left the tenant closes nothing: the admins
+    return owner
 
 
 def _draft(question: str, open_hits: list[dict[str, Any]]) -> dict[str, Any]:

@@ -105,6 +105,7 @@ def destinations(gap: Gap) -> Destination:
     if editable:
         version = selectors.version_get(viewer=everyone, document=document, version=document.version)
         current = selectors.version_text(viewer=everyone, version=version) if version else ""
+        editable = 0 < len(current) <= MAX_EDITED  # a text too long for the form is edited as a new document
     lives = knowledge.source_capabilities(document.source)["label"]
     url = document.source_path if document.source_path.startswith(("http://", "https://")) else ""
     return Destination(sources, document, editable, current, lives, url)
@@ -133,9 +134,15 @@ def _writer(gap: Gap, user: Any) -> list[str] | None:
     return viewer_for(tenant=gap.tenant, membership=membership).principal_list
 
 
-def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "new", source: str = "") -> Gap:
+def gap_write(
+    *, gap: Gap, text: str, expected: str, user: Any, where: str = "new", source: str = "", version: str = ""
+) -> Gap:
     """The missing text where it goes (`where`: new, edit, there — see the module), the gap's questions into the
-    evaluation set with `expected`; the gap is then written, waiting for its questions to be answered."""
+    evaluation set with `expected`; the gap is then written, waiting for its questions to be answered. Only an open
+    gap is written (a second submission is refused); an edit names the `version` it was made on, and is refused when
+    the document has changed since (nothing of the newer version is overwritten)."""
+    if gap.state != Gap.State.OPEN:
+        raise GapInvalid({"where": _("This gap was already written.")})
     if where == "new":
         text, expected = _checked(text, expected, limit=MAX_TEXT)
         chosen = destinations(gap).sources
@@ -146,7 +153,7 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
         relevant, document = key, None
         body = f"{text}\n"  # the owner's words only: a heading made of the question would read as its answer
         upload = (target, key, body)
-        gap.checked = {"source": (target or knowledge.source_default_get(tenant=gap.tenant)).pk, "key": key}
+        gap.checked = {"source": (target or knowledge.source_default_get(tenant=gap.tenant)).pk, "key": key, "after": 0}
     elif where in ("edit", "there"):
         document = _nearest_document(gap)
         if document is None:
@@ -157,6 +164,10 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
             )
         if where == "edit":
             text, expected = _checked(text, expected, limit=MAX_EDITED)
+            if version != str(document.version):
+                raise GapInvalid({"text": _("The document changed while you edited it: here is its new text.")})
+            if not destinations(gap).editable:
+                raise GapInvalid({"where": _("This document is too long to edit here: add a new one.")})
             if text == destinations(gap).current.strip():
                 raise GapInvalid({"text": _("Nothing was changed: add the missing sentence to the text.")})
             upload = (document.source, document.document_key, text + "\n")
@@ -164,9 +175,12 @@ def gap_write(*, gap: Gap, text: str, expected: str, user: Any, where: str = "ne
             text, expected = _checked(text, expected, limit=MAX_TEXT, written_elsewhere=True)
             upload = None
         relevant = document.document_key
+        gap.checked = {"after": document.version}  # its text is in a later version
     else:
         raise GapInvalid({"where": _("Choose where the text goes.")})
     with transaction.atomic():
+        if not Gap.objects.select_for_update().filter(pk=gap.pk, state=Gap.State.OPEN).exists():
+            raise GapInvalid({"where": _("This gap was already written.")})  # by a submission at the same moment
         if upload is not None:
             target, key, body = upload
             writer = _writer(gap, user)
@@ -207,17 +221,16 @@ def _written_document(gap: Gap) -> Document | None:
 
 
 def check_written(tenant: Any) -> int:
-    """Each written gap whose text has come into the index since (a version of its document served from then on,
-    not asked against yet) has its questions asked again, as an evaluation run asks them (feedback.evaluation: the
-    whole knowledge, the model): it closes when every one is answered with its phrase. A check that could not ask
-    (no model) is tried again at the next run. Returns how many closed."""
+    """Each written gap whose text has come into the index since (a version of its document after the one the text
+    was written on, not asked against yet) has its questions asked again, as an evaluation run asks them
+    (feedback.evaluation: the whole knowledge, the model): it closes when every one is answered with its phrase. A
+    check that could not ask (no model) is tried again at the next run. Returns how many closed."""
     closed = 0
     for gap in Gap.objects.for_tenant(tenant).filter(state=Gap.State.WRITTEN).select_related("document"):
         document = _written_document(gap)
-        if document is None or gap.written_at is None:
+        if document is None:
             continue  # its text is not indexed yet
-        served = document.versions.filter(served_from__gte=gap.written_at).order_by("-version").first()
-        if served is None or gap.checked.get("version") == served.version:
+        if document.version <= gap.checked.get("after", 0) or gap.checked.get("version") == document.version:
             continue  # not there yet (an edit made where it lives comes with a sync), or already asked against it
         asked = [q.eval_question for q in gap.questions.select_related("eval_question") if q.eval_question]
         rows = [evaluation.score_question(gap.tenant, q, answers=True) for q in asked]
@@ -226,7 +239,7 @@ def check_written(tenant: Any) -> int:
         passed = sum(1 for row in rows if row.get("ans_phrase") == 1.0 and not row.get("refused"))
         gap.document = document
         at = timezone.now().isoformat()
-        gap.checked = {**gap.checked, "version": served.version, "at": at, "passed": passed, "of": len(rows)}
+        gap.checked = {**gap.checked, "version": document.version, "at": at, "passed": passed, "of": len(rows)}
         fields = ["document", "checked"]
         if rows and passed == len(rows):
             gap.state, gap.closed_at = Gap.State.CLOSED, timezone.now()
@@ -260,13 +273,15 @@ def tell_owners(tenant: Any) -> int:
     RAG_PUBLIC_URL is set. Only those with an address are told; the page lists the gaps for all. Returns how many
     e-mails were sent."""
     sent = 0
+    members = set(Membership.objects.filter(tenant=tenant).values_list("user_id", flat=True))
     admins = Membership.objects.filter(tenant=tenant, role=Membership.Role.ADMIN, user__is_active=True)
     for gap in Gap.objects.for_tenant(tenant).filter(state=Gap.State.OPEN).select_related("owner"):
-        people = [gap.owner] if gap.owner is not None else [m.user for m in admins.select_related("user")]
+        owned = gap.owner is not None and gap.owner_id in members  # one who left the tenant is never told
+        people = [gap.owner] if gap.owner is not None and owned else [m.user for m in admins.select_related("user")]
         for person in people:
             if person.pk in gap.told or not person.email or not person.is_active:
                 continue
-            context = {"tenant": tenant, "gap": gap, "site": settings.RAG_PUBLIC_URL, "owner": gap.owner is not None}
+            context = {"tenant": tenant, "gap": gap, "site": settings.RAG_PUBLIC_URL, "owner": owned}
             with translation.override(settings.LANGUAGE_CODE):
                 subject = render_to_string("insights/email/gap_subject.txt", context).strip()
                 body = render_to_string("insights/email/gap.txt", context)

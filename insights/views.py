@@ -120,6 +120,7 @@ def gap_detail(request: TenantRequest, gap_id: str) -> HttpResponse:
                 user=request.user,
                 where=request.POST.get("where", "new"),
                 source=request.POST.get("source", ""),
+                version=request.POST.get("version", ""),
             )
         except owners.GapInvalid as invalid:
             context["errors"], context["given"], status = invalid.errors, request.POST, 400

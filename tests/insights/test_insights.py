@@ -257,12 +257,17 @@ def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it
     assert client.post(f"/t/acme/gaps/{gap.public_id}/", restricted).status_code == 400
     current = owners.destinations(gap).current
     assert current.startswith("# Facilities") and "bicycle room" in current
-    unchanged = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": current, "expected": "street"})
+    url = f"/t/acme/gaps/{gap.public_id}/"
+    unchanged = client.post(url, {"where": "edit", "text": current, "expected": "street", "version": "1"})
     assert unchanged.status_code == 400 and "Nothing was changed" in unchanged.content.decode()
     edited = current + "\nEmployees park in garage B, level 2, with their badge.\n"
+    stale = client.post(url, {"where": "edit", "text": edited, "expected": "garage B", "version": "0"})
+    assert stale.status_code == 400 and "changed while you edited" in stale.content.decode()  # nothing overwritten
     with TestCase.captureOnCommitCallbacks(execute=True):
-        done = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": edited, "expected": "garage B"})
+        done = client.post(url, {"where": "edit", "text": edited, "expected": "garage B", "version": "1"})
     assert done.status_code == 302
+    again = client.post(url, {"where": "new", "text": "Garage B.", "expected": "Garage B"})
+    assert again.status_code == 400 and "already written" in again.content.decode()  # no second document
     facilities.refresh_from_db()
     assert facilities.version == 2 and facilities.owner == olga  # the same document, its next version
     text = selectors.version_text(viewer=Viewer.everything(tenant_a), version=facilities.versions.get(version=2))
@@ -271,6 +276,7 @@ def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it
     assert gap.state == "written" and gap.document == facilities
     asked = EvalQuestion.objects.filter(answer="garage B")
     assert asked.count() == 3 and {tuple(q.relevant_docs) for q in asked} == {("facilities.md",)}
+    assert gap.checked == {"after": 1}  # its text is in the versions after the one it was written on
     hits = retrieve(viewer=Viewer.everything(tenant_a), query=PARKING[0], top_k=3)
     assert "garage B" in hits[0].chunk.text  # the next question finds it
 
@@ -288,7 +294,8 @@ def test_an_owner_edits_the_nearest_document_here_or_says_it_was_edited_where_it
     gap = Gap.objects.get()
     page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
     assert "Or edit facilities.md where it lives" in page and "Or as an edit of" not in page
-    here = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": edited, "expected": "garage B"})
+    here = client.post(f"/t/acme/gaps/{gap.public_id}/", {"where": "edit", "text": edited, "expected": "garage B",
+                                                          "version": "1"})  # fmt: skip
     assert here.status_code == 400 and "is not kept here" in here.content.decode()
     wrong_source = {"where": "new", "text": "Garage B.", "expected": "Garage B", "source": str(folder.public_id)}
     foreign = client.post(f"/t/acme/gaps/{gap.public_id}/", wrong_source)
@@ -373,3 +380,12 @@ def test_each_open_gap_is_e_mailed_once_to_whoever_closes_it(tenant_a, admin_a, 
     parking.save()
     gaps_task()
     assert [m.to for m in mailoutbox[2:]] == [["sam@example.com"]]
+
+    from tenants.services import member_remove
+
+    leaving = Membership.objects.get(tenant=tenant_a, user=sam)
+    member_remove(tenant=tenant_a, actor=admin_a, membership=leaving)  # the gap goes back to the admins, never to him
+    parking.told = []
+    parking.save()
+    gaps_task()
+    assert [m.to for m in mailoutbox[3:]] == [["alice@example.com"]]
