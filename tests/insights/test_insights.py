@@ -220,6 +220,12 @@ def test_a_gap_never_carries_a_restricted_documents_text_to_its_owner_or_its_dra
     gaps.refresh(tenant_a)
     gap = Gap.objects.get()
     assert "C7" not in str(gap.draft) and "C7" not in str(gap.nearest) and gap.owner is None
+    to = owners.destinations(gap)  # nor what the owner is offered to edit
+    assert (to.document is None or to.document.document_key != "board.md") and "C7" not in to.current
+    admin = make_member(tenant_a, role=Membership.Role.ADMIN, username="ada")
+    client = Client()
+    client.force_login(admin)
+    assert "C7" not in client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
 
 
 FACILITIES = ("# Facilities\n\nVisitors park in the street. Employees cycle: the office has a bicycle room in the "
