@@ -395,3 +395,31 @@ def test_each_open_gap_is_e_mailed_once_to_whoever_closes_it(tenant_a, admin_a, 
     parking.save()
     gaps_task()
     assert [m.to for m in mailoutbox[3:]] == [["alice@example.com"]]
+
+
+def test_a_document_ragsite_cannot_give_back_exactly_is_not_edited_here(tenant_a):
+    """Its front matter (a review date) is not in its chunks: rewriting it from them would lose it. The owner is told
+    to add a new document instead, and neither an edit here nor "edited where it lives" is taken."""
+    from knowledge import services as knowledge
+
+    olga = make_member(tenant_a, username="olga")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        knowledge.upload_enqueue(tenant=tenant_a, source=None, uploads=[
+            ("facilities.md", ("---\nreview_by: 2027-06-30\n---\n" + FACILITIES).encode())])  # fmt: skip
+    for question in PARKING[:3]:
+        ask(tenant_a, question)
+    gaps.refresh(tenant_a)
+    gap = Gap.objects.get()
+    gap.owner = olga
+    gap.save()
+    to = owners.destinations(gap)
+    assert to.document.document_key == "facilities.md" and not to.editable and not to.elsewhere
+    client = Client()
+    client.force_login(olga)
+    page = client.get(f"/t/acme/gaps/{gap.public_id}/").content.decode()
+    assert "facilities.md cannot be edited here" in page and 'data-where="edit"' not in page
+    assert 'data-where="there"' not in page
+    for where in ("edit", "there"):
+        posted = {"where": where, "text": "Employees park in garage B.", "expected": "garage B", "version": "1"}
+        assert client.post(f"/t/acme/gaps/{gap.public_id}/", posted).status_code == 400
+    assert Document.objects.get(document_key="facilities.md").review_by.isoformat() == "2027-06-30"
