@@ -175,9 +175,10 @@ def gap_write(
             text, expected = _checked(text, expected, limit=MAX_EDITED)
             if version != str(document.version):
                 raise GapInvalid({"text": _("The document changed while you edited it: here is its new text.")})
-            if not destinations(gap).editable:
-                raise GapInvalid({"where": _("This document is too long to edit here: add a new one.")})
-            if text == destinations(gap).current.strip():
+            offered = destinations(gap)
+            if not offered.editable:
+                raise GapInvalid({"where": _("This document cannot be edited here: add a new one.")})
+            if text == offered.current.strip():
                 raise GapInvalid({"text": _("Nothing was changed: add the missing sentence to the text.")})
             upload = (document.source, document.document_key, text + "\n")
         else:
